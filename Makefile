@@ -1,0 +1,35 @@
+# dlock — run `make help` for the targets.
+SHELL := /bin/bash
+GO ?= go
+# Every module of the workspace, as directories.
+MODULES = $(shell $(GO) list -m -f '{{.Dir}}')
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: help demo test deps vet bench fuzz lint
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+demo: deps ## watch workers contend for one lock (starts its own redis-server)
+	$(GO) run ./cmd/dlock demo
+
+deps: ## install redis-server when it is missing (Debian, apt-get)
+	@command -v redis-server >/dev/null || { \
+	  echo "installing redis-server with apt-get"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
+	@command -v redis-server >/dev/null
+
+vet: ## gofmt check and go vet over every module
+	@out=$$(gofmt -l $(MODULES)); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	@for d in $(MODULES); do (cd $$d && $(GO) vet ./...) || exit 1; done
+
+test: deps vet ## install what the tests need, vet, and run every module's tests with -race
+	@for d in $(MODULES); do (cd $$d && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done
+
+lint: vet ## same as vet
+
+bench: deps ## run the side-by-side benchmark program (bench/RESULTS.md)
+	cd bench && $(GO) run . -out RESULTS.md
+
+fuzz: ## run each fuzz test for 10s
+	cd redislock && $(GO) test -run '^$$' -fuzz FuzzSlot -fuzztime 10s .

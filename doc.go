@@ -1,0 +1,31 @@
+// Package dlock is the vocabulary shared by every dlock driver: the [Locker]
+// and [Lock] interfaces, the options a caller passes to them, the errors they
+// return, the owner identity that makes a lock reentrant, and [Do], which runs
+// a function while holding a lock.
+//
+// The package imports only the standard library. Drivers live beside it:
+// redislock (single Redis, Sentinel, Cluster) and etcdlock (a module of its
+// own, so that Redis-only programs never pull in gRPC).
+//
+// # A lock in three lines
+//
+//	lk, err := locker.TryLock(ctx, "order:42", dlock.WithTTL(30*time.Second))
+//	if errors.Is(err, dlock.ErrNotAcquired) { /* someone else holds it */ }
+//	defer lk.Unlock(ctx)
+//
+// Busy is an error value, never (nil, nil) and never a boolean: test it with
+// errors.Is(err, dlock.ErrNotAcquired), and read the holder's remaining lease
+// from a [*NotAcquiredError] when you want a retry-after hint.
+//
+// # What a lease promises
+//
+// A distributed lock is a lease: it is held until it is released or its TTL
+// runs out on the server. A process that pauses (garbage collection, a
+// stopped VM, a slow network) can outlive its lease without knowing. dlock
+// narrows that window in three ways: it renews held locks in the background
+// (the watchdog), it tells the holder the moment a lock is lost
+// ([Lock.Done] and [Lock.Err]), and it hands out a fencing token
+// ([Lock.Fence]) that grows with every acquisition of a key, so that the
+// storage a lock protects can refuse a writer whose lease has passed to
+// someone else.
+package dlock

@@ -1,0 +1,119 @@
+package dlock
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// The errors of dlock. Compare with errors.Is: drivers wrap them with the key
+// and, where there is one, the cause.
+var (
+	// ErrNotAcquired reports that someone else holds the lock. It comes as a
+	// *NotAcquiredError.
+	ErrNotAcquired = errors.New("dlock: not acquired")
+	// ErrNotHeld reports that a lock is not held by the caller: it was
+	// already released, or it expired or passed to someone else.
+	ErrNotHeld = errors.New("dlock: not held")
+	// ErrOwnershipLost reports that the server no longer has this lock's
+	// token: the lease ran out or somebody deleted the key.
+	ErrOwnershipLost = errors.New("dlock: ownership lost")
+	// ErrLockLost matches every *LostError: the lock was lost while held.
+	ErrLockLost = errors.New("dlock: lock lost")
+	// ErrLeaseExpired reports that the local lease deadline passed before a
+	// renewal could reach the server.
+	ErrLeaseExpired = errors.New("dlock: lease deadline passed")
+	// ErrAlreadyHeld reports that the Locker already holds the key without
+	// an owner; a second hold would wait on itself.
+	ErrAlreadyHeld = errors.New("dlock: already held by this locker")
+	// ErrClosed reports a call on a closed Locker.
+	ErrClosed = errors.New("dlock: locker closed")
+	// ErrInvalidKey reports an empty key, a key over MaxKeyLen bytes, or a
+	// key that the driver's key layout cannot route.
+	ErrInvalidKey = errors.New("dlock: invalid key")
+	// ErrInvalidTTL reports a TTL that is not positive or below what the
+	// backend can express.
+	ErrInvalidTTL = errors.New("dlock: invalid ttl")
+	// ErrInvalidOption reports an option with a value out of range, or an
+	// option given where it does not apply.
+	ErrInvalidOption = errors.New("dlock: invalid option")
+	// ErrNilClient reports a driver constructed without a client.
+	ErrNilClient = errors.New("dlock: nil client")
+)
+
+// MaxKeyLen is the longest key, in bytes, that a Locker accepts.
+const MaxKeyLen = 1024
+
+// NotAcquiredError is the error of an acquisition that did not succeed
+// because someone else holds the lock. It matches ErrNotAcquired, and also
+// its Err when the wait ended because a context ended.
+type NotAcquiredError struct {
+	// Key is the key that was asked for.
+	Key string
+	// RetryAfter is the holder's remaining lease when the server said so,
+	// zero when unknown.
+	RetryAfter time.Duration
+	// Err is why waiting stopped: ctx.Err(), or nil when the lock was busy
+	// and the caller did not wait or its wait limit passed.
+	Err error
+}
+
+func (e *NotAcquiredError) Error() string {
+	s := "dlock: " + strconv.Quote(e.Key) + ": not acquired"
+	if e.RetryAfter > 0 {
+		s += " (held for another " + e.RetryAfter.String() + ")"
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Is reports whether target is ErrNotAcquired.
+func (e *NotAcquiredError) Is(target error) bool { return target == ErrNotAcquired }
+
+// Unwrap returns the context error that ended the wait, if any.
+func (e *NotAcquiredError) Unwrap() error { return e.Err }
+
+// LostError says why a held lock was lost. It matches ErrLockLost and
+// ErrNotHeld, and its Err: ErrOwnershipLost when the server no longer had
+// the token, or ErrLeaseExpired joined with the error that kept renewal from
+// reaching the server.
+type LostError struct {
+	Key string
+	Err error
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("dlock: %q: lock lost: %v", e.Key, e.Err)
+}
+
+// Is reports whether target is ErrLockLost or ErrNotHeld.
+func (e *LostError) Is(target error) bool { return target == ErrLockLost || target == ErrNotHeld }
+
+// Unwrap returns the cause of the loss.
+func (e *LostError) Unwrap() error { return e.Err }
+
+// KeyError wraps err with the key it concerns, as "dlock: "key": err".
+func KeyError(key string, err error) error {
+	return &keyError{key: key, err: err}
+}
+
+type keyError struct {
+	key string
+	err error
+}
+
+func (e *keyError) Error() string {
+	return "dlock: " + strconv.Quote(e.key) + ": " + trimPrefix(e.err.Error())
+}
+func (e *keyError) Unwrap() error { return e.err }
+
+func trimPrefix(s string) string {
+	const p = "dlock: "
+	if len(s) > len(p) && s[:len(p)] == p {
+		return s[len(p):]
+	}
+	return s
+}
