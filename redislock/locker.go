@@ -246,4 +246,3 @@ func (l *Locker) giveBack(ctx context.Context, lk *lock) {
 	defer cancel()
 	releaseScript.Run(rctx, l.client, lk.keys.list(), lk.token, lk.owner, "1")
 }
-
