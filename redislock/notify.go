@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,6 +17,8 @@ import (
 type notifier struct {
 	client redis.UniversalClient
 	log    *slog.Logger
+
+	drop atomic.Bool // test hook: lose every wake-up
 
 	mu      sync.Mutex
 	ps      *redis.PubSub
@@ -119,6 +122,9 @@ func (n *notifier) deliver(m any) {
 			}
 		}
 	case *redis.Message:
+		if n.drop.Load() {
+			return
+		}
 		if sub := n.subs[m.Channel]; sub != nil {
 			if wake := sub.waiters[m.Payload]; wake != nil {
 				signal(wake)

@@ -1,0 +1,273 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// waitFor starts l.Lock in a goroutine and returns its result channel.
+func waitFor(ctx context.Context, l *Locker, key string, opts ...dlock.Option) <-chan dlock.Lock {
+	got := make(chan dlock.Lock, 1)
+	go func() {
+		lk, err := l.Lock(ctx, key, opts...)
+		if err != nil {
+			close(got)
+			return
+		}
+		got <- lk
+	}()
+	return got
+}
+
+func queued(t testing.TB, s *redistest.Server, key string, n int64) {
+	t.Helper()
+	c := s.Client(t)
+	eventually(t, 5*time.Second, fmt.Sprintf("%d waiters queued", n), func() bool {
+		return c.ZCard(context.Background(), "{dlock:lock:"+key+"}:q").Val() == n
+	})
+}
+
+// A waiter whose retry interval is 10s acquires within 2s of the release: a
+// bound only the wake-up can meet.
+func TestWakeOnRelease(t *testing.T) {
+	ctx := context.Background()
+	holder, waiter := newLocker(t, shared), newLocker(t, shared)
+	key := keyFor(t)
+	lk, err := holder.TryLock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitFor(ctx, waiter, key, dlock.WithRetry(dlock.FixedInterval(10*time.Second)))
+	queued(t, shared, key, 1)
+	released := time.Now()
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := within(t, got, 2*time.Second, "the waiter after release")
+	if next == nil {
+		t.Fatal("the waiter failed")
+	}
+	t.Logf("handed over in %v", time.Since(released))
+	if next.Fence() <= lk.Fence() {
+		t.Fatal("fence did not rise")
+	}
+	next.Unlock(ctx)
+}
+
+// Only one waiter of a Locker wakes per release; the others keep waiting.
+func TestWakeOnePerRelease(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder, waiter := newLocker(t, shared), newLocker(t, shared)
+	key := keyFor(t)
+	lk, err := holder.TryLock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gots []<-chan dlock.Lock
+	for i := range 3 {
+		gots = append(gots, waitFor(dlock.WithOwner(ctx, fmt.Sprint("w", i)), waiter, key, dlock.WithRetry(dlock.FixedInterval(10*time.Second))))
+		queued(t, shared, key, int64(i+1))
+	}
+	lk.Unlock(ctx)
+	first := within(t, gots[0], 2*time.Second, "the first waiter")
+	if first == nil {
+		t.Fatal("first waiter failed")
+	}
+	select {
+	case lk := <-gots[1]:
+		t.Fatalf("a second waiter acquired while the first holds: %v", lk)
+	case lk := <-gots[2]:
+		t.Fatalf("a third waiter acquired while the first holds: %v", lk)
+	case <-time.After(200 * time.Millisecond): // observation window
+	}
+	first.Unlock(ctx)
+	second := within(t, gots[1], 2*time.Second, "the second waiter")
+	second.Unlock(ctx)
+	third := within(t, gots[2], 2*time.Second, "the third waiter")
+	third.Unlock(ctx)
+}
+
+// A lost wake-up costs at most the fallback sleep.
+func TestLostWakeUp(t *testing.T) {
+	ctx := context.Background()
+	key := keyFor(t)
+
+	t.Run("dropped", func(t *testing.T) {
+		holder, waiter := newLocker(t, shared), newLocker(t, shared)
+		waiter.notify.drop.Store(true)
+		lk, err := holder.TryLock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := waitFor(ctx, waiter, key, dlock.WithRetry(dlock.FixedInterval(300*time.Millisecond)))
+		queued(t, shared, key, 1)
+		lk.Unlock(ctx)
+		next := within(t, got, 3*time.Second, "the waiter whose wake-up was dropped")
+		if next == nil {
+			t.Fatal("the waiter failed")
+		}
+		next.Unlock(ctx)
+	})
+
+	t.Run("subscriber killed", func(t *testing.T) {
+		holder, waiter := newLocker(t, shared), newLocker(t, shared)
+		lk, err := holder.TryLock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := waitFor(ctx, waiter, key, dlock.WithRetry(dlock.FixedInterval(300*time.Millisecond)))
+		queued(t, shared, key, 1)
+		if err := shared.Client(t).Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+			t.Fatal(err)
+		}
+		lk.Unlock(ctx)
+		next := within(t, got, 3*time.Second, "the waiter whose subscriber was killed")
+		if next == nil {
+			t.Fatal("the waiter failed")
+		}
+		next.Unlock(ctx)
+	})
+}
+
+// A holder that crashes (its Locker gone, the key left to expire) does not
+// strand a waiter.
+func TestHolderCrash(t *testing.T) {
+	ctx := context.Background()
+	key := keyFor(t)
+	crashed, err := New(shared.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crashed.TryLock(ctx, key, dlock.WithTTL(300*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	crashed.Orphan() // no release, no renewal: as if the process died
+	waiter := newLocker(t, shared)
+	lk, err := waiter.Lock(ctx, key, dlock.WithRetry(dlock.FixedInterval(10*time.Second)), dlock.WithWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk.Unlock(ctx)
+}
+
+// Fair mode serves waiters in arrival order.
+func TestFairOrder(t *testing.T) {
+	ctx := context.Background()
+	key := keyFor(t)
+	holder := newLocker(t, shared)
+	lk, err := holder.TryLock(ctx, key, dlock.WithFair(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+	)
+	for i := range 5 {
+		l := newLocker(t, shared)
+		got := waitFor(ctx, l, key, dlock.WithFair(true))
+		queued(t, shared, key, int64(i+1))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lk, ok := <-got
+			if !ok {
+				t.Errorf("waiter %d failed", i)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			lk.Unlock(ctx)
+		}()
+	}
+	// a newcomer may not take the lock ahead of the queue, even when free
+	lk.Unlock(ctx)
+	if _, err := newLocker(t, shared).TryLock(ctx, key, dlock.WithFair(true)); err == nil {
+		t.Error("a fair newcomer jumped the queue")
+	}
+	wg.Wait()
+	for i, w := range order {
+		if w != i {
+			t.Fatalf("served in order %v, want 0..4", order)
+		}
+	}
+}
+
+// A fair-mode waiter that crashed does not block those behind it.
+func TestFairCrashedWaiter(t *testing.T) {
+	ctx := context.Background()
+	key := keyFor(t)
+	holder := newLocker(t, shared)
+	lk, err := holder.TryLock(ctx, key, dlock.WithFair(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The crashed waiter: it queued (claim window 300ms) and never came back.
+	dead := &lock{l: holder, key: key, keys: lk.(*lock).keys, token: "crashed-waiter", ttl: 10 * time.Second, index: -1}
+	if _, _, err := holder.attempt(ctx, dead, modeFair|modeWait, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	waiter := newLocker(t, shared)
+	got := waitFor(ctx, waiter, key, dlock.WithFair(true), dlock.WithRetry(dlock.FixedInterval(200*time.Millisecond)))
+	queued(t, shared, key, 2)
+	lk.Unlock(ctx) // granted to the crashed waiter, which never confirms
+	next := within(t, got, 5*time.Second, "the waiter behind a crashed one")
+	if next == nil {
+		t.Fatal("the waiter failed")
+	}
+	next.Unlock(ctx)
+}
+
+// Many contenders on one hot key: every acquisition is exclusive, and every
+// contender gets its turns.
+func TestHotKeyNoStarvation(t *testing.T) {
+	ctx := context.Background()
+	key := keyFor(t)
+	const contenders, rounds = 8, 10
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		inside int
+	)
+	for range contenders {
+		l := newLocker(t, shared)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				lk, err := l.Lock(ctx, key, dlock.WithWait(20*time.Second))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				inside++
+				if inside != 1 {
+					t.Error("two holders at once")
+				}
+				mu.Unlock()
+				time.Sleep(time.Millisecond) // the work done under the lock
+				mu.Lock()
+				inside--
+				mu.Unlock()
+				if err := lk.Unlock(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := shared.Client(t).Exists(ctx, "{dlock:lock:"+key+"}:q", "{dlock:lock:"+key+"}:w").Val(); n != 0 {
+		t.Fatalf("%d queue keys left behind", n)
+	}
+}
