@@ -39,5 +39,7 @@ func (o Options) OwnerIn(ctx context.Context) string {
 func NewToken() string {
 	var b [16]byte
 	rand.Read(b[:]) // never fails (crypto/rand documents it)
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	var s [22]byte
+	base64.RawURLEncoding.Encode(s[:], b[:])
+	return string(s[:])
 }

@@ -30,8 +30,8 @@ type keys struct {
 }
 
 // list returns the keys in the order the scripts expect.
-func (k *keys) list() []string {
-	return []string{k.lock, k.meta, k.holds, k.queue, k.waiters}
+func (k *keys) list() [5]string {
+	return [5]string{k.lock, k.meta, k.holds, k.queue, k.waiters}
 }
 
 func checkPrefix(prefix string) error {
@@ -47,7 +47,14 @@ func keysOf(prefix, key string) (keys, error) {
 	if err := dlock.CheckKey(key); err != nil {
 		return keys{}, err
 	}
-	lockKey := prefix + ":lock:" + key
+	// Every name is a slice of one string: the lock key, then the siblings.
+	n := len(prefix) + len(":lock:") + len(key)
+	var b strings.Builder
+	b.Grow(n + 4*(2*n+6))
+	b.WriteString(prefix)
+	b.WriteString(":lock:")
+	b.WriteString(key)
+	lockKey := b.String()
 	tag, tagged := hashTag(lockKey)
 	if !tagged {
 		if strings.IndexByte(lockKey, '}') >= 0 {
@@ -56,13 +63,10 @@ func keysOf(prefix, key string) (keys, error) {
 		tag = lockKey
 	}
 	// base is "{tag}" or "{tag}:<lock key>"; each sibling is base + ":x".
-	var b strings.Builder
 	baseLen := len(tag) + 2
 	if tagged {
 		baseLen += 1 + len(lockKey)
 	}
-	b.Grow(len(lockKey) + 4*(baseLen+2))
-	b.WriteString(lockKey)
 	for _, s := range "mhqw" {
 		b.WriteByte('{')
 		b.WriteString(tag)
@@ -75,7 +79,7 @@ func keysOf(prefix, key string) (keys, error) {
 		b.WriteRune(s)
 	}
 	all := b.String()
-	n, step := len(lockKey), baseLen+2
+	step := baseLen + 2
 	sib := func(i int) string { return all[n+i*step : n+(i+1)*step] }
 	return keys{lock: all[:n], meta: sib(0), holds: sib(1), queue: sib(2), waiters: sib(3)}, nil
 }

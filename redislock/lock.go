@@ -27,6 +27,11 @@ type lock struct {
 	token, owner string
 	fence        uint64
 	state        atomic.Int32
+	below        *lock // the holder's previous hold in the Locker's table
+
+	// The script arguments, boxed once: keys, token and owner.
+	keyArgs            [5]any
+	tokenArg, ownerArg any
 
 	unlockMu sync.Mutex // serialises Unlock, so that a second Unlock sees the first
 
@@ -59,6 +64,9 @@ func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecon
 func (lk *lock) setDeadline(sent time.Time, ttl time.Duration) {
 	lk.deadline = sent.Add(ttl - Drift(ttl))
 }
+
+// leaseKeys are the keys of refresh.lua and ttl.lua: the lock and its holds.
+func (lk *lock) leaseKeys() []any { return []any{lk.keyArgs[0], lk.keyArgs[2]} }
 
 func (lk *lock) pending() bool { return lk.state.Load() == statePending }
 
@@ -135,7 +143,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	case stateLost:
 		return lk.Err()
 	}
-	n, err := releaseScript.Run(ctx, lk.l.client, lk.keys.list(), lk.token, lk.owner, "0").Int64()
+	n, err := releaseScript.run(ctx, lk.l.client, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "0").Int64()
 	if err != nil {
 		return dlock.KeyError(lk.key, fmt.Errorf("release: %w", err))
 	}
@@ -170,7 +178,7 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	sent := time.Now()
-	n, err := refreshScript.Run(ctx, lk.l.client, []string{lk.keys.lock, lk.keys.holds}, lk.token, lk.owner, ttl.Milliseconds()).Int64()
+	n, err := refreshScript.run(ctx, lk.l.client, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, ttl.Milliseconds()).Int64()
 	if err != nil {
 		return dlock.KeyError(lk.key, fmt.Errorf("refresh: %w", err))
 	}
@@ -186,7 +194,7 @@ func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := lk.check(); err != nil {
 		return 0, err
 	}
-	n, err := ttlScript.Run(ctx, lk.l.client, []string{lk.keys.lock, lk.keys.holds}, lk.token, lk.owner).Int64()
+	n, err := ttlScript.run(ctx, lk.l.client, lk.leaseKeys(), lk.tokenArg, lk.ownerArg).Int64()
 	if err != nil {
 		return 0, dlock.KeyError(lk.key, fmt.Errorf("ttl: %w", err))
 	}

@@ -26,7 +26,9 @@ type Locker struct {
 	quit   chan struct{} // closed by Close: waiters stop waiting
 
 	mu   sync.Mutex
-	held map[holder][]*lock // this Locker's holds, newest last
+	held map[holder]*lock // this Locker's newest hold of each holder; older ones hang below it
+
+	ttlArg any // the default TTL in ms, boxed once
 
 	watchdog *scheduler
 	notify   *notifier
@@ -57,7 +59,8 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 		opts:   o,
 		log:    o.Logger,
 		quit:   make(chan struct{}),
-		held:   make(map[holder][]*lock),
+		held:   make(map[holder]*lock),
+		ttlArg: o.TTL.Milliseconds(),
 	}
 	l.watchdog = newScheduler(l)
 	l.notify = newNotifier(client, l.log)
@@ -96,10 +99,7 @@ func (l *Locker) Unlock(ctx context.Context, key string) error {
 	}
 	owner, _ := dlock.OwnerFrom(ctx)
 	l.mu.Lock()
-	var lk *lock
-	if hs := l.held[holder{key, owner}]; len(hs) > 0 {
-		lk = hs[len(hs)-1]
-	}
+	lk := l.held[holder{key, owner}]
 	l.mu.Unlock()
 	if lk == nil || lk.pending() {
 		return dlock.KeyError(key, dlock.ErrNotHeld)
@@ -126,8 +126,8 @@ func (l *Locker) close(release bool) error {
 	close(l.quit)
 	l.mu.Lock()
 	var all []*lock
-	for _, hs := range l.held {
-		for _, lk := range hs {
+	for _, lk := range l.held {
+		for ; lk != nil; lk = lk.below {
 			if !lk.pending() {
 				all = append(all, lk)
 			}
@@ -167,18 +167,28 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option) (
 	if err := ctx.Err(); err != nil {
 		return nil, o, dlock.KeyError(key, err)
 	}
-	lk := &lock{l: l, key: key, keys: k, token: dlock.NewToken(), owner: o.OwnerIn(ctx), ttl: o.TTL, renew: o.AutoRenew, index: -1}
+	lk := l.newLock(key, k, dlock.NewToken(), o.OwnerIn(ctx), o.TTL)
+	lk.renew = o.AutoRenew
 	if lk.owner == "" {
 		h := holder{key: key}
 		l.mu.Lock()
-		if len(l.held[h]) > 0 {
+		if l.held[h] != nil {
 			l.mu.Unlock()
 			return nil, o, dlock.KeyError(key, dlock.ErrAlreadyHeld)
 		}
-		l.held[h] = append(l.held[h], lk) // pending until acquired
+		l.held[h] = lk // pending until acquired
 		l.mu.Unlock()
 	}
 	return lk, o, nil
+}
+
+func (l *Locker) newLock(key string, k keys, token, owner string, ttl time.Duration) *lock {
+	lk := &lock{l: l, key: key, keys: k, token: token, owner: owner, ttl: ttl, index: -1}
+	for i, s := range k.list() {
+		lk.keyArgs[i] = s
+	}
+	lk.tokenArg, lk.ownerArg = token, owner
+	return lk
 }
 
 // acquired records a lock that is now held and starts watching its lease.
@@ -187,7 +197,8 @@ func (l *Locker) acquired(lk *lock, fence uint64) *lock {
 	l.mu.Lock()
 	if lk.owner != "" {
 		h := holder{lk.key, lk.owner}
-		l.held[h] = append(l.held[h], lk)
+		lk.below = l.held[h]
+		l.held[h] = lk
 	}
 	lk.state.Store(stateHeld)
 	l.mu.Unlock()
@@ -203,17 +214,19 @@ func (l *Locker) forget(lk *lock) {
 	h := holder{lk.key, lk.owner}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	hs := l.held[h]
-	for i, x := range hs {
-		if x == lk {
-			hs = append(hs[:i], hs[i+1:]...)
-			break
+	if top := l.held[h]; top == lk {
+		if lk.below == nil {
+			delete(l.held, h)
+		} else {
+			l.held[h] = lk.below
 		}
-	}
-	if len(hs) == 0 {
-		delete(l.held, h)
 	} else {
-		l.held[h] = hs
+		for x := top; x != nil; x = x.below {
+			if x.below == lk {
+				x.below = lk.below
+				break
+			}
+		}
 	}
 }
 
@@ -222,12 +235,17 @@ func (l *Locker) forget(lk *lock) {
 // lock it takes counts from the moment before the command was sent.
 func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Duration) (fence uint64, retryAfter time.Duration, err error) {
 	sent := time.Now()
-	n, err := acquireScript.Run(ctx, l.client, lk.keys.list(), lk.token, lk.ttl.Milliseconds(), lk.owner, mode, claim.Milliseconds()).Int64()
+	ttl := l.ttlArg
+	if lk.ttl != l.opts.TTL {
+		ttl = lk.ttl.Milliseconds()
+	}
+	n, err := acquireScript.run(ctx, l.client, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, mode, claim.Milliseconds()).Int64()
 	if err != nil {
-		if ctx.Err() != nil {
-			// The reply was lost with the context: the attempt may have
-			// taken the lock. Give it back, as a semaphore gives back a
-			// grant that arrives after cancellation.
+		if !errors.As(err, new(redis.Error)) {
+			// The reply was lost (a timeout, a cancelled context, a broken
+			// connection): the attempt may have taken the lock. Give it
+			// back, as a semaphore gives back a grant that arrives after
+			// cancellation.
 			l.giveBack(ctx, lk)
 		}
 		return 0, 0, dlock.KeyError(lk.key, fmt.Errorf("acquire: %w", err))
@@ -239,10 +257,15 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Dur
 	return 0, time.Duration(-1-n) * time.Millisecond, nil
 }
 
+// giveBackTimeout bounds a give-back. It need not wait for the reply of a
+// server that does not answer: once written, the release runs after the
+// attempt it undoes.
+const giveBackTimeout = 500 * time.Millisecond
+
 // giveBack releases whatever an interrupted attempt of lk may hold, and
 // takes it out of the wait queue.
 func (l *Locker) giveBack(ctx context.Context, lk *lock) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dlock.ReleaseTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
-	releaseScript.Run(rctx, l.client, lk.keys.list(), lk.token, lk.owner, "1")
+	releaseScript.run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "1")
 }

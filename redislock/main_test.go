@@ -20,6 +20,9 @@ import (
 // the Examples; TestMain starts it.
 var shared *redistest.Server
 
+// SharedServerAddr is the address of the server that the Examples use.
+func SharedServerAddr() string { return shared.Addr() }
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "redislock-test")
 	if err != nil {

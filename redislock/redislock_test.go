@@ -121,7 +121,7 @@ func TestHazardStaleRenew(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Keep A1's token, as a stale renewal from an old process would have it.
-	stale := &lock{l: a, key: key, keys: a1.(*lock).keys, token: a1.Token(), index: -1, ttl: time.Second}
+	stale := a.newLock(key, a1.(*lock).keys, a1.Token(), "", time.Second)
 	stale.state.Store(stateHeld)
 	if err := a1.Unlock(ctx); err != nil {
 		t.Fatal(err)

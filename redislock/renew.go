@@ -230,7 +230,7 @@ func (s *scheduler) renew(batch []*lock) {
 	sent := time.Now()
 	cmds, err := s.pipeline(ctx, batch, ttls)
 	if err != nil && isNoScript(err) {
-		if err = refreshScript.Load(ctx, s.l.client).Err(); err == nil {
+		if err = refreshScript.load(ctx, s.l.client); err == nil {
 			sent = time.Now()
 			cmds, err = s.pipeline(ctx, batch, ttls)
 		}
@@ -278,7 +278,7 @@ func (s *scheduler) renew(batch []*lock) {
 func (s *scheduler) pipeline(ctx context.Context, batch []*lock, ttls []time.Duration) ([]redis.Cmder, error) {
 	cmds, err := s.l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, lk := range batch {
-			refreshScript.EvalSha(ctx, p, []string{lk.keys.lock, lk.keys.holds}, lk.token, lk.owner, ttls[i].Milliseconds())
+			p.Do(ctx, refreshScript.args(lk.leaseKeys(), lk.tokenArg, lk.ownerArg, ttls[i].Milliseconds())...)
 		}
 		return nil
 	})
@@ -292,8 +292,6 @@ func (s *scheduler) pipeline(ctx context.Context, batch []*lock, ttls []time.Dur
 	}
 	return cmds, nil
 }
-
-func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
 
 // lockHeap orders locks by due time.
 type lockHeap []*lock

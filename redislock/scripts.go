@@ -1,7 +1,10 @@
 package redislock
 
 import (
+	"context"
+	"crypto/sha1"
 	_ "embed"
+	"encoding/hex"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -19,13 +22,12 @@ var (
 	ttlLua string
 )
 
-// The scripts. Run sends EVALSHA and falls back to EVAL on NOSCRIPT (after a
-// restart, a failover or SCRIPT FLUSH), so the normal case is one round trip.
+// The scripts, immutable once built.
 var (
-	acquireScript = redis.NewScript(commonLua + acquireLua)
-	releaseScript = redis.NewScript(commonLua + releaseLua)
-	refreshScript = redis.NewScript(refreshLua)
-	ttlScript     = redis.NewScript(ttlLua)
+	acquireScript = newScript(commonLua + acquireLua)
+	releaseScript = newScript(commonLua + releaseLua)
+	refreshScript = newScript(refreshLua)
+	ttlScript     = newScript(ttlLua)
 )
 
 // Attempt modes of acquire.lua.
@@ -41,3 +43,48 @@ const (
 	releaseDone    = 1
 	releaseAgain   = 2
 )
+
+// script is a Lua script sent by its SHA1. Its arguments are built by hand,
+// from values boxed once per lock, so that a call costs the fewest
+// allocations the client allows.
+type script struct {
+	src  string
+	hash any // the hex SHA1, boxed once
+}
+
+func newScript(src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{src: src, hash: hex.EncodeToString(sum[:])}
+}
+
+// doer is what runs a command: a client or a pipeline.
+type doer interface {
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
+// args builds "EVALSHA hash numkeys keys... args...".
+func (s *script) args(keys []any, args ...any) []any {
+	cmd := make([]any, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "evalsha", s.hash, len(keys))
+	cmd = append(cmd, keys...)
+	return append(cmd, args...)
+}
+
+// run sends EVALSHA and, on NOSCRIPT (after a restart, a failover or
+// SCRIPT FLUSH), the same call as EVAL: one round trip in the normal case.
+func (s *script) run(ctx context.Context, c doer, keys []any, args ...any) *redis.Cmd {
+	cmd := c.Do(ctx, s.args(keys, args...)...)
+	if isNoScript(cmd.Err()) {
+		eval := cmd.Args()
+		eval[0], eval[1] = "eval", s.src
+		cmd = c.Do(ctx, eval...)
+	}
+	return cmd
+}
+
+// load puts the script in the server's cache.
+func (s *script) load(ctx context.Context, c redis.Scripter) error {
+	return c.ScriptLoad(ctx, s.src).Err()
+}
+
+func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }

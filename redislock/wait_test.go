@@ -212,7 +212,7 @@ func TestFairCrashedWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The crashed waiter: it queued (claim window 300ms) and never came back.
-	dead := &lock{l: holder, key: key, keys: lk.(*lock).keys, token: "crashed-waiter", ttl: 10 * time.Second, index: -1}
+	dead := holder.newLock(key, lk.(*lock).keys, "crashed-waiter", "", 10*time.Second)
 	if _, _, err := holder.attempt(ctx, dead, modeFair|modeWait, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}

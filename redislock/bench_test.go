@@ -1,0 +1,177 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/redis/go-redis/v9"
+)
+
+const rawRelease = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`
+
+// BenchmarkUncontended is one TryLock+Unlock cycle, beside the floor: the
+// two raw go-redis calls of the single-instance algorithm (SET NX PX, then
+// an EVALSHA compare-and-delete). rtt/op counts round trips with a hook.
+func BenchmarkUncontended(b *testing.B) {
+	ctx := context.Background()
+	b.Run("floor", func(b *testing.B) {
+		hook := &counter{}
+		c := shared.Client(b)
+		c.AddHook(hook)
+		release := redis.NewScript(rawRelease)
+		key := "bench:floor"
+		b.ReportAllocs()
+		for b.Loop() {
+			token := dlock.NewToken()
+			ok, err := c.SetNX(ctx, key, token, 10*time.Second).Result()
+			if err != nil || !ok {
+				b.Fatalf("SET NX: %v %v", ok, err)
+			}
+			if n, err := release.Run(ctx, c, []string{key}, token).Int64(); err != nil || n != 1 {
+				b.Fatalf("release: %v %v", n, err)
+			}
+		}
+		b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "rtt/op")
+	})
+	for _, bc := range []struct {
+		name string
+		opts []dlock.Option
+	}{
+		{"dlock", nil},
+		{"dlock-lease", []dlock.Option{dlock.WithLease(10 * time.Second)}},
+		{"dlock-owner", []dlock.Option{dlock.WithOwnerID("bench")}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			hook := &counter{}
+			c := shared.Client(b)
+			c.AddHook(hook)
+			l, err := New(c, bc.opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			key := "bench:" + bc.name
+			b.ReportAllocs()
+			for b.Loop() {
+				lk, err := l.TryLock(ctx, key)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := lk.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "rtt/op")
+		})
+	}
+}
+
+// BenchmarkHandoff is a hot key: n contenders, each on a Locker of its own
+// (its own connections), hold the lock 2ms and ask again at once. It reports
+// acquisitions and hand-offs (acquisitions by a contender other than the
+// last holder) per second, hand-off latency from the start of the release to
+// the return of the next holder's Lock (p50, p99), round trips per
+// acquisition, and the fewest and most acquisitions of one contender.
+func BenchmarkHandoff(b *testing.B) {
+	modes := []struct {
+		name string
+		opts []dlock.Option
+	}{
+		{"notify", nil},
+		{"fair", []dlock.Option{dlock.WithFair(true)}},
+		{"poll10ms", []dlock.Option{dlock.WithNotify(false), dlock.WithRetry(dlock.FixedInterval(10 * time.Millisecond))}},
+		{"poll100ms", []dlock.Option{dlock.WithNotify(false), dlock.WithRetry(dlock.FixedInterval(100 * time.Millisecond))}},
+	}
+	for _, n := range []int{2, 8, 32} {
+		for _, m := range modes {
+			b.Run(fmt.Sprintf("%s/contenders=%d", m.name, n), func(b *testing.B) {
+				benchHandoff(b, n, m.opts)
+			})
+		}
+	}
+}
+
+func benchHandoff(b *testing.B, n int, opts []dlock.Option) {
+	ctx := context.Background()
+	key := "bench:hot:" + b.Name()
+	hook := &counter{}
+	lockers := make([]*Locker, n)
+	for i := range lockers {
+		c := shared.Client(b)
+		c.AddHook(hook)
+		l, err := New(c, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		lockers[i] = l
+	}
+	var (
+		mu        sync.Mutex
+		last      = -1
+		releasing time.Time
+		latencies []time.Duration
+		per       = make([]int, n)
+		acquired  atomic.Int64
+		wg        sync.WaitGroup
+	)
+	total := int64(b.N)
+	b.ResetTimer()
+	start := time.Now()
+	trips := hook.trips.Load()
+	for i, l := range lockers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for acquired.Load() < total {
+				lk, err := l.Lock(ctx, key, dlock.WithWait(30*time.Second))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				now := time.Now()
+				acquired.Add(1)
+				mu.Lock()
+				if last != i && last >= 0 {
+					latencies = append(latencies, now.Sub(releasing))
+				}
+				last = i
+				per[i]++
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond) // the work under the lock
+				mu.Lock()
+				releasing = time.Now()
+				mu.Unlock()
+				if err := lk.Unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	b.StopTimer()
+	got := acquired.Load()
+	slices.Sort(latencies)
+	pct := func(p float64) float64 {
+		if len(latencies) == 0 {
+			return 0
+		}
+		return float64(latencies[int(p*float64(len(latencies)-1))].Microseconds())
+	}
+	b.ReportMetric(float64(got)/secs, "acq/s")
+	b.ReportMetric(float64(len(latencies))/secs, "handoffs/s")
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(float64(hook.trips.Load()-trips)/float64(got), "rtt/acq")
+	b.ReportMetric(float64(slices.Min(per)), "min-acq")
+	b.ReportMetric(float64(slices.Max(per)), "max-acq")
+	b.ReportMetric(0, "ns/op")
+}

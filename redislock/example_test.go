@@ -1,0 +1,173 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/redislock"
+	"github.com/redis/go-redis/v9"
+)
+
+func ExampleLocker_TryLock() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redislock.SharedServerAddr()})
+	defer rdb.Close()
+	locker, err := redislock.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	lk, err := locker.TryLock(ctx, "report:daily", dlock.WithTTL(30*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("holding", lk.Key())
+
+	// A second party is refused at once; busy is an error value.
+	other, _ := redislock.New(rdb)
+	defer other.Close()
+	_, err = other.TryLock(ctx, "report:daily")
+	var busy *dlock.NotAcquiredError
+	if errors.As(err, &busy) {
+		fmt.Println("busy; retry after at most", busy.RetryAfter.Round(10*time.Second))
+	}
+
+	if err := lk.Unlock(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("released")
+	// Output:
+	// holding report:daily
+	// busy; retry after at most 30s
+	// released
+}
+
+func ExampleLocker_Lock() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redislock.SharedServerAddr()})
+	defer rdb.Close()
+	a, _ := redislock.New(rdb)
+	defer a.Close()
+	b, _ := redislock.New(rdb)
+	defer b.Close()
+
+	first, err := a.TryLock(ctx, "invoice:7")
+	if err != nil {
+		panic(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Wait up to five seconds; the release wakes this waiter at once.
+		lk, err := b.Lock(ctx, "invoice:7", dlock.WithWait(5*time.Second))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("second holder, fence rose:", lk.Fence() > first.Fence())
+		lk.Unlock(ctx)
+	}()
+	time.Sleep(50 * time.Millisecond) // let the waiter start waiting, for the story
+	fmt.Println("first holder releases")
+	first.Unlock(ctx)
+	wg.Wait()
+	// Output:
+	// first holder releases
+	// second holder, fence rose: true
+}
+
+func ExampleLocker_Unlock() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redislock.SharedServerAddr()})
+	defer rdb.Close()
+	locker, _ := redislock.New(rdb)
+	defer locker.Close()
+
+	if _, err := locker.TryLock(ctx, "migration"); err != nil {
+		panic(err)
+	}
+	// A Locker without an owner refuses to hold a key twice...
+	_, err := locker.TryLock(ctx, "migration")
+	fmt.Println(errors.Is(err, dlock.ErrAlreadyHeld))
+	// ...and releases its own hold by key, seed 001's form.
+	fmt.Println(locker.Unlock(ctx, "migration"))
+	fmt.Println(errors.Is(locker.Unlock(ctx, "migration"), dlock.ErrNotHeld))
+	// Output:
+	// true
+	// <nil>
+	// true
+}
+
+func ExampleDo() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redislock.SharedServerAddr()})
+	defer rdb.Close()
+	locker, _ := redislock.New(rdb)
+	defer locker.Close()
+
+	err := dlock.Do(ctx, locker, "order:42", func(ctx context.Context) error {
+		// ctx is cancelled if the lock is lost while this runs.
+		fmt.Println("paying order 42")
+		return nil
+	}, dlock.WithWait(time.Second))
+	fmt.Println("done:", err)
+	// Output:
+	// paying order 42
+	// done: <nil>
+}
+
+// store is a resource that keeps the highest fence it has seen, and refuses
+// writes that carry a lower one: a holder that paused past its lease cannot
+// overwrite the work of the holder after it.
+type store struct {
+	mu    sync.Mutex
+	fence uint64
+	value string
+}
+
+var errStale = errors.New("stale fencing token")
+
+func (s *store) write(fence uint64, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fence < s.fence {
+		return errStale
+	}
+	s.fence, s.value = fence, value
+	return nil
+}
+
+func Example_fencing() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redislock.SharedServerAddr()})
+	defer rdb.Close()
+	a, _ := redislock.New(rdb)
+	defer a.Close()
+	b, _ := redislock.New(rdb)
+	defer b.Close()
+	var s store
+
+	// A takes the lock, then pauses past its 50ms lease without renewing.
+	slow, _ := a.TryLock(ctx, "ledger", dlock.WithLease(50*time.Millisecond))
+	<-slow.Done()
+	// B takes it after the lease and writes.
+	lk, err := b.Lock(ctx, "ledger", dlock.WithWait(5*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("B writes:", s.write(lk.Fence(), "B"))
+	// A wakes up and tries to write with its old fence: refused.
+	fmt.Println("A writes:", s.write(slow.Fence(), "A"))
+	fmt.Println("value:", s.value)
+	lk.Unlock(ctx)
+	// Output:
+	// B writes: <nil>
+	// A writes: stale fencing token
+	// value: B
+}
