@@ -91,6 +91,23 @@ func (n *notifier) watch(ctx context.Context, channel, token string) (<-chan str
 	return wake, unwatch
 }
 
+// ready reports whether channel is subscribed and confirmed, so that a
+// waiter may join the queue on its first attempt.
+func (n *notifier) ready(channel string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	sub := n.subs[channel]
+	if sub == nil {
+		return false
+	}
+	select {
+	case <-sub.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // receive is the subscriber's goroutine.
 func (n *notifier) receive(msgs <-chan any) {
 	defer n.running.Done()

@@ -20,6 +20,10 @@ import (
 //     never strands it; each attempt also renews its place in the queue,
 //     which lapses 2*delay+250ms after the last attempt so a crashed
 //     waiter cannot block the queue for longer;
+//
+// When the Locker is already subscribed to the key's channel (it waited on
+// the key recently), steps 1 and 2 are one: the first attempt joins the
+// queue.
 //  4. a woken waiter confirms its grant in one round trip.
 //
 // In fair mode (dlock.WithFair) a newcomer never takes a free lock while a
@@ -46,11 +50,36 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 }
 
 func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, error) {
-	mode := modeTry
+	single := o.Waiting && o.Wait == 0 // WithWait(0): one attempt, like TryLock
+	base := modeTry
 	if o.Fair {
-		mode |= modeFair
+		base |= modeFair
 	}
-	fence, retryAfter, err := l.attempt(ctx, lk, mode, 0)
+	queue := base
+	if (o.Notify || o.Fair) && !single {
+		queue |= modeWait // a fair waiter queues even when it polls
+	}
+
+	// When this Locker is already subscribed to the key's channel (a hot
+	// key), the first attempt joins the queue at once; otherwise it is a
+	// plain attempt, and the waiter subscribes only if the lock is busy.
+	var (
+		wake    <-chan struct{}
+		unwatch = func() {}
+	)
+	defer func() { unwatch() }()
+	watch := func() {
+		if o.Notify {
+			wake, unwatch = l.notify.watch(ctx, lk.keys.queue, lk.token)
+		}
+	}
+	mode, claim := base, time.Duration(0)
+	if queue&modeWait != 0 && o.Notify && l.notify.ready(lk.keys.queue) {
+		watch()
+		mode, claim = queue, claimFor(o.Retry.Interval())
+	}
+	queued := mode&modeWait != 0
+	fence, retryAfter, err := l.attempt(ctx, lk, mode, claim)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, &dlock.NotAcquiredError{Key: lk.key, Err: ctx.Err()}
@@ -63,8 +92,14 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 	busy := func(cause error) error {
 		return &dlock.NotAcquiredError{Key: lk.key, RetryAfter: retryAfter, Err: cause}
 	}
-	if o.Waiting && o.Wait == 0 {
+	if single {
 		return nil, busy(nil)
+	}
+	leave := func(cause error) error {
+		if queued {
+			l.giveBack(ctx, lk)
+		}
+		return busy(cause)
 	}
 	var limit <-chan time.Time
 	if o.Waiting {
@@ -72,44 +107,35 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 		defer t.Stop()
 		limit = t.C
 	}
-
-	var wake <-chan struct{}
-	if o.Notify {
-		w, unwatch := l.notify.watch(ctx, lk.keys.queue, lk.token)
-		defer unwatch()
-		wake = w
-	}
-	if o.Notify || o.Fair {
-		mode |= modeWait // a fair waiter queues even when it polls
-	}
-	queued := false
-	leave := func(cause error) error {
-		if queued {
-			l.giveBack(ctx, lk)
-		}
-		return busy(cause)
+	if wake == nil {
+		watch()
 	}
 
 	backoff := o.Retry.Start()
 	sleep := time.NewTimer(time.Hour)
 	defer sleep.Stop()
+	// A waiter that did not join the queue yet attempts again right after
+	// subscribing: a release in between is then never missed.
+	delay, again := o.Retry.Interval(), !queued
 	for {
-		delay, ok := backoff.Next()
-		if !ok {
-			return nil, leave(nil)
-		}
-		claim := 2*delay + 250*time.Millisecond
-		fence, retryAfter, err = l.attempt(ctx, lk, mode, claim)
-		queued = mode&modeWait != 0
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, leave(ctx.Err())
+		if again {
+			var ok bool
+			if delay, ok = backoff.Next(); !ok {
+				return nil, leave(nil)
 			}
-			return nil, err // attempt gave the lock back if it had taken it
+			fence, retryAfter, err = l.attempt(ctx, lk, queue, claimFor(delay))
+			queued = queue&modeWait != 0
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, leave(ctx.Err())
+				}
+				return nil, err // attempt gave the lock back if it had taken it
+			}
+			if fence > 0 {
+				return l.acquired(lk, fence), nil
+			}
 		}
-		if fence > 0 {
-			return l.acquired(lk, fence), nil
-		}
+		again = true
 		if retryAfter > 0 && retryAfter < delay {
 			delay = retryAfter
 		}
@@ -132,3 +158,8 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 		}
 	}
 }
+
+// claimFor is how long a queue entry stays valid after an attempt followed
+// by a sleep of at most delay: a waiter that stops coming back (a crash)
+// loses its place, and a grant made to it lapses, after that long.
+func claimFor(delay time.Duration) time.Duration { return 2*delay + 250*time.Millisecond }
