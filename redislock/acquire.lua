@@ -1,0 +1,95 @@
+-- acquire: one attempt to take the lock, or to confirm a grant.
+-- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] owner ('' for a plain lock),
+-- ARGV[4] mode: 0 try, 1 fair try, 2 wait, 3 fair wait (wait = join the
+-- queue when busy), ARGV[5] claim window in ms of a waiter's queue entry.
+-- Returns the fence (> 0) when the lock is ours, else -1 - holder's PTTL.
+local token, ttl, owner, mode, claim = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local fair, wait = mode % 2 == 1, mode >= 2
+
+local function take(fence)
+  if wait then
+    redis.call('ZREM', queue, token)
+    redis.call('HDEL', waiters, token)
+  end
+  return fence
+end
+
+local function extend()
+  if redis.call('PTTL', lock) < ttl then
+    redis.call('PEXPIRE', lock, ttl)
+    if owner ~= '' then redis.call('PEXPIRE', holds, ttl) end
+  end
+end
+
+-- Is someone other than us first in the queue and still alive?
+local function queued_ahead()
+  local now = now_ms()
+  for _ = 1, 100 do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head or head == token then return false end
+    local info = redis.call('HGET', waiters, head)
+    if info and tonumber(string.match(info, '^(%d+)')) >= now then return true end
+    redis.call('ZREM', queue, head)
+    redis.call('HDEL', waiters, head)
+  end
+  return true
+end
+
+if owner == '' and not fair then
+  -- the plain path: SET NX PX, as in the single-instance algorithm
+  if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
+    return take(redis.call('HINCRBY', meta, 'f', 1))
+  end
+end
+
+local value = token
+if owner ~= '' then value = 'o:' .. owner end
+local current = redis.call('GET', lock)
+
+if not current then
+  if fair and queued_ahead() then
+    grant() -- the lock expired with waiters queued: wake the first one
+  else
+    redis.call('SET', lock, value, 'PX', ttl)
+    local fence = redis.call('HINCRBY', meta, 'f', 1)
+    if owner ~= '' then
+      redis.call('DEL', holds)
+      redis.call('HSET', holds, token, fence)
+      redis.call('PEXPIRE', holds, ttl)
+    end
+    return take(fence)
+  end
+elseif current == value then
+  if owner == '' then
+    -- granted to us while we waited: confirm
+    redis.call('PEXPIRE', lock, ttl)
+    return take(tonumber(redis.call('HGET', meta, 'f')))
+  end
+  local mine = redis.call('HGET', holds, token)
+  if mine then
+    extend() -- a grant to us, confirmed now
+    return take(tonumber(mine))
+  end
+  if redis.call('EXISTS', holds) == 1 then
+    -- reentry: the owner holds the lock already; add a hold
+    local fence = redis.call('HINCRBY', meta, 'f', 1)
+    redis.call('HSET', holds, token, fence)
+    extend()
+    return take(fence)
+  end
+end
+
+local pttl = redis.call('PTTL', lock)
+if wait then
+  local now = now_ms()
+  if not redis.call('ZSCORE', queue, token) then
+    redis.call('ZADD', queue, redis.call('HINCRBY', meta, 's', 1), token)
+  end
+  redis.call('HSET', waiters, token, (now + claim) .. '|' .. claim .. '|' .. owner)
+  if redis.call('PTTL', queue) < 2 * claim then
+    redis.call('PEXPIRE', queue, 2 * claim)
+    redis.call('PEXPIRE', waiters, 2 * claim)
+  end
+end
+if pttl < 0 then pttl = 0 end
+return -1 - pttl

@@ -1,0 +1,50 @@
+-- Shared by acquire.lua and release.lua; Go prepends it to both.
+--
+-- KEYS[1] lock      the lock itself: a string, the token of a plain lock or
+--                   "o:<owner>" of an owner's (reentrant) lock
+-- KEYS[2] meta      hash, never expires: f = fencing counter, s = queue
+--                   sequence, r = token of the last release (retry latch)
+-- KEYS[3] holds     hash of an owner's lock: hold token -> its fence
+-- KEYS[4] queue     zset of waiting tokens by arrival; also the channel
+--                   on which a waiter is told that the lock is now its own
+-- KEYS[5] waiters   hash: waiting token -> "deadline|claim|owner"
+local lock, meta, holds, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- grant hands a free lock to the first live waiter in the queue, dropping
+-- waiters whose deadline passed, and tells it on the queue's channel. The
+-- grant lasts the waiter's claim window: the waiter extends it to its TTL
+-- when it confirms, and a waiter that died lets it lapse. Returns true when
+-- it granted.
+local function grant()
+  local now
+  for _ = 1, 100 do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then return false end
+    local info = redis.call('HGET', waiters, head)
+    redis.call('ZREM', queue, head)
+    redis.call('HDEL', waiters, head)
+    if info then
+      now = now or now_ms()
+      local deadline, claim, owner = string.match(info, '^(%d+)|(%d+)|(.*)$')
+      if tonumber(deadline) >= now then
+        local fence = redis.call('HINCRBY', meta, 'f', 1)
+        if owner == '' then
+          redis.call('SET', lock, head, 'PX', claim)
+        else
+          redis.call('SET', lock, 'o:' .. owner, 'PX', claim)
+          redis.call('DEL', holds)
+          redis.call('HSET', holds, head, fence)
+          redis.call('PEXPIRE', holds, claim)
+        end
+        redis.call('SPUBLISH', queue, head)
+        return true
+      end
+    end
+  end
+  return false
+end

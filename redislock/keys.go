@@ -1,0 +1,115 @@
+package redislock
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dlock-go/dlock"
+)
+
+// The Redis keys of one lock. The lock key of K is exactly
+// "<prefix>:lock:<K>", so that any client following the single-instance
+// algorithm on that key contends correctly with dlock. Its siblings must sit
+// in the same Redis Cluster slot, so that every script touches one slot:
+//
+//   - when the lock key has a hash tag T (Redis's rule: the text between the
+//     first '{' and the first '}' after it, if not empty), a sibling is
+//     "{T}:<lock key>:<s>";
+//   - otherwise a sibling is "{<lock key>}:<s>", which hashes the whole lock
+//     key, as the lock key itself is hashed. This needs a lock key without
+//     '}', and keys for which it cannot hold are rejected with
+//     dlock.ErrInvalidKey.
+//
+// s is one letter: m (meta: fence counter, queue sequence, release latch),
+// h (the holds of an owner's lock), q (the wait queue, also the channel that
+// wakes waiters) and w (the waiters' entries). The two forms never produce
+// the same name for different locks, and no sibling is a lock key, because
+// a prefix may not contain braces.
+type keys struct {
+	lock, meta, holds, queue, waiters string
+}
+
+// list returns the keys in the order the scripts expect.
+func (k *keys) list() []string {
+	return []string{k.lock, k.meta, k.holds, k.queue, k.waiters}
+}
+
+func checkPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("%w: prefix %q contains a brace; hash tags belong in keys", dlock.ErrInvalidOption, prefix)
+	}
+	return nil
+}
+
+// keysOf lays out the keys of lock key under prefix, building all five
+// names in one allocation.
+func keysOf(prefix, key string) (keys, error) {
+	if err := dlock.CheckKey(key); err != nil {
+		return keys{}, err
+	}
+	lockKey := prefix + ":lock:" + key
+	tag, tagged := hashTag(lockKey)
+	if !tagged {
+		if strings.IndexByte(lockKey, '}') >= 0 {
+			return keys{}, fmt.Errorf("%w: %q has a '}' but no hash tag, so its companion keys cannot share its cluster slot", dlock.ErrInvalidKey, key)
+		}
+		tag = lockKey
+	}
+	// base is "{tag}" or "{tag}:<lock key>"; each sibling is base + ":x".
+	var b strings.Builder
+	baseLen := len(tag) + 2
+	if tagged {
+		baseLen += 1 + len(lockKey)
+	}
+	b.Grow(len(lockKey) + 4*(baseLen+2))
+	b.WriteString(lockKey)
+	for _, s := range "mhqw" {
+		b.WriteByte('{')
+		b.WriteString(tag)
+		b.WriteByte('}')
+		if tagged {
+			b.WriteByte(':')
+			b.WriteString(lockKey)
+		}
+		b.WriteByte(':')
+		b.WriteRune(s)
+	}
+	all := b.String()
+	n, step := len(lockKey), baseLen+2
+	sib := func(i int) string { return all[n+i*step : n+(i+1)*step] }
+	return keys{lock: all[:n], meta: sib(0), holds: sib(1), queue: sib(2), waiters: sib(3)}, nil
+}
+
+// hashTag returns the hash tag of a Redis key, by the rule Redis Cluster
+// uses to pick its slot.
+func hashTag(key string) (string, bool) {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return "", false
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return "", false
+	}
+	return key[open+1 : open+1+end], true
+}
+
+// slot is the Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag,
+// or of the whole key when it has none, modulo 16384.
+func slot(key string) uint16 {
+	if tag, ok := hashTag(key); ok {
+		key = tag
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}

@@ -1,0 +1,197 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// The states of a lock handle.
+const (
+	statePending  int32 = iota // being acquired
+	stateHeld                  // ours
+	stateReleased              // given back by Unlock
+	stateLost                  // lost: expired, taken, or unreachable past its deadline
+)
+
+// lock is the handle of one acquisition, the dlock.Lock of this driver.
+type lock struct {
+	l            *Locker
+	key          string
+	keys         keys
+	token, owner string
+	fence        uint64
+	state        atomic.Int32
+
+	unlockMu sync.Mutex // serialises Unlock, so that a second Unlock sees the first
+
+	mu   sync.Mutex // guards err and done
+	err  error
+	done chan struct{}
+
+	// Guarded by l.watchdog.mu: the lease and the watchdog's schedule.
+	ttl      time.Duration
+	renew    bool
+	deadline time.Time // local lease deadline, on the monotonic clock
+	due      time.Time // next time the watchdog looks at this lock
+	index    int       // in the watchdog's heap; -1 when not there
+	inflight bool      // a renewal is on the wire
+	lastErr  error     // why the last renewal failed
+}
+
+var _ dlock.Lock = (*lock)(nil)
+
+// closedChan is returned by Done for a handle that ended before anyone asked.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Drift is the clock-drift margin taken off every lease: the local deadline
+// of a lease of ttl that was requested at time t is t + ttl - Drift(ttl),
+// where t is read on the monotonic clock before the command is sent. Redis
+// cannot expire the key before that moment unless its clock runs more than
+// 1% fast.
+func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+func (lk *lock) setDeadline(sent time.Time, ttl time.Duration) {
+	lk.deadline = sent.Add(ttl - Drift(ttl))
+}
+
+func (lk *lock) pending() bool { return lk.state.Load() == statePending }
+
+// Key returns the key the caller asked for.
+func (lk *lock) Key() string { return lk.key }
+
+// Token returns the random value that identifies this acquisition.
+func (lk *lock) Token() string { return lk.token }
+
+// Fence returns the fencing token of this acquisition.
+func (lk *lock) Fence() uint64 { return lk.fence }
+
+// Done returns a channel closed when the lock is released or lost.
+func (lk *lock) Done() <-chan struct{} {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.done == nil {
+		if lk.err != nil {
+			return closedChan
+		}
+		lk.done = make(chan struct{})
+	}
+	return lk.done
+}
+
+// Err returns nil while the lock is held, then why it ended.
+func (lk *lock) Err() error {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	return lk.err
+}
+
+// end moves the handle to a final state once, closes Done, and takes the
+// lock out of the watchdog and the Locker's table. It reports whether this
+// call ended it.
+func (lk *lock) end(state int32, err error) bool {
+	lk.mu.Lock()
+	if lk.err != nil {
+		lk.mu.Unlock()
+		return false
+	}
+	lk.err = err
+	lk.state.Store(state)
+	if lk.done != nil {
+		close(lk.done)
+	}
+	lk.mu.Unlock()
+	lk.l.watchdog.remove(lk)
+	lk.l.forget(lk)
+	return true
+}
+
+// lose ends the handle as lost for cause, and returns the *dlock.LostError.
+func (lk *lock) lose(cause error) error {
+	lost := &dlock.LostError{Key: lk.key, Err: cause}
+	if lk.end(stateLost, lost) {
+		lk.l.log.Warn("lock lost", "key", lk.key, "fence", lk.fence, "reason", cause)
+	}
+	return lk.Err()
+}
+
+// Unlock releases the lock in one round trip. A release whose reply was
+// lost may be retried: the server remembers the last release of each key,
+// so the retry returns nil instead of a false dlock.ErrNotHeld (unless
+// someone else released the key in between, which the latch does not
+// remember). Unlocking twice returns dlock.ErrNotHeld; unlocking a lost
+// lock returns the *dlock.LostError.
+func (lk *lock) Unlock(ctx context.Context) error {
+	lk.unlockMu.Lock()
+	defer lk.unlockMu.Unlock()
+	switch lk.state.Load() {
+	case stateReleased:
+		return dlock.KeyError(lk.key, dlock.ErrNotHeld)
+	case stateLost:
+		return lk.Err()
+	}
+	n, err := releaseScript.Run(ctx, lk.l.client, lk.keys.list(), lk.token, lk.owner, "0").Int64()
+	if err != nil {
+		return dlock.KeyError(lk.key, fmt.Errorf("release: %w", err))
+	}
+	if n == releaseNotHeld {
+		return lk.lose(dlock.ErrOwnershipLost)
+	}
+	lk.end(stateReleased, dlock.KeyError(lk.key, dlock.ErrNotHeld))
+	if lk.l.log.Enabled(ctx, slog.LevelDebug) {
+		lk.l.log.Debug("released", "key", lk.key, "fence", lk.fence)
+	}
+	return nil
+}
+
+func (lk *lock) check() error {
+	switch lk.state.Load() {
+	case stateReleased:
+		return dlock.KeyError(lk.key, dlock.ErrNotHeld)
+	case stateLost:
+		return lk.Err()
+	}
+	return nil
+}
+
+// Refresh sets the remaining lease to ttl (for an owner's lock: extends the
+// shared lease to at least ttl) and makes ttl the lease the watchdog renews
+// from now on.
+func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if ttl < dlock.MinTTL {
+		return dlock.KeyError(lk.key, fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL))
+	}
+	if err := lk.check(); err != nil {
+		return err
+	}
+	sent := time.Now()
+	n, err := refreshScript.Run(ctx, lk.l.client, []string{lk.keys.lock, lk.keys.holds}, lk.token, lk.owner, ttl.Milliseconds()).Int64()
+	if err != nil {
+		return dlock.KeyError(lk.key, fmt.Errorf("refresh: %w", err))
+	}
+	if n == 0 {
+		return lk.lose(dlock.ErrOwnershipLost)
+	}
+	lk.l.watchdog.refreshed(lk, sent, ttl)
+	return nil
+}
+
+// TTL returns the remaining lease as Redis sees it.
+func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
+	if err := lk.check(); err != nil {
+		return 0, err
+	}
+	n, err := ttlScript.Run(ctx, lk.l.client, []string{lk.keys.lock, lk.keys.holds}, lk.token, lk.owner).Int64()
+	if err != nil {
+		return 0, dlock.KeyError(lk.key, fmt.Errorf("ttl: %w", err))
+	}
+	if n < 0 {
+		return 0, lk.lose(dlock.ErrOwnershipLost)
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}

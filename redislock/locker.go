@@ -1,0 +1,248 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// Locker is the Redis implementation of dlock.Locker. Create it with New;
+// it is safe for concurrent use. It owns up to three goroutines, started
+// when first needed and stopped by Close: the watchdog's scheduler and
+// renewer, and the subscriber that wakes waiters.
+type Locker struct {
+	client redis.UniversalClient
+	opts   dlock.Options
+	log    *slog.Logger
+
+	closed atomic.Bool
+	quit   chan struct{} // closed by Close: waiters stop waiting
+
+	mu   sync.Mutex
+	held map[holder][]*lock // this Locker's holds, newest last
+
+	watchdog *scheduler
+	notify   *notifier
+}
+
+var _ dlock.Locker = (*Locker)(nil)
+
+// holder names a hold in the table: a key and the owner ("" for none).
+type holder struct{ key, owner string }
+
+// New returns a Locker over client: a *redis.Client, a failover
+// (Sentinel) client, or a *redis.ClusterClient. opts become the defaults of
+// every call; WithPrefix and WithLogger apply here only. A prefix may not
+// contain braces (see the key layout in the package doc).
+func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
+	if client == nil {
+		return nil, dlock.ErrNilClient
+	}
+	o, err := dlock.NewOptions(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPrefix(o.Prefix); err != nil {
+		return nil, err
+	}
+	l := &Locker{
+		client: client,
+		opts:   o,
+		log:    o.Logger,
+		quit:   make(chan struct{}),
+		held:   make(map[holder][]*lock),
+	}
+	l.watchdog = newScheduler(l)
+	l.notify = newNotifier(client, l.log)
+	return l, nil
+}
+
+// TryLock makes one attempt to acquire key: one round trip to Redis. When
+// the lock is busy the error matches dlock.ErrNotAcquired and is a
+// *dlock.NotAcquiredError whose RetryAfter is the holder's remaining lease.
+func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
+	lk, o, err := l.prepare(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	mode := modeTry
+	if o.Fair {
+		mode = modeFair
+	}
+	fence, retryAfter, err := l.attempt(ctx, lk, mode, 0)
+	if err != nil || fence == 0 {
+		l.forget(lk)
+		if err == nil {
+			err = &dlock.NotAcquiredError{Key: key, RetryAfter: retryAfter}
+		}
+		return nil, err
+	}
+	return l.acquired(lk, fence), nil
+}
+
+// Unlock releases this Locker's most recent hold on key for the owner in
+// ctx (or its hold without owner). It returns an error matching
+// dlock.ErrNotHeld when there is none.
+func (l *Locker) Unlock(ctx context.Context, key string) error {
+	if l.closed.Load() {
+		return dlock.ErrClosed
+	}
+	owner, _ := dlock.OwnerFrom(ctx)
+	l.mu.Lock()
+	var lk *lock
+	if hs := l.held[holder{key, owner}]; len(hs) > 0 {
+		lk = hs[len(hs)-1]
+	}
+	l.mu.Unlock()
+	if lk == nil || lk.pending() {
+		return dlock.KeyError(key, dlock.ErrNotHeld)
+	}
+	return lk.Unlock(ctx)
+}
+
+// Close stops waiting calls (they return dlock.ErrClosed), releases every
+// lock this Locker still holds, stops its goroutines and waits for them.
+// Later calls return dlock.ErrClosed. It returns the errors of the
+// releases that failed.
+func (l *Locker) Close() error { return l.close(true) }
+
+// Orphan is Close without the releases: the locks still held stay in Redis
+// until their leases run out, and their handles report them lost. Use it
+// when the process hands its work to a successor that must not start before
+// the leases end.
+func (l *Locker) Orphan() error { return l.close(false) }
+
+func (l *Locker) close(release bool) error {
+	if l.closed.Swap(true) {
+		return dlock.ErrClosed
+	}
+	close(l.quit)
+	l.mu.Lock()
+	var all []*lock
+	for _, hs := range l.held {
+		for _, lk := range hs {
+			if !lk.pending() {
+				all = append(all, lk)
+			}
+		}
+	}
+	l.mu.Unlock()
+	var errs []error
+	for _, lk := range all {
+		if release {
+			ctx, cancel := context.WithTimeout(context.Background(), dlock.ReleaseTimeout)
+			if err := lk.Unlock(ctx); err != nil && !errors.Is(err, dlock.ErrNotHeld) {
+				errs = append(errs, err)
+			}
+			cancel()
+		} else {
+			lk.lose(fmt.Errorf("%w: the Locker was orphaned", dlock.ErrOwnershipLost))
+		}
+	}
+	l.watchdog.stop()
+	l.notify.stop()
+	return errors.Join(errs...)
+}
+
+// prepare validates a call and reserves its place in the table of holds.
+func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option) (*lock, dlock.Options, error) {
+	if l.closed.Load() {
+		return nil, dlock.Options{}, dlock.ErrClosed
+	}
+	o, err := l.opts.Apply(opts...)
+	if err != nil {
+		return nil, o, dlock.KeyError(key, err)
+	}
+	k, err := keysOf(o.Prefix, key)
+	if err != nil {
+		return nil, o, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, o, dlock.KeyError(key, err)
+	}
+	lk := &lock{l: l, key: key, keys: k, token: dlock.NewToken(), owner: o.OwnerIn(ctx), ttl: o.TTL, renew: o.AutoRenew, index: -1}
+	if lk.owner == "" {
+		h := holder{key: key}
+		l.mu.Lock()
+		if len(l.held[h]) > 0 {
+			l.mu.Unlock()
+			return nil, o, dlock.KeyError(key, dlock.ErrAlreadyHeld)
+		}
+		l.held[h] = append(l.held[h], lk) // pending until acquired
+		l.mu.Unlock()
+	}
+	return lk, o, nil
+}
+
+// acquired records a lock that is now held and starts watching its lease.
+func (l *Locker) acquired(lk *lock, fence uint64) *lock {
+	lk.fence = fence
+	l.mu.Lock()
+	if lk.owner != "" {
+		h := holder{lk.key, lk.owner}
+		l.held[h] = append(l.held[h], lk)
+	}
+	lk.state.Store(stateHeld)
+	l.mu.Unlock()
+	l.watchdog.add(lk)
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.log.Debug("acquired", "key", lk.key, "fence", fence, "ttl", lk.ttl)
+	}
+	return lk
+}
+
+// forget removes a hold from the table.
+func (l *Locker) forget(lk *lock) {
+	h := holder{lk.key, lk.owner}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	hs := l.held[h]
+	for i, x := range hs {
+		if x == lk {
+			hs = append(hs[:i], hs[i+1:]...)
+			break
+		}
+	}
+	if len(hs) == 0 {
+		delete(l.held, h)
+	} else {
+		l.held[h] = hs
+	}
+}
+
+// attempt runs acquire.lua once. It returns the fence when the lock is
+// ours, or zero and the holder's remaining lease. The lease deadline of a
+// lock it takes counts from the moment before the command was sent.
+func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Duration) (fence uint64, retryAfter time.Duration, err error) {
+	sent := time.Now()
+	n, err := acquireScript.Run(ctx, l.client, lk.keys.list(), lk.token, lk.ttl.Milliseconds(), lk.owner, mode, claim.Milliseconds()).Int64()
+	if err != nil {
+		if ctx.Err() != nil {
+			// The reply was lost with the context: the attempt may have
+			// taken the lock. Give it back, as a semaphore gives back a
+			// grant that arrives after cancellation.
+			l.giveBack(ctx, lk)
+		}
+		return 0, 0, dlock.KeyError(lk.key, fmt.Errorf("acquire: %w", err))
+	}
+	if n > 0 {
+		lk.setDeadline(sent, lk.ttl)
+		return uint64(n), 0, nil
+	}
+	return 0, time.Duration(-1-n) * time.Millisecond, nil
+}
+
+// giveBack releases whatever an interrupted attempt of lk may hold, and
+// takes it out of the wait queue.
+func (l *Locker) giveBack(ctx context.Context, lk *lock) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dlock.ReleaseTimeout)
+	defer cancel()
+	releaseScript.Run(rctx, l.client, lk.keys.list(), lk.token, lk.owner, "1")
+}

@@ -1,0 +1,156 @@
+package redislock
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// notifier keeps the Locker's one subscription connection and wakes the
+// waiter a release names. Channels are sharded (SSUBSCRIBE), as the release
+// script publishes with SPUBLISH: in a Cluster a message stays on the shard
+// of its key.
+type notifier struct {
+	client redis.UniversalClient
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	ps      *redis.PubSub
+	subs    map[string]*subscription // by channel
+	stopped bool
+	running sync.WaitGroup
+}
+
+type subscription struct {
+	ready   chan struct{}            // closed when Redis confirmed the subscription
+	waiters map[string]chan struct{} // by token
+	idle    time.Time                // when the last waiter left
+}
+
+const (
+	// subscribeTimeout bounds how long a waiter waits for its subscription
+	// before it falls back to its retry timer alone.
+	subscribeTimeout = 2 * time.Second
+	// idleChannel is how long a channel without waiters stays subscribed, so
+	// that a key that is waited on again and again is not re-subscribed.
+	idleChannel = 30 * time.Second
+)
+
+func newNotifier(client redis.UniversalClient, log *slog.Logger) *notifier {
+	return &notifier{client: client, log: log, subs: make(map[string]*subscription)}
+}
+
+// watch registers a waiter for the wake-up named token on channel, and
+// returns once the subscription is confirmed (or could not be within
+// subscribeTimeout: the waiter then relies on its fallback timer).
+func (n *notifier) watch(ctx context.Context, channel, token string) (<-chan struct{}, func()) {
+	wake := make(chan struct{}, 1)
+	n.mu.Lock()
+	if n.stopped {
+		n.mu.Unlock()
+		return wake, func() {}
+	}
+	if n.ps == nil {
+		n.ps = n.client.SSubscribe(context.WithoutCancel(ctx))
+		msgs := n.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
+		n.running.Add(1)
+		go n.receive(msgs)
+	}
+	sub := n.subs[channel]
+	if sub == nil {
+		sub = &subscription{ready: make(chan struct{}), waiters: make(map[string]chan struct{})}
+		n.subs[channel] = sub
+		if err := n.ps.SSubscribe(ctx, channel); err != nil {
+			n.log.Warn("subscribe failed", "error", err)
+		}
+	}
+	sub.waiters[token] = wake
+	n.mu.Unlock()
+
+	unwatch := func() {
+		n.mu.Lock()
+		delete(sub.waiters, token)
+		if len(sub.waiters) == 0 {
+			sub.idle = time.Now()
+		}
+		n.mu.Unlock()
+	}
+	t := time.NewTimer(subscribeTimeout)
+	defer t.Stop()
+	select {
+	case <-sub.ready:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return wake, unwatch
+}
+
+// receive is the subscriber's goroutine.
+func (n *notifier) receive(msgs <-chan any) {
+	defer n.running.Done()
+	sweep := time.NewTicker(idleChannel)
+	defer sweep.Stop()
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return
+			}
+			n.deliver(m)
+		case now := <-sweep.C:
+			n.unsubscribeIdle(now)
+		}
+	}
+}
+
+func (n *notifier) deliver(m any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch m := m.(type) {
+	case *redis.Subscription:
+		if sub := n.subs[m.Channel]; sub != nil && m.Kind == "ssubscribe" {
+			select {
+			case <-sub.ready:
+			default:
+				close(sub.ready)
+			}
+		}
+	case *redis.Message:
+		if sub := n.subs[m.Channel]; sub != nil {
+			if wake := sub.waiters[m.Payload]; wake != nil {
+				signal(wake)
+			}
+		}
+	}
+}
+
+func (n *notifier) unsubscribeIdle(now time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock() // held while sending, so a new watch cannot slip in between
+	var idle []string
+	for ch, sub := range n.subs {
+		if len(sub.waiters) == 0 && now.Sub(sub.idle) >= idleChannel {
+			idle = append(idle, ch)
+			delete(n.subs, ch)
+		}
+	}
+	if len(idle) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+		defer cancel()
+		n.ps.SUnsubscribe(ctx, idle...)
+	}
+}
+
+func (n *notifier) stop() {
+	n.mu.Lock()
+	n.stopped = true
+	ps := n.ps
+	n.mu.Unlock()
+	if ps != nil {
+		ps.Close()
+	}
+	n.running.Wait()
+}

@@ -1,0 +1,308 @@
+package redislock
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// The watchdog. One scheduler per Locker keeps every held lock in a heap
+// ordered by the next moment it needs attention:
+//
+//   - a lock with renewal on is renewed ttl/3 after its lease began (seed
+//     002), by a token-checked PEXPIRE; the locks that fall due together
+//     go to Redis in one pipeline, so the cost is a few round trips per
+//     period whatever the number of locks, and two goroutines in all;
+//   - a lock whose renewal failed for want of the server is retried every
+//     ttl/20 (at least 10ms, at most 1s) until its lease deadline;
+//   - a lock whose lease deadline passes (renewal off, or the server out of
+//     reach) is declared lost at that deadline, with dlock.ErrLeaseExpired,
+//     before Redis could hand it to someone else. The deadline is kept by
+//     the scheduler, never by the goroutine that waits on the network.
+//
+// A renewal the server refuses (the token is gone) loses the lock at once
+// with dlock.ErrOwnershipLost.
+type scheduler struct {
+	l *Locker
+
+	mu      sync.Mutex
+	locks   lockHeap
+	batch   []*lock // due for renewal, waiting for the renewer
+	started bool
+	stopped bool
+
+	wake    chan struct{} // the heap's head changed
+	kick    chan struct{} // batch has work
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running sync.WaitGroup
+}
+
+// maxPipeline bounds the renewals sent in one pipeline.
+const maxPipeline = 1000
+
+func newScheduler(l *Locker) *scheduler {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &scheduler{l: l, wake: make(chan struct{}, 1), kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// nextDue is when the scheduler must next look at lk: its renewal time, or
+// its deadline.
+func nextDue(lk *lock, leaseStart time.Time) time.Time {
+	if lk.renew {
+		return leaseStart.Add(lk.ttl / 3)
+	}
+	return lk.deadline
+}
+
+// add starts watching a lock that was just acquired.
+func (s *scheduler) add(lk *lock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	if !s.started {
+		s.started = true
+		s.running.Add(2)
+		go s.schedule()
+		go s.renewLoop()
+	}
+	start := lk.deadline.Add(-lk.ttl + Drift(lk.ttl))
+	lk.due = nextDue(lk, start)
+	heap.Push(&s.locks, lk)
+	if lk.index == 0 {
+		signal(s.wake)
+	}
+}
+
+// remove stops watching a lock.
+func (s *scheduler) remove(lk *lock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lk.index >= 0 && lk.index < len(s.locks) && s.locks[lk.index] == lk {
+		heap.Remove(&s.locks, lk.index)
+	}
+}
+
+// refreshed records a lease set by Refresh at time sent.
+func (s *scheduler) refreshed(lk *lock, sent time.Time, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lk.ttl = ttl
+	lk.setDeadline(sent, ttl)
+	if lk.index >= 0 && !lk.inflight {
+		lk.due = nextDue(lk, sent)
+		heap.Fix(&s.locks, lk.index)
+		signal(s.wake)
+	}
+}
+
+func (s *scheduler) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.cancel()
+	s.running.Wait()
+}
+
+// schedule is the scheduler's goroutine: it hands due locks to the renewer
+// and declares lost the locks whose deadline passed.
+func (s *scheduler) schedule() {
+	defer s.running.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		var expired []*lock
+		s.mu.Lock()
+		for len(s.locks) > 0 && !s.locks[0].due.After(now) {
+			lk := s.locks[0]
+			switch {
+			case !now.Before(lk.deadline):
+				heap.Pop(&s.locks)
+				expired = append(expired, lk)
+			case lk.renew && !lk.inflight:
+				lk.inflight = true
+				lk.due = lk.deadline // still watched while on the wire
+				heap.Fix(&s.locks, 0)
+				s.batch = append(s.batch, lk)
+			default:
+				lk.due = lk.deadline
+				heap.Fix(&s.locks, 0)
+			}
+		}
+		if len(s.batch) > 0 {
+			signal(s.kick)
+		}
+		wait := time.Hour
+		if len(s.locks) > 0 {
+			wait = s.locks[0].due.Sub(now)
+		}
+		s.mu.Unlock()
+		for _, lk := range expired {
+			s.expire(lk)
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-s.wake:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *scheduler) expire(lk *lock) {
+	s.mu.Lock()
+	cause := lk.lastErr
+	s.mu.Unlock()
+	if cause != nil {
+		cause = fmt.Errorf("%w: renewal failed: %w", dlock.ErrLeaseExpired, cause)
+	} else {
+		cause = dlock.ErrLeaseExpired
+	}
+	lk.lose(cause)
+}
+
+// renewLoop is the renewer's goroutine: it sends the due renewals in
+// pipelines.
+func (s *scheduler) renewLoop() {
+	defer s.running.Done()
+	for {
+		select {
+		case <-s.kick:
+		case <-s.ctx.Done():
+			return
+		}
+		s.mu.Lock()
+		batch := s.batch
+		s.batch = nil
+		s.mu.Unlock()
+		for len(batch) > 0 {
+			n := min(len(batch), maxPipeline)
+			s.renew(batch[:n])
+			batch = batch[n:]
+		}
+	}
+}
+
+// renew sends one pipeline of renewals and files the results.
+func (s *scheduler) renew(batch []*lock) {
+	s.mu.Lock()
+	deadline := batch[0].deadline
+	ttls := make([]time.Duration, len(batch))
+	for i, lk := range batch {
+		ttls[i] = lk.ttl
+		if lk.deadline.Before(deadline) {
+			deadline = lk.deadline
+		}
+	}
+	s.mu.Unlock()
+	// A renewal that lands after the earliest deadline is of no use to that
+	// lock; the others retry soon.
+	ctx, cancel := context.WithDeadline(s.ctx, deadline)
+	defer cancel()
+	sent := time.Now()
+	cmds, err := s.pipeline(ctx, batch, ttls)
+	if err != nil && isNoScript(err) {
+		if err = refreshScript.Load(ctx, s.l.client).Err(); err == nil {
+			sent = time.Now()
+			cmds, err = s.pipeline(ctx, batch, ttls)
+		}
+	}
+	now := time.Now()
+	var lost []*lock
+	s.mu.Lock()
+	for i, lk := range batch {
+		lk.inflight = false
+		if lk.index < 0 {
+			continue // released or lost meanwhile
+		}
+		var n int64
+		cerr := err
+		if cmds != nil {
+			n, cerr = cmds[i].(*redis.Cmd).Int64()
+		}
+		switch {
+		case cerr == nil && n == 1:
+			lk.lastErr = nil
+			lk.setDeadline(sent, ttls[i])
+			lk.due = sent.Add(ttls[i] / 3)
+		case cerr == nil:
+			lost = append(lost, lk)
+			continue
+		default:
+			lk.lastErr = cerr
+			lk.due = now.Add(min(max(ttls[i]/20, 10*time.Millisecond), time.Second))
+			if lk.due.After(lk.deadline) {
+				lk.due = lk.deadline
+			}
+		}
+		heap.Fix(&s.locks, lk.index)
+	}
+	s.mu.Unlock()
+	signal(s.wake)
+	if err != nil {
+		s.l.log.Warn("renewal failed", "locks", len(batch), "error", err)
+	}
+	for _, lk := range lost {
+		lk.lose(dlock.ErrOwnershipLost)
+	}
+}
+
+func (s *scheduler) pipeline(ctx context.Context, batch []*lock, ttls []time.Duration) ([]redis.Cmder, error) {
+	cmds, err := s.l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, lk := range batch {
+			refreshScript.EvalSha(ctx, p, []string{lk.keys.lock, lk.keys.holds}, lk.token, lk.owner, ttls[i].Milliseconds())
+		}
+		return nil
+	})
+	if err != nil && !errors.As(err, new(redis.Error)) {
+		return nil, err // the connection failed: no reply is usable
+	}
+	for _, c := range cmds {
+		if c.Err() != nil && isNoScript(c.Err()) {
+			return nil, c.Err()
+		}
+	}
+	return cmds, nil
+}
+
+func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
+
+// lockHeap orders locks by due time.
+type lockHeap []*lock
+
+func (h lockHeap) Len() int           { return len(h) }
+func (h lockHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h lockHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *lockHeap) Push(x any) {
+	lk := x.(*lock)
+	lk.index = len(*h)
+	*h = append(*h, lk)
+}
+func (h *lockHeap) Pop() any {
+	old := *h
+	lk := old[len(old)-1]
+	old[len(old)-1] = nil
+	lk.index = -1
+	*h = old[:len(old)-1]
+	return lk
+}
