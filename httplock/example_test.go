@@ -41,9 +41,9 @@ func ExampleNew() {
 	defer srv.Close()
 
 	first := make(chan string)
-	go func() { first <- post(srv.URL + "/orders/42/pay") }()
+	go func() { first <- describe(srv.URL + "/orders/42/pay") }()
 	<-paying
-	fmt.Println(post(srv.URL + "/orders/42/pay")) // while the first one pays
+	fmt.Println(describe(srv.URL + "/orders/42/pay")) // while the first one pays
 	close(finish)
 	fmt.Println(<-first)
 	// Output:
@@ -51,8 +51,8 @@ func ExampleNew() {
 	// 200 OK: paid order 42 (fenced: true)
 }
 
-// post sends an empty POST and describes the answer.
-func post(url string) string {
+// describe sends an empty POST and describes the answer.
+func describe(url string) string {
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
