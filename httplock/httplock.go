@@ -95,6 +95,8 @@ func WithStatus(code int) Option {
 // ones New derives from WithTTL, WithWait and WithRetryInterval, so they
 // win over them: dlock.WithFair(true), dlock.WithLease(ttl) (no watchdog),
 // and so on. Locker-only options (dlock.WithPrefix) are refused by New.
+// Set the wait with WithWait, not dlock.WithWait: without WithWait a
+// request makes a single attempt (TryLock), which ignores dlock.WithWait.
 func WithLockOptions(opts ...dlock.Option) Option {
 	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
 }
@@ -129,7 +131,8 @@ func FromContext(ctx context.Context) (dlock.Lock, bool) {
 // *keytmpl.SyntaxError with the offset) or an option is out of range
 // (matching dlock.ErrInvalidOption or dlock.ErrInvalidTTL), so that a bad
 // setup fails at startup, never per request. The answers are listed in the
-// package documentation.
+// package documentation. The middleware given a nil handler answers every
+// request with 500 Internal Server Error.
 func New(locker dlock.Locker, template string, opts ...Option) (func(http.Handler) http.Handler, error) {
 	if locker == nil {
 		return nil, fmt.Errorf("httplock: nil locker: %w", dlock.ErrNilClient)

@@ -637,3 +637,57 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func TestOwnerReentrancy(t *testing.T) {
+	s := redistest.Start(t)
+	l := newLocker(t, s.Client(t))
+	lock := mustNew(t, l, "order:{orderId}")
+	fences := make(chan uint64, 2)
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lk, _ := httplock.FromContext(r.Context())
+		fences <- lk.Fence()
+	})
+	g := newGate()
+	withOwner := func(h http.Handler) http.Handler { // an earlier middleware sets the owner from a request id
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r.WithContext(dlock.WithOwner(r.Context(), r.Header.Get("X-Request-Id"))))
+		})
+	}
+	mux := http.NewServeMux()
+	// The same key taken twice on one request's path: the request's own
+	// owner id makes the inner hold reentrant instead of ErrAlreadyHeld.
+	mux.Handle("POST /nested/{orderId}", lock(lock(inner)))
+	mux.Handle("POST /owned/{orderId}", withOwner(lock(g)))
+	srv := serve(t, mux)
+
+	if a := post(t, srv, "/nested/8"); a.status != http.StatusOK {
+		t.Fatalf("nested locks of one key: %d %s, want 200", a.status, a.body)
+	}
+	if f := <-fences; f == 0 {
+		t.Fatal("inner handler saw no lock")
+	}
+
+	send := func(id string) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), bound)
+			defer cancel()
+			ch <- do(ctx, srv.Client(), http.MethodPost, srv.URL+"/owned/8", http.Header{"X-Request-Id": {id}})
+		}()
+		return ch
+	}
+	first := send("req-1")
+	g.waitEntered(t)
+	if a := <-send("req-2"); a.status != http.StatusConflict {
+		t.Errorf("another owner: %d %s, want 409", a.status, a.body)
+	}
+	same := send("req-1") // a retry of the same request id holds the lock too
+	g.waitEntered(t)
+	close(g.release)
+	for _, ch := range []<-chan answer{first, same} {
+		if a := <-ch; a.status != http.StatusOK {
+			t.Errorf("owner req-1: %d %s, want 200", a.status, a.body)
+		}
+	}
+	waitGone(t, s.Client(t), "dlock:lock:order:8")
+}
