@@ -45,6 +45,9 @@ type Options struct {
 	Owner string
 	// Fair serves waiters in arrival order.
 	Fair bool
+	// Notify wakes waiters when the lock is released, where the driver can.
+	// Default true; without it waiters poll at the Retry pace.
+	Notify bool
 	// Prefix starts every key the Locker writes. Locker only.
 	Prefix string
 	// Logger receives the Locker's structured logs. Locker only.
@@ -125,6 +128,12 @@ func WithFair(on bool) Option {
 	return func(o *Options) { o.Fair = on }
 }
 
+// WithNotify turns wake-on-release on or off (default on). Off, a waiting
+// Lock polls at the pace of its retry strategy, like a plain SET NX loop.
+func WithNotify(on bool) Option {
+	return func(o *Options) { o.Notify = on }
+}
+
 // WithPrefix sets the namespace at the start of every key the Locker writes
 // (default "dlock"). Locker only.
 func WithPrefix(prefix string) Option {
@@ -157,6 +166,7 @@ func NewOptions(opts ...Option) (Options, error) {
 	o := Options{
 		TTL:       DefaultTTL,
 		AutoRenew: true,
+		Notify:    true,
 		Retry:     FixedInterval(DefaultRetryInterval),
 		Prefix:    DefaultPrefix,
 	}

@@ -16,9 +16,10 @@ import (
 // ordered by the next moment it needs attention:
 //
 //   - a lock with renewal on is renewed ttl/3 after its lease began (seed
-//     002), by a token-checked PEXPIRE; the locks that fall due together
-//     go to Redis in one pipeline, so the cost is a few round trips per
-//     period whatever the number of locks, and two goroutines in all;
+//     002), by a token-checked PEXPIRE; the locks that fall due within
+//     ttl/10 of each other go to Redis in one pipeline, so the cost is a few
+//     round trips per period whatever the number of locks, and two
+//     goroutines in all;
 //   - a lock whose renewal failed for want of the server is retried every
 //     ttl/20 (at least 10ms, at most 1s) until its lease deadline;
 //   - a lock whose lease deadline passes (renewal off, or the server out of
@@ -44,8 +45,13 @@ type scheduler struct {
 	running sync.WaitGroup
 }
 
-// maxPipeline bounds the renewals sent in one pipeline.
-const maxPipeline = 1000
+const (
+	// maxPipeline bounds the renewals sent in one pipeline.
+	maxPipeline = 1000
+	// coalesce: a renewal due within ttl/coalesce of another's joins its
+	// pipeline, a little early.
+	coalesce = 10
+)
 
 func newScheduler(l *Locker) *scheduler {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -129,20 +135,25 @@ func (s *scheduler) schedule() {
 		now := time.Now()
 		var expired []*lock
 		s.mu.Lock()
-		for len(s.locks) > 0 && !s.locks[0].due.After(now) {
+	due:
+		for len(s.locks) > 0 {
 			lk := s.locks[0]
 			switch {
 			case !now.Before(lk.deadline):
 				heap.Pop(&s.locks)
 				expired = append(expired, lk)
-			case lk.renew && !lk.inflight:
+			case lk.renew && !lk.inflight && !lk.due.After(now.Add(lk.ttl/coalesce)):
+				// due now or soon: renewals that fall due together share a
+				// pipeline
 				lk.inflight = true
 				lk.due = lk.deadline // still watched while on the wire
 				heap.Fix(&s.locks, 0)
 				s.batch = append(s.batch, lk)
-			default:
-				lk.due = lk.deadline
+			case !lk.due.After(now):
+				lk.due = lk.deadline // nothing to send: watch the deadline
 				heap.Fix(&s.locks, 0)
+			default:
+				break due
 			}
 		}
 		if len(s.batch) > 0 {

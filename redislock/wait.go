@@ -27,6 +27,9 @@ import (
 // free lock (no queue to join on the fast path), but a release always hands
 // the lock to the head of the queue, so queued waiters are served in order.
 //
+// With dlock.WithNotify(false) a waiter neither subscribes nor queues: it
+// polls at the pace of its retry strategy.
+//
 // Across processes, only the process of the waiter at the head of the
 // queue is woken; every Locker keeps its own single subscription.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
@@ -49,6 +52,9 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 	}
 	fence, retryAfter, err := l.attempt(ctx, lk, mode, 0)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &dlock.NotAcquiredError{Key: lk.key, Err: ctx.Err()}
+		}
 		return nil, err
 	}
 	if fence > 0 {
@@ -67,8 +73,15 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 		limit = t.C
 	}
 
-	wake, unwatch := l.notify.watch(ctx, lk.keys.queue, lk.token)
-	defer unwatch()
+	var wake <-chan struct{}
+	if o.Notify {
+		w, unwatch := l.notify.watch(ctx, lk.keys.queue, lk.token)
+		defer unwatch()
+		wake = w
+	}
+	if o.Notify || o.Fair {
+		mode |= modeWait // a fair waiter queues even when it polls
+	}
 	queued := false
 	leave := func(cause error) error {
 		if queued {
@@ -86,8 +99,8 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 			return nil, leave(nil)
 		}
 		claim := 2*delay + 250*time.Millisecond
-		fence, retryAfter, err = l.attempt(ctx, lk, mode|modeWait, claim)
-		queued = true
+		fence, retryAfter, err = l.attempt(ctx, lk, mode, claim)
+		queued = mode&modeWait != 0
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, leave(ctx.Err())
