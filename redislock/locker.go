@@ -80,14 +80,17 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 		mode = modeFair
 	}
 	fence, retryAfter, err := l.attempt(ctx, lk, mode, 0)
-	if err != nil || fence == 0 {
+	if err == nil && fence == 0 {
+		err = &dlock.NotAcquiredError{Key: key, RetryAfter: retryAfter}
+	}
+	if err == nil {
+		lk, err = l.acquired(ctx, lk, fence)
+	}
+	if err != nil {
 		l.forget(lk)
-		if err == nil {
-			err = &dlock.NotAcquiredError{Key: key, RetryAfter: retryAfter}
-		}
 		return nil, err
 	}
-	return l.acquired(lk, fence), nil
+	return lk, nil
 }
 
 // Unlock releases this Locker's most recent hold on key for the owner in
@@ -192,8 +195,13 @@ func (l *Locker) newLock(key string, k keys, token, owner string, ttl time.Durat
 }
 
 // acquired records a lock that is now held and starts watching its lease.
-func (l *Locker) acquired(lk *lock, fence uint64) *lock {
+// A lock that arrives after Close began is given back.
+func (l *Locker) acquired(ctx context.Context, lk *lock, fence uint64) (*lock, error) {
 	lk.fence = fence
+	if l.closed.Load() {
+		l.giveBack(ctx, lk)
+		return nil, dlock.KeyError(lk.key, dlock.ErrClosed)
+	}
 	l.mu.Lock()
 	if lk.owner != "" {
 		h := holder{lk.key, lk.owner}
@@ -206,7 +214,7 @@ func (l *Locker) acquired(lk *lock, fence uint64) *lock {
 	if l.log.Enabled(context.Background(), slog.LevelDebug) {
 		l.log.Debug("acquired", "key", lk.key, "fence", fence, "ttl", lk.ttl)
 	}
-	return lk
+	return lk, nil
 }
 
 // forget removes a hold from the table.

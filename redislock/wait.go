@@ -87,7 +87,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 		return nil, err
 	}
 	if fence > 0 {
-		return l.acquired(lk, fence), nil
+		return l.acquired(ctx, lk, fence)
 	}
 	busy := func(cause error) error {
 		return &dlock.NotAcquiredError{Key: lk.key, RetryAfter: retryAfter, Err: cause}
@@ -132,7 +132,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 				return nil, err // attempt gave the lock back if it had taken it
 			}
 			if fence > 0 {
-				return l.acquired(lk, fence), nil
+				return l.acquired(ctx, lk, fence)
 			}
 		}
 		again = true
