@@ -1,0 +1,2 @@
+// Package etcdlock is the etcd driver of dlock.
+package etcdlock
