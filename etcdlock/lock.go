@@ -27,7 +27,11 @@ type hold struct {
 
 	mu    sync.Mutex
 	lease *lease // replaced by a Refresh to another TTL
-	ended bool
+	// releasing counts the releases in flight: the watch leaves a delete
+	// to them, and notes it in deleted.
+	releasing int
+	deleted   bool
+	ended     bool
 	done  chan struct{}
 	err   error
 }
@@ -122,6 +126,9 @@ func (h *hold) watch() {
 				if ok && !resp.Canceled {
 					for _, ev := range resp.Events {
 						if ev.Type == mvccpb.DELETE {
+							if h.deletedByRelease() {
+								continue
+							}
 							wcancel()
 							h.lose(fmt.Errorf("%w: etcd key %q was deleted", dlock.ErrOwnershipLost, h.name))
 							return
@@ -172,11 +179,35 @@ func (h *hold) Unlock(ctx context.Context) error {
 	return h.release(ctx)
 }
 
+// deletedByRelease reports whether a release is in flight, which then
+// decides what the delete of the hold's key means.
+func (h *hold) deletedByRelease() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.releasing > 0 {
+		h.deleted = true
+		return true
+	}
+	return false
+}
+
 func (h *hold) release(ctx context.Context) error {
+	h.mu.Lock()
+	h.releasing++
+	h.mu.Unlock()
 	resp, err := h.l.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
 		Then(clientv3.OpDelete(h.name)).Commit()
+	h.mu.Lock()
+	h.releasing--
+	deleted := h.deleted && h.releasing == 0
+	h.mu.Unlock()
 	if err != nil {
+		if deleted {
+			// The key went while we could not learn whether we deleted
+			// it: either way it is no longer held.
+			h.lose(fmt.Errorf("%w: etcd key %q was deleted", dlock.ErrOwnershipLost, h.name))
+		}
 		return dlock.KeyError(h.key, fmt.Errorf("etcdlock: release: %w", err))
 	}
 	if !resp.Succeeded {

@@ -307,7 +307,9 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 		switch {
 		case h != nil:
 			return h, nil
-		case err != nil && (!wait || ctx.Err() != nil):
+		case err != nil && ctx.Err() != nil:
+			return nil, l.notAcquired(context.WithoutCancel(ctx), c, b, context.Cause(ctx))
+		case err != nil && !wait:
 			return nil, dlock.KeyError(key, err)
 		case err != nil:
 			// A waiter rides out a failed round trip (a leader election,
