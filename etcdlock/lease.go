@@ -36,6 +36,10 @@ type lease struct {
 	once sync.Once
 	done chan struct{}
 	err  error // set before done closes
+	// ctx ends with err as its cause when the lease ends, to cut short
+	// the calls of a waiter whose session ended.
+	ctx     context.Context
+	ctxStop context.CancelCauseFunc
 }
 
 func drift(ttl time.Duration) time.Duration { return ttl / driftDivisor }
@@ -51,6 +55,7 @@ func newLease(ctx context.Context, cli *clientv3.Client, ttl time.Duration, rene
 		return nil, err
 	}
 	ls := &lease{cli: cli, id: g.ID, ttl: ttl, done: make(chan struct{}), reset: make(chan time.Time, 1)}
+	ls.ctx, ls.ctxStop = context.WithCancelCause(context.Background())
 	wctx, cancel := context.WithCancel(context.Background())
 	ls.cancel = cancel
 	var kach <-chan *clientv3.LeaseKeepAliveResponse
@@ -67,13 +72,17 @@ func newLease(ctx context.Context, cli *clientv3.Client, ttl time.Duration, rene
 			if ls.sess != nil {
 				ls.sess.Orphan()
 			}
+			ls.ctxStop(err)
 			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 			cli.Revoke(rctx, g.ID)
 			rcancel()
 			return nil, err
 		}
 	}
-	wg.Go(func() { ls.watch(wctx, t0.Add(ttl-drift(ttl)), kach) })
+	// etcd may grant more than asked (its minimum lease is 1.5 election
+	// timeouts): the local deadline follows what the server holds.
+	granted := max(ttl, time.Duration(g.TTL)*time.Second)
+	wg.Go(func() { ls.watch(wctx, t0.Add(granted-drift(granted)), kach) })
 	return ls, nil
 }
 
@@ -126,6 +135,7 @@ func (ls *lease) lose(err error) {
 	ls.once.Do(func() {
 		ls.err = err
 		close(ls.done)
+		ls.ctxStop(err)
 	})
 }
 
@@ -150,9 +160,18 @@ func (ls *lease) extend(t0 time.Time) {
 }
 
 // close stops the lease's goroutine and revokes it on the server, which
-// deletes every key still attached to it.
+// deletes every key still attached to it. A lease already lost is not
+// revoked: it is gone, or etcd cannot be reached.
 func (ls *lease) close(ctx context.Context) error {
+	wasLost := ls.lost()
 	ls.lose(errLeaseClosed)
+	defer ls.cancel()
+	if wasLost {
+		if ls.sess != nil {
+			ls.sess.Orphan()
+		}
+		return nil
+	}
 	ls.cancel()
 	if ls.sess != nil {
 		ls.sess.Orphan()

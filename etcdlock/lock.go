@@ -32,8 +32,8 @@ type hold struct {
 	releasing int
 	deleted   bool
 	ended     bool
-	done  chan struct{}
-	err   error
+	done      chan struct{}
+	err       error
 }
 
 var _ dlock.Lock = (*hold)(nil)

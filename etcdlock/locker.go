@@ -278,6 +278,9 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 		if err != nil {
 			return nil, dlock.KeyError(key, fmt.Errorf("etcdlock: start a session: %w", err))
 		}
+		// etcd #19597: a waiter whose session ended must not wait on.
+		stopLs := context.AfterFunc(ls.ctx, func() { cancel(context.Cause(ls.ctx)) })
+		defer stopLs()
 		if !ls.shared {
 			defer func() {
 				if err != nil {
@@ -307,6 +310,8 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 		switch {
 		case h != nil:
 			return h, nil
+		case err != nil && ls != nil && ls.lost():
+			return nil, &dlock.NotAcquiredError{Key: key, Err: ls.err}
 		case err != nil && ctx.Err() != nil:
 			return nil, l.notAcquired(context.WithoutCancel(ctx), c, b, context.Cause(ctx))
 		case err != nil && !wait:
@@ -342,7 +347,6 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 			t.Stop()
 			return nil, l.notAcquired(ctx, c, b, nil)
 		case <-lsDone:
-			// etcd #19597: a waiter whose session ended must not wait on.
 			t.Stop()
 			return nil, &dlock.NotAcquiredError{Key: key, Err: ls.err}
 		case _, ok := <-watch:
@@ -417,10 +421,13 @@ func (l *Locker) attempt(ctx context.Context, c call, ls *lease) (*hold, busy, e
 		if err != nil {
 			// The write may have been applied before the reply was lost:
 			// delete our own hold by its unique name (a grant that arrives
-			// after the caller gave up is given back).
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			l.cli.Delete(rctx, name)
-			cancel()
+			// after the caller gave up is given back). A lost lease took
+			// its keys with it.
+			if !ls.lost() {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+				l.cli.Delete(rctx, name)
+				cancel()
+			}
 			pinnedFail()
 			return nil, busy{}, err
 		}
