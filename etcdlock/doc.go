@@ -1,0 +1,86 @@
+// Package etcdlock is the etcd driver of dlock: a [dlock.Locker] whose
+// locks live in an etcd cluster, the strongly consistent choice among
+// dlock's backends. It is a module of its own, so that programs using only
+// Redis never pull in the etcd client and gRPC.
+//
+//	cli, _ := clientv3.New(clientv3.Config{Endpoints: endpoints})
+//	locker, err := etcdlock.New(cli, dlock.WithTTL(15*time.Second))
+//	lk, err := locker.TryLock(ctx, "order:42")
+//
+// # Leases and sessions
+//
+// etcd keeps a lock alive with a lease. Locks acquired with the Locker's
+// TTL and the watchdog on (the default) share one
+// [go.etcd.io/etcd/client/v3/concurrency.Session]: one lease, kept alive by
+// the client, started on first use and again after it ends. A lock with
+// another TTL gets a session of its own, revoked when the lock is
+// released. A lock acquired WithLease(ttl) gets a bare lease that nobody
+// renews: it runs out ttl after acquisition unless Refresh renews it.
+//
+// etcd leases are whole seconds: a TTL below one second is an error
+// matching [dlock.ErrInvalidTTL], and a fractional TTL is rounded up
+// (1.5s becomes 2s). etcd may also raise a short lease to its own minimum,
+// one and a half election timeouts.
+//
+// # Losing a lock
+//
+// A lock's Done channel closes, with an Err matching [dlock.ErrLockLost],
+// when its key is deleted by someone else (a watch on the key tells), when
+// etcd says its lease is gone, or when the local lease deadline passes:
+// the time of the last keep-alive answer (for a bare lease, of the grant
+// request) plus the lease minus a tenth of it, the drift margin. The
+// deadline comes before etcd can expire the lease when round trips take
+// less than that margin, so a partitioned holder learns of the loss before
+// another client can acquire. Lock values are safe for concurrent use.
+//
+// # Keys and holds
+//
+// Lock key K lives in the etcd range "<prefix>/lock/<K>/" (default prefix
+// "dlock"), with '%' and '/' in K written %25 and %2F so that the range of
+// "a" never holds the keys of "a/b". Each acquisition writes one key in that
+// range, "<prefix>/lock/<K>/<token>", attached to its lease, whose value is
+// the owner id (empty without owner). The lock is held while the range is
+// not empty.
+//
+// An acquisition is one transaction: put our key if the range is empty,
+// else read the range. With an owner (see [dlock.WithOwner]), when every
+// key in the range carries the same owner id, a second transaction puts our
+// key on the condition that nothing in the range was written since the
+// read. So holds for one owner are counted exactly, whichever Locker or
+// process makes them: each is a key of its own, with its own lease, and
+// the lock is free when the last is deleted or expires. Without an owner, a
+// Locker that already holds K refuses to acquire it again with
+// [dlock.ErrAlreadyHeld].
+//
+// The fence of an acquisition is the create revision of its key. etcd
+// revisions grow with every write to the cluster, so fences are strictly
+// increasing for each key, across Lockers, owners and expiry.
+//
+// # Release
+//
+// Unlock deletes the hold's key in a transaction that compares its create
+// revision, so a late or repeated Unlock never deletes a newer hold, even
+// from the same session (etcd issue 22082: the concurrency Mutex deletes
+// by key name). Close releases every hold of the Locker, revokes its
+// session, and stops its goroutines.
+//
+// # Waiting
+//
+// Lock watches the key's range and tries again when a hold is deleted; the
+// retry strategy paces a fallback attempt in case an event is missed. A
+// waiter whose session ends (its lease expired, or etcd could not be
+// reached within it) returns at once with an error matching
+// [dlock.ErrNotAcquired] and [dlock.ErrLeaseExpired], instead of waiting
+// on (etcd issue 19597). While etcd cannot be reached, a call waits for the
+// client to reconnect until its context ends. There is no fair mode:
+// WithFair(true) is an error matching [dlock.ErrInvalidOption].
+//
+// # Why not concurrency.Mutex
+//
+// The driver keeps the Mutex's model (keys under a prefix, each on a
+// session's lease, revisions as fences) but writes its own transactions:
+// the Mutex names its key after the session's lease, so one session can
+// make only one hold of a key, which rules out counting an owner's holds;
+// it releases by key name (issue 22082); and its Lock keeps waiting after
+// its session ended (issue 19597).
+package etcdlock

@@ -1,0 +1,320 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// hold is one acquisition: one etcd key "<prefix>/lock/<key>/<token>"
+// whose create revision is the fence. It implements dlock.Lock.
+type hold struct {
+	l     *Locker
+	key   string
+	owner string
+	token string
+	name  string // the etcd key
+	rev   int64  // its create revision
+
+	stop chan struct{} // closed when the hold ends, to stop watch
+
+	mu    sync.Mutex
+	lease *lease // replaced by a Refresh to another TTL
+	// releasing counts the releases in flight: the watch leaves a delete
+	// to them, and notes it in deleted.
+	releasing int
+	deleted   bool
+	ended     bool
+	done      chan struct{}
+	err       error
+}
+
+var _ dlock.Lock = (*hold)(nil)
+
+func newHold(l *Locker, c call, token, name string, rev int64, ls *lease) *hold {
+	return &hold{l: l, key: c.key, owner: c.owner, token: token, name: name, rev: rev,
+		lease: ls, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (h *hold) Key() string   { return h.key }
+func (h *hold) Token() string { return h.token }
+
+// Fence is the create revision of the hold's etcd key: etcd revisions grow
+// with every write to the cluster, so it is greater than the fence of every
+// earlier acquisition of any key.
+func (h *hold) Fence() uint64 { return uint64(h.rev) }
+
+func (h *hold) Done() <-chan struct{} { return h.done }
+
+func (h *hold) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+func (h *hold) currentLease() *lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lease
+}
+
+// end finishes the hold once with err, stops its goroutine, removes it
+// from the Locker's table and, for a lease of its own, revokes the lease.
+// It reports whether this call ended it.
+func (h *hold) end(err error) bool {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return false
+	}
+	h.ended = true
+	h.err = err
+	ls := h.lease
+	close(h.done)
+	close(h.stop)
+	h.mu.Unlock()
+	h.l.unregister(h)
+	if !ls.shared {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		ls.close(ctx)
+		cancel()
+	}
+	if errors.Is(err, dlock.ErrLockLost) {
+		h.l.opts.Logger.Warn("lock lost", "key", h.key, "fence", h.rev, "err", err)
+	}
+	return true
+}
+
+func (h *hold) lose(cause error) {
+	h.end(&dlock.LostError{Key: h.key, Err: cause})
+}
+
+// watch ends the hold when its key is deleted by someone else or its
+// lease is lost.
+func (h *hold) watch() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-h.stop
+		cancel()
+	}()
+	from := h.rev + 1
+	for {
+		wctx, wcancel := context.WithCancel(ctx)
+		wch := h.l.cli.Watch(wctx, h.name, clientv3.WithRev(from), clientv3.WithFilterPut())
+		for {
+			ls := h.currentLease()
+			select {
+			case <-h.stop:
+				wcancel()
+				return
+			case <-ls.done:
+				if h.currentLease() != ls || errors.Is(ls.err, errLeaseClosed) {
+					continue
+				}
+				wcancel()
+				h.lose(ls.err)
+				return
+			case resp, ok := <-wch:
+				if ok && !resp.Canceled {
+					for _, ev := range resp.Events {
+						if ev.Type == mvccpb.DELETE {
+							if h.deletedByRelease() {
+								continue
+							}
+							wcancel()
+							h.lose(fmt.Errorf("%w: etcd key %q was deleted", dlock.ErrOwnershipLost, h.name))
+							return
+						}
+					}
+					continue
+				}
+			}
+			break // the watch ended (compaction, cancel): check and watch again
+		}
+		wcancel()
+		if ctx.Err() != nil {
+			return
+		}
+		gctx, gcancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := h.l.cli.Get(gctx, h.name)
+		gcancel()
+		switch {
+		case err != nil:
+			// Unreachable: the lease deadline decides.
+		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev:
+			h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
+			return
+		default:
+			from = resp.Header.Revision + 1
+		}
+	}
+}
+
+func (h *hold) endedErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.ended {
+		return nil
+	}
+	return h.err
+}
+
+// Unlock deletes the hold's key in a transaction that compares its create
+// revision, so that a late or repeated Unlock never deletes a newer hold
+// (etcd #22082). It returns ErrNotHeld after a release, the LostError when
+// the lock was lost, and the client's error, holding on, when etcd cannot
+// be reached: the call can be repeated.
+func (h *hold) Unlock(ctx context.Context) error {
+	if err := h.endedErr(); err != nil {
+		return err
+	}
+	return h.release(ctx)
+}
+
+// deletedByRelease reports whether a release is in flight, which then
+// decides what the delete of the hold's key means.
+func (h *hold) deletedByRelease() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.releasing > 0 {
+		h.deleted = true
+		return true
+	}
+	return false
+}
+
+func (h *hold) release(ctx context.Context) error {
+	h.mu.Lock()
+	h.releasing++
+	h.mu.Unlock()
+	resp, err := h.l.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
+		Then(clientv3.OpDelete(h.name)).Commit()
+	h.mu.Lock()
+	h.releasing--
+	deleted := h.deleted && h.releasing == 0
+	h.mu.Unlock()
+	if err != nil {
+		if deleted {
+			// The key went while we could not learn whether we deleted
+			// it: either way it is no longer held.
+			h.lose(fmt.Errorf("%w: etcd key %q was deleted", dlock.ErrOwnershipLost, h.name))
+		}
+		return dlock.KeyError(h.key, fmt.Errorf("etcdlock: release: %w", err))
+	}
+	if !resp.Succeeded {
+		h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
+		return h.Err()
+	}
+	if !h.end(dlock.KeyError(h.key, dlock.ErrNotHeld)) {
+		return h.Err()
+	}
+	return nil
+}
+
+// Refresh checks that the lock is still held and gives it a lease of ttl
+// (rounded up to whole seconds, at least one second). When ttl is the
+// lease the hold has, etcd renews that lease; otherwise the hold moves to a
+// new lease of ttl, renewed by a session of its own when the lock was
+// acquired with the watchdog on.
+func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
+	if err := h.endedErr(); err != nil {
+		return err
+	}
+	ttl, err := wholeSeconds(ttl)
+	if err != nil {
+		return dlock.KeyError(h.key, err)
+	}
+	old := h.currentLease()
+	if ttl == old.ttl {
+		t0 := time.Now()
+		if _, err := h.l.cli.KeepAliveOnce(ctx, old.id); err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				h.lose(fmt.Errorf("%w: lease %x is gone", dlock.ErrOwnershipLost, int64(old.id)))
+				return h.Err()
+			}
+			return dlock.KeyError(h.key, fmt.Errorf("etcdlock: refresh: %w", err))
+		}
+		if err := h.check(ctx); err != nil {
+			return err
+		}
+		if old.sess == nil {
+			old.extend(t0)
+		}
+		return nil
+	}
+	ls, err := newLease(ctx, h.l.cli, ttl, old.sess != nil, &h.l.wg)
+	if err != nil {
+		return dlock.KeyError(h.key, fmt.Errorf("etcdlock: refresh: %w", err))
+	}
+	resp, err := h.l.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
+		Then(clientv3.OpPut(h.name, h.owner, clientv3.WithLease(ls.id))).Commit()
+	if err != nil || !resp.Succeeded {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		ls.close(rctx)
+		cancel()
+		if err != nil {
+			return dlock.KeyError(h.key, fmt.Errorf("etcdlock: refresh: %w", err))
+		}
+		h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
+		return h.Err()
+	}
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		ls.close(rctx)
+		cancel()
+		return h.Err()
+	}
+	h.lease = ls
+	h.mu.Unlock()
+	if !old.shared {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		old.close(rctx)
+		cancel()
+	}
+	return nil
+}
+
+// check confirms that the hold's key is still the one it created.
+func (h *hold) check(ctx context.Context) error {
+	resp, err := h.l.cli.Get(ctx, h.name)
+	if err != nil {
+		return dlock.KeyError(h.key, fmt.Errorf("etcdlock: %w", err))
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
+		h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
+		return h.Err()
+	}
+	return nil
+}
+
+// TTL returns the remaining lease of the hold, as etcd counts it (whole
+// seconds), or an error matching ErrNotHeld when the lock is not held.
+func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
+	if err := h.endedErr(); err != nil {
+		return 0, err
+	}
+	if err := h.check(ctx); err != nil {
+		return 0, err
+	}
+	r, err := h.l.cli.TimeToLive(ctx, h.currentLease().id)
+	if err != nil {
+		return 0, dlock.KeyError(h.key, fmt.Errorf("etcdlock: %w", err))
+	}
+	if r.TTL <= 0 {
+		h.lose(fmt.Errorf("%w: lease %x is gone", dlock.ErrOwnershipLost, r.ID))
+		return 0, h.Err()
+	}
+	return time.Duration(r.TTL) * time.Second, nil
+}

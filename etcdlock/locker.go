@@ -1,0 +1,459 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// releaseTimeout bounds the cleanup calls made on a detached context: the
+// release of an acquisition that arrived after its caller gave up, and the
+// releases of Close.
+const releaseTimeout = dlock.ReleaseTimeout
+
+// maxRaces bounds how often one attempt re-reads the holders after losing a
+// race with another writer to the same key's range before it reports the
+// lock busy.
+const maxRaces = 8
+
+// Locker hands out locks kept in etcd. It implements [dlock.Locker]; create
+// it with [New]. Its methods are safe for concurrent use.
+type Locker struct {
+	cli    *clientv3.Client
+	opts   dlock.Options
+	ctx    context.Context // ended by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine of the Locker, its leases and holds
+
+	mu     sync.Mutex
+	closed bool
+	shared *lease             // the session of renewed locks with the default TTL
+	held   map[string][]*hold // this Locker's holds, by key, oldest first
+}
+
+var _ dlock.Locker = (*Locker)(nil)
+
+// New returns a Locker over client. The options become the Locker's
+// defaults (see [dlock.Option]); their TTL must be at least one second, and
+// a fractional one is rounded up to whole seconds. The Locker does not own
+// client: close the client after the Locker.
+//
+// New returns an error matching [dlock.ErrNilClient] when client is nil,
+// [dlock.ErrInvalidTTL] or [dlock.ErrInvalidOption] when an option is out
+// of range.
+func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
+	if client == nil {
+		return nil, fmt.Errorf("etcdlock: %w", dlock.ErrNilClient)
+	}
+	o, err := dlock.NewOptions(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if o.TTL, err = wholeSeconds(o.TTL); err != nil {
+		return nil, err
+	}
+	if o.Fair {
+		return nil, errNoFair
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel, held: map[string][]*hold{}}, nil
+}
+
+var errNoFair = fmt.Errorf("%w: etcdlock has no fair mode (WithFair(true))", dlock.ErrInvalidOption)
+
+// wholeSeconds rounds ttl up to whole seconds, the unit of etcd leases, and
+// refuses a TTL below one second.
+func wholeSeconds(ttl time.Duration) (time.Duration, error) {
+	if ttl < time.Second {
+		return 0, fmt.Errorf("%w: %v is below 1s; etcd leases are whole seconds", dlock.ErrInvalidTTL, ttl)
+	}
+	return (ttl + time.Second - 1).Truncate(time.Second), nil
+}
+
+// Prefix is the etcd key range of key's holds: "<prefix>/lock/<key>/",
+// where '%' and '/' in key are written %25 and %2F so that no key's range
+// holds another's ("a/b" would otherwise live inside "a"'s range).
+func (l *Locker) Prefix(key string) string {
+	return l.opts.Prefix + "/lock/" + escape(key) + "/"
+}
+
+func escape(key string) string {
+	if !strings.ContainsAny(key, "%/") {
+		return key
+	}
+	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(key)
+}
+
+// TryLock makes one attempt to acquire key. See [dlock.Locker.TryLock].
+func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
+	return l.acquire(ctx, key, false, opts)
+}
+
+// Lock waits for key until it holds it, ctx ends, the WithWait limit
+// passes, the retry strategy gives up, or the session that would hold the
+// lock ends (then the error matches ErrNotAcquired and ErrLeaseExpired).
+// Waiters watch the key's range in etcd and try again when a hold is
+// deleted; the retry strategy only paces a fallback attempt in case a watch
+// event is missed. Waiters are not served in order.
+func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
+	return l.acquire(ctx, key, true, opts)
+}
+
+// Unlock releases this Locker's most recent hold on key for the owner in
+// ctx (or without owner). See [dlock.Locker.Unlock].
+func (l *Locker) Unlock(ctx context.Context, key string) error {
+	owner, _ := dlock.OwnerFrom(ctx)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return dlock.KeyError(key, dlock.ErrClosed)
+	}
+	var h *hold
+	hs := l.held[key]
+	for i := len(hs) - 1; i >= 0; i-- {
+		if hs[i].owner == owner {
+			h = hs[i]
+			break
+		}
+	}
+	l.mu.Unlock()
+	if h == nil {
+		return dlock.KeyError(key, dlock.ErrNotHeld)
+	}
+	return h.Unlock(ctx)
+}
+
+// Close releases every lock the Locker holds, revokes its leases, stops
+// its goroutines and waits for them, and makes later calls return
+// ErrClosed. Waiting Lock calls return at once. Calling Close again returns
+// ErrClosed.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return dlock.ErrClosed
+	}
+	l.closed = true
+	var hs []*hold
+	for _, s := range l.held {
+		hs = append(hs, s...)
+	}
+	shared := l.shared
+	l.shared = nil
+	l.mu.Unlock()
+	l.cancel()
+
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	var err error
+	for _, h := range hs {
+		if e := h.Unlock(ctx); e != nil && !errors.Is(e, dlock.ErrNotHeld) {
+			err = errors.Join(err, e)
+		}
+	}
+	if shared != nil {
+		if e := shared.close(ctx); e != nil && !errors.Is(e, rpctypes.ErrLeaseNotFound) {
+			err = errors.Join(err, fmt.Errorf("etcdlock: revoke the session lease: %w", e))
+		}
+	}
+	l.wg.Wait()
+	return err
+}
+
+// sharedLease returns the session shared by renewed locks with the
+// Locker's TTL, starting a new one when there is none or it ended.
+func (l *Locker) sharedLease(ctx context.Context) (*lease, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, dlock.ErrClosed
+	}
+	if l.shared != nil && !l.shared.lost() {
+		return l.shared, nil
+	}
+	ls, err := newLease(ctx, l.cli, l.opts.TTL, true, &l.wg)
+	if err != nil {
+		return nil, err
+	}
+	ls.shared = true
+	l.shared = ls
+	return ls, nil
+}
+
+// holdsOwnerless reports whether the Locker holds key without owner.
+func (l *Locker) holdsOwnerless(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, h := range l.held[key] {
+		if h.owner == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// register adds h to the held table, or reports that the Locker closed.
+func (l *Locker) register(h *hold) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.held[h.key] = append(l.held[h.key], h)
+	return true
+}
+
+func (l *Locker) unregister(h *hold) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	hs := slices.DeleteFunc(l.held[h.key], func(x *hold) bool { return x == h })
+	if len(hs) == 0 {
+		delete(l.held, h.key)
+	} else {
+		l.held[h.key] = hs
+	}
+}
+
+// call is one acquisition: its resolved options and state.
+type call struct {
+	key, owner string
+	opts       dlock.Options
+	renew      bool
+}
+
+func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dlock.Option) (_ dlock.Lock, err error) {
+	if l.isClosed() {
+		return nil, dlock.KeyError(key, dlock.ErrClosed)
+	}
+	if err := dlock.CheckKey(key); err != nil {
+		return nil, dlock.KeyError(key, err)
+	}
+	o, err := l.opts.Apply(opts...)
+	if err != nil {
+		return nil, dlock.KeyError(key, err)
+	}
+	if o.TTL, err = wholeSeconds(o.TTL); err != nil {
+		return nil, dlock.KeyError(key, err)
+	}
+	if o.Fair {
+		return nil, dlock.KeyError(key, errNoFair)
+	}
+	c := call{key: key, owner: o.OwnerIn(ctx), opts: o, renew: o.AutoRenew}
+	if c.owner == "" && l.holdsOwnerless(key) {
+		return nil, dlock.KeyError(key, dlock.ErrAlreadyHeld)
+	}
+	if o.Waiting && o.Wait == 0 {
+		wait = false
+	}
+
+	// Close ends every call in flight.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(l.ctx, func() { cancel(dlock.ErrClosed) })
+	defer stop()
+	defer func() {
+		if err != nil && errors.Is(context.Cause(ctx), dlock.ErrClosed) {
+			err = dlock.KeyError(key, dlock.ErrClosed)
+		}
+	}()
+
+	// A renewed lock needs its session before the first attempt; a pinned
+	// lease is granted at each attempt, since its time runs from the grant.
+	var ls *lease
+	if c.renew {
+		if o.TTL == l.opts.TTL {
+			ls, err = l.sharedLease(ctx)
+		} else {
+			ls, err = newLease(ctx, l.cli, o.TTL, true, &l.wg)
+		}
+		if err != nil {
+			return nil, dlock.KeyError(key, fmt.Errorf("etcdlock: start a session: %w", err))
+		}
+		// etcd #19597: a waiter whose session ended must not wait on.
+		stopLs := context.AfterFunc(ls.ctx, func() { cancel(context.Cause(ls.ctx)) })
+		defer stopLs()
+		if !ls.shared {
+			defer func() {
+				if err != nil {
+					rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
+					ls.close(rctx)
+					rcancel()
+				}
+			}()
+		}
+	}
+
+	var (
+		watch clientv3.WatchChan
+		limit <-chan time.Time
+		retry = o.Retry.Start()
+		b     busy
+	)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	if o.Waiting {
+		t := time.NewTimer(o.Wait)
+		defer t.Stop()
+		limit = t.C
+	}
+	for {
+		h, seen, err := l.attempt(ctx, c, ls)
+		switch {
+		case h != nil:
+			return h, nil
+		case err != nil && ls != nil && ls.lost():
+			return nil, &dlock.NotAcquiredError{Key: key, Err: ls.err}
+		case err != nil && ctx.Err() != nil:
+			return nil, l.notAcquired(context.WithoutCancel(ctx), c, b, context.Cause(ctx))
+		case err != nil && !wait:
+			return nil, dlock.KeyError(key, err)
+		case err != nil:
+			// A waiter rides out a failed round trip (a leader election,
+			// a reconnection) and tries again after the retry delay.
+			l.opts.Logger.Debug("attempt failed, waiting on", "key", key, "err", err)
+		default:
+			b = seen
+		}
+		if !wait {
+			return nil, l.notAcquired(ctx, c, b, nil)
+		}
+		if watch == nil && b.rev > 0 {
+			p := l.Prefix(key)
+			watch = l.cli.Watch(wctx, p, clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)), clientv3.WithRev(b.rev+1), clientv3.WithFilterPut())
+		}
+		d, ok := retry.Next()
+		if !ok {
+			return nil, l.notAcquired(ctx, c, b, nil)
+		}
+		var lsDone <-chan struct{}
+		if ls != nil {
+			lsDone = ls.done
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, l.notAcquired(context.WithoutCancel(ctx), c, b, context.Cause(ctx))
+		case <-limit:
+			t.Stop()
+			return nil, l.notAcquired(ctx, c, b, nil)
+		case <-lsDone:
+			t.Stop()
+			return nil, &dlock.NotAcquiredError{Key: key, Err: ls.err}
+		case _, ok := <-watch:
+			t.Stop()
+			if !ok {
+				watch = nil // ended (compaction): watch again from the next read
+			}
+		case <-t.C:
+		}
+	}
+}
+
+func (l *Locker) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+// busy describes a lock held by someone else, as one attempt saw it.
+type busy struct {
+	rev   int64            // the revision of the read
+	lease clientv3.LeaseID // the lease of the oldest hold
+}
+
+// notAcquired builds the error of a busy lock, asking etcd for the
+// holder's remaining lease as the retry-after hint.
+func (l *Locker) notAcquired(ctx context.Context, c call, b busy, cause error) error {
+	e := &dlock.NotAcquiredError{Key: c.key, Err: cause}
+	if b.lease != clientv3.NoLease {
+		tctx, cancel := context.WithTimeout(ctx, time.Second)
+		if r, err := l.cli.TimeToLive(tctx, b.lease); err == nil && r.TTL > 0 {
+			e.RetryAfter = time.Duration(r.TTL) * time.Second
+		}
+		cancel()
+	}
+	return e
+}
+
+// attempt makes one attempt at c.key with lease ls (nil for a pinned lease,
+// granted here). It returns the new hold, or what it saw of the holder.
+//
+// The holds of a key are the keys of its range (see Prefix), one per
+// acquisition, each with its owner id as value and attached to the lease
+// of whoever acquired it. The lock is free when the range is empty, and an
+// owner may add a hold when every hold in the range is its own. The write
+// is a transaction whose condition says the range has not changed since it
+// was read, so two writers never both succeed on what they each saw.
+func (l *Locker) attempt(ctx context.Context, c call, ls *lease) (*hold, busy, error) {
+	if ls == nil {
+		var err error
+		if ls, err = newLease(ctx, l.cli, c.opts.TTL, false, &l.wg); err != nil {
+			return nil, busy{}, fmt.Errorf("etcdlock: grant a lease: %w", err)
+		}
+	}
+	pinnedFail := func() {
+		if ls.sess == nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			ls.close(rctx)
+			cancel()
+		}
+	}
+	p := l.Prefix(c.key)
+	end := clientv3.GetPrefixRangeEnd(p)
+	token := dlock.NewToken()
+	name := p + token
+	put := clientv3.OpPut(name, c.owner, clientv3.WithLease(ls.id))
+	get := clientv3.OpGet(p, clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	cmp := clientv3.Compare(clientv3.Version(p), "=", 0).WithRange(end)
+	var b busy
+	for range maxRaces {
+		resp, err := l.cli.Txn(ctx).If(cmp).Then(put).Else(get).Commit()
+		if err != nil {
+			// The write may have been applied before the reply was lost:
+			// delete our own hold by its unique name (a grant that arrives
+			// after the caller gave up is given back). A lost lease took
+			// its keys with it.
+			if !ls.lost() {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+				l.cli.Delete(rctx, name)
+				cancel()
+			}
+			pinnedFail()
+			return nil, busy{}, err
+		}
+		if resp.Succeeded {
+			h := newHold(l, c, token, name, resp.Header.Revision, ls)
+			if !l.register(h) {
+				rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+				h.release(rctx)
+				cancel()
+				return nil, busy{}, dlock.ErrClosed
+			}
+			l.wg.Go(h.watch)
+			return h, busy{}, nil
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		b = busy{rev: resp.Header.Revision}
+		if len(kvs) > 0 {
+			b.lease = clientv3.LeaseID(kvs[0].Lease)
+		}
+		if len(kvs) > 0 && (c.owner == "" || slices.ContainsFunc(kvs, func(kv *mvccpb.KeyValue) bool { return string(kv.Value) != c.owner })) {
+			pinnedFail()
+			return nil, b, nil
+		}
+		// Free, or held by our owner alone: write if nothing changed since.
+		cmp = clientv3.Compare(clientv3.ModRevision(p), "<", b.rev+1).WithRange(end)
+	}
+	pinnedFail()
+	return nil, b, nil
+}
