@@ -1,0 +1,40 @@
+// Package redislock is the Redis driver of dlock: a [dlock.Locker] over a
+// go-redis v9 client (a single server, a Sentinel failover client, or a
+// Cluster client).
+//
+//	locker, err := redislock.New(rdb)
+//	lk, err := locker.TryLock(ctx, "order:42")
+//	defer lk.Unlock(ctx)
+//
+// # Round trips
+//
+// Acquiring is one Lua script (acquire.lua) in one round trip: SET NX PX,
+// and the fence increment, on the uncontended path; releasing is one
+// (release.lua): compare-and-delete, the release latch, and the hand-over
+// to the first waiter. Scripts go by EVALSHA and fall back to EVAL on
+// NOSCRIPT. A contended acquisition costs two more: joining the queue and
+// confirming the grant.
+//
+// # Keys and wire compatibility
+//
+// A lock on key K is the string "<prefix>:lock:<K>" holding the token, so
+// a client that follows redis.io's single-instance algorithm on that key
+// contends correctly with this driver. Its companion keys share its Cluster
+// slot; see the key layout in keys.go and the README.
+//
+// # Safety
+//
+// A lock in one Redis is a lease: exclusive while Redis keeps its data. A
+// restart without persistence or a failover to a replica that missed the
+// write can grant it twice, and can repeat a fence. See the README's
+// safety model; for locks that must survive server faults, use etcdlock,
+// and fencing tokens either way.
+//
+// # Cluster
+//
+// Every script touches one slot. Waiters are woken through sharded pub/sub
+// (SSUBSCRIBE on the lock's queue key); the Locker keeps one subscription
+// connection, so in a Cluster it is woken only for keys of the shard it
+// subscribed to first, and waiters on other shards fall back to their
+// retry timer. Requires Redis 7.0 or later (SPUBLISH).
+package redislock
