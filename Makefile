@@ -33,3 +33,5 @@ bench: deps ## run the side-by-side benchmark program (bench/RESULTS.md)
 
 fuzz: ## run each fuzz test for 10s
 	cd redislock && $(GO) test -run '^$$' -fuzz FuzzSlot -fuzztime 10s .
+	cd keytmpl && $(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 10s .
+	cd keytmpl && $(GO) test -run '^$$' -fuzz FuzzKeyInjective -fuzztime 10s .
