@@ -222,28 +222,11 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 
 // serve runs next holding lk, and releases lk when next returns or panics.
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, lk dlock.Lock, next http.Handler) {
-	ctx, cancel := context.WithCancelCause(r.Context())
-	stop := make(chan struct{})
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case <-lk.Done():
-			if lost := lk.Err(); errors.Is(lost, dlock.ErrLockLost) {
-				cancel(lost)
-			}
-		case <-stop:
-		}
-	}()
+	ctx, release := dlock.Guard(r.Context(), lk)
 	defer func() {
-		close(stop)
-		<-watched
-		cancel(nil)
-		rctx, done := context.WithTimeout(context.WithoutCancel(r.Context()), dlock.ReleaseTimeout)
-		defer done()
-		err := lk.Unlock(rctx)
-		if lost := lk.Err(); errors.Is(lost, dlock.ErrLockLost) {
-			m.log.Warn("httplock: lock lost while the handler ran", "err", lost)
+		err := release()
+		if errors.Is(err, dlock.ErrLockLost) {
+			m.log.Warn("httplock: lock lost while the handler ran", "err", err)
 		} else if err != nil {
 			m.log.Error("httplock: release failed", "err", err)
 		}
