@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -99,9 +100,10 @@ func (lk *lock) Err() error {
 	return lk.err
 }
 
-// end moves the handle to a final state once, closes Done, and takes the
-// lock out of the watchdog and the Locker's table. It reports whether this
-// call ended it.
+// end moves the handle to a final state once, says so in the log (before
+// Done closes, so that a watcher of Done finds the entry), closes Done, and
+// takes the lock out of the watchdog and the Locker's table. It reports
+// whether this call ended it.
 func (lk *lock) end(state int32, err error) bool {
 	lk.mu.Lock()
 	if lk.err != nil {
@@ -110,6 +112,11 @@ func (lk *lock) end(state int32, err error) bool {
 	}
 	lk.err = err
 	lk.state.Store(state)
+	if log := lk.l.log; state == stateLost {
+		log.Warn("lock lost", "key", lk.key, "fence", lk.fence, "reason", errors.Unwrap(err))
+	} else if log.Enabled(context.Background(), slog.LevelDebug) {
+		log.Debug("released", "key", lk.key, "fence", lk.fence)
+	}
 	if lk.done != nil {
 		close(lk.done)
 	}
@@ -121,10 +128,7 @@ func (lk *lock) end(state int32, err error) bool {
 
 // lose ends the handle as lost for cause, and returns the *dlock.LostError.
 func (lk *lock) lose(cause error) error {
-	lost := &dlock.LostError{Key: lk.key, Err: cause}
-	if lk.end(stateLost, lost) {
-		lk.l.log.Warn("lock lost", "key", lk.key, "fence", lk.fence, "reason", cause)
-	}
+	lk.end(stateLost, &dlock.LostError{Key: lk.key, Err: cause})
 	return lk.Err()
 }
 
@@ -150,10 +154,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	if n == releaseNotHeld {
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
-	lk.end(stateReleased, dlock.KeyError(lk.key, dlock.ErrNotHeld))
-	if lk.l.log.Enabled(ctx, slog.LevelDebug) {
-		lk.l.log.Debug("released", "key", lk.key, "fence", lk.fence)
-	}
+	lk.end(stateReleased, dlock.ErrNotHeld)
 	return nil
 }
 

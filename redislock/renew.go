@@ -268,7 +268,7 @@ func (s *scheduler) renew(batch []*lock) {
 	s.mu.Unlock()
 	signal(s.wake)
 	if err != nil {
-		s.l.log.Warn("renewal failed", "locks", len(batch), "error", err)
+		s.l.log.Warn("renewal failed", "key", batch[0].key, "locks", len(batch), "error", err)
 	}
 	for _, lk := range lost {
 		lk.lose(dlock.ErrOwnershipLost)
