@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// TestMeasure runs every part on a real redis-server with tiny cells and
+// checks that the counts make sense: no figure is timed or compared.
+func TestMeasure(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := defaultConfig()
+	cfg.duration = 50 * time.Millisecond
+	cfg.hotDuration = 300 * time.Millisecond
+	cfg.repeats, cfg.hotRepeats = 2, 1
+	cfg.goroutines = []int{1, 8}
+	cfg.contenders = []int{2, 8}
+	cfg.holdLocks = 200
+	cfg.holdWindow = 800 * time.Millisecond
+	cfg.holdTTL = 900 * time.Millisecond
+	if testing.Verbose() {
+		cfg.log = os.Stderr
+	}
+	res, err := measure(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if got, want := len(res.uncont), cfg.repeats*len(cfg.goroutines)*len(res.uSystems); got != want {
+		t.Errorf("uncontended cells: got %d, want %d", got, want)
+	}
+	for _, c := range res.uncont {
+		if c.ops <= 0 || c.rtt < 2*c.ops || c.cmds < 2*c.ops || c.m.server.total() < c.cmds {
+			t.Errorf("uncontended %s/%d: %d cycles, %d round trips, %d commands sent, %d run: want cycles > 0, 2 round trips and commands a cycle at least, and no fewer run than sent",
+				c.sys, c.n, c.ops, c.rtt, c.cmds, c.m.server.total())
+		}
+		if c.m.allocs == 0 {
+			t.Errorf("uncontended %s/%d: no allocations counted", c.sys, c.n)
+		}
+	}
+
+	if got, want := len(res.hot), cfg.hotRepeats*len(cfg.contenders)*len(res.hotSystems); got != want {
+		t.Errorf("hot-key cells: got %d, want %d", got, want)
+	}
+	for _, c := range res.hot {
+		var sum int64
+		for _, v := range c.perParty {
+			sum += v
+		}
+		switch {
+		case c.ops <= 0:
+			t.Errorf("hot key %s/%d: no acquisition", c.sys, c.n)
+		case c.overlaps != 0:
+			t.Errorf("hot key %s/%d: two holders at once %d times", c.sys, c.n, c.overlaps)
+		case sum != c.ops || len(c.perParty) != c.n:
+			t.Errorf("hot key %s/%d: per-contender counts %v do not add up to %d", c.sys, c.n, c.perParty, c.ops)
+		case c.handoffs >= c.ops || int64(len(c.latencies)) != c.handoffs:
+			t.Errorf("hot key %s/%d: %d hand-offs, %d latencies for %d acquisitions", c.sys, c.n, c.handoffs, len(c.latencies), c.ops)
+		case c.rtt < 2*c.ops:
+			t.Errorf("hot key %s/%d: %d round trips for %d acquisitions", c.sys, c.n, c.rtt, c.ops)
+		}
+		for _, l := range c.latencies {
+			if l < 0 {
+				t.Errorf("hot key %s/%d: negative hand-off latency %v", c.sys, c.n, l)
+				break
+			}
+		}
+	}
+
+	if got, want := len(res.holds), len(holdSystems()); got != want {
+		t.Errorf("held-lock cells: got %d, want %d", got, want)
+	}
+	for _, h := range res.holds {
+		if h.lost != 0 {
+			t.Errorf("held locks %s: %d of %d lost", h.sys, h.lost, h.locks)
+		}
+		if h.cmdsPerSec <= 0 {
+			t.Errorf("held locks %s: no renewal seen", h.sys)
+		}
+	}
+
+	// The report and its charts.
+	dir := t.TempDir()
+	out := filepath.Join(dir, "RESULTS.md")
+	if err := res.write(out); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## 1. Uncontended", "## 2. Hot key", "## 3. Cost per acquisition", "## 4. 200 held locks",
+		"![uncontended](uncontended.svg)", "| floor | 1 |", "bsm/redislock 100ms", "redsync"} {
+		if !bytes.Contains(md, []byte(want)) {
+			t.Errorf("RESULTS.md lacks %q", want)
+		}
+	}
+	for _, f := range []string{"uncontended.svg", "hotkey.svg", "cost.svg", "held.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if err := wellFormed(b); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+		if !bytes.Contains(b, []byte("<rect")) {
+			t.Errorf("%s has no bars", f)
+		}
+	}
+}
+
+func wellFormed(b []byte) error {
+	d := xml.NewDecoder(bytes.NewReader(b))
+	for {
+		_, err := d.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// TestUsage checks that bad flags exit 2 with a message, before anything
+// is started.
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{{"-repeats", "0"}, {"-nosuchflag"}, {"extra"}, {"-hold-ttl", "1ms"}} {
+		var stdout, stderr strings.Builder
+		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
+			t.Errorf("run %q: exit %d, want 2", args, code)
+		}
+		if stderr.Len() == 0 {
+			t.Errorf("run %q: nothing on stderr", args)
+		}
+	}
+}
+
+func TestChartScales(t *testing.T) {
+	for _, tc := range []struct {
+		in, want float64
+	}{{0.7, 1}, {1, 1}, {1.2, 2}, {3, 5}, {7, 10}, {240, 500}} {
+		if got := niceCeil(tc.in); got != tc.want {
+			t.Errorf("niceCeil(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+	c := chart{title: "a<b", groups: []string{"g"}, series: []string{"x", "y"}, vals: [][]bar{{{med: 2, lo: 1, hi: 3}, {med: 0}}}, log: true}
+	s := c.svg()
+	if err := wellFormed([]byte(s)); err != nil {
+		t.Fatalf("svg not well formed: %v\n%s", err, s)
+	}
+	if !strings.Contains(s, "a&lt;b") || strings.Count(s, `fill="#`) < 2 {
+		t.Errorf("svg lacks the escaped title or a bar:\n%s", s)
+	}
+	if strings.Contains(s, ">y<") {
+		t.Errorf("a series without a value was drawn:\n%s", s)
+	}
+}
+
+// BenchmarkCycle is part 1 as a Go benchmark, one goroutine, for profiling:
+// go test -run '^$' -bench Cycle -cpuprofile cpu.out.
+func BenchmarkCycle(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	for _, sys := range uncontendedSystems() {
+		b.Run(strings.ReplaceAll(sys.name(), " ", "_"), func(b *testing.B) {
+			var rtt counter
+			p, err := sys.party(clientOptions(srv.Addr()), &rtt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.close()
+			b.ReportAllocs()
+			rtt.reset()
+			for b.Loop() {
+				l, err := p.lock(ctx, "bench:cycle", defaultConfig().ttl, false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(rtt.n.Load())/float64(b.N), "rtt/op")
+		})
+	}
+}
