@@ -25,25 +25,25 @@ var forceScript = redis.NewScript(commonLua + forceLua)
 // token, which would let its reader release the lock.
 type Info struct {
 	// Key is the key as callers name it, without the Locker's prefix.
-	Key string `json:"key"`
+	Key string
 	// Held says whether someone holds the lock.
-	Held bool `json:"held"`
+	Held bool
 	// Owner is the owner id of a reentrant lock (see dlock.WithOwner), ""
 	// for a plain lock or a free one.
-	Owner string `json:"owner,omitempty"`
+	Owner string
 	// Holds counts the holds on the lock: 1 for a held plain lock, the
 	// number of holds of an owner's lock, 0 when free.
-	Holds int `json:"holds"`
+	Holds int
 	// TTL is the remaining lease of a held lock, zero when free. It is -1
 	// when the key has no expiry, which dlock never does: another program
 	// wrote it.
-	TTL time.Duration `json:"ttl_ns"`
+	TTL time.Duration
 	// Fence is the key's fencing counter: the fence of its latest
 	// acquisition (the holder's, while held), 0 if it was never acquired.
-	Fence uint64 `json:"fence"`
+	Fence uint64
 	// Waiters counts the entries in the key's wait queue. Entries of
 	// waiters that died stay until their claim window lapses.
-	Waiters int `json:"waiters"`
+	Waiters int
 }
 
 // Inspect reads what Redis holds about key, in one round trip (a MULTI
