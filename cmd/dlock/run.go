@@ -281,7 +281,10 @@ func runHolding(e *env, c *runConfig, lk dlock.Lock, path string, argv []string)
 	key := lk.Key()
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args[0] = argv[0]
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
+	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
+	if e.stdin != nil {
+		cmd.Stdin = e.stdin
+	}
 	cmd.Env = append(os.Environ(),
 		"DLOCK_KEY="+key,
 		"DLOCK_TOKEN="+lk.Token(),
