@@ -20,6 +20,12 @@ const defaultRedisURL = "redis://127.0.0.1:6379/0"
 // defaultDialTimeout is go-redis's, used when the URL sets none.
 const defaultDialTimeout = 5 * time.Second
 
+// quietLogger drops go-redis's log lines (reconnection attempts and the
+// like): dlock reports failures itself, in one line.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
 // backendFlags are the flags every command that talks to Redis takes.
 type backendFlags struct {
 	url    string
@@ -103,14 +109,18 @@ func parseRedisURL(raw, password string) (*redisConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bad Redis URL %s: %s", redactURL(raw), redactErr(err, raw))
 	}
+	// Deadlines of contexts bound every command, so that a silent server
+	// cannot hold dlock past them.
 	var dial *time.Duration
 	switch {
 	case cfg.simple != nil:
 		if cfg.simple.Password == "" {
 			cfg.simple.Password = password
 		}
+		cfg.simple.ContextTimeoutEnabled = true
 		dial = &cfg.simple.DialTimeout
 	case cfg.failover != nil:
+		cfg.failover.ContextTimeoutEnabled = true
 		if cfg.failover.MasterName == "" {
 			return nil, fmt.Errorf("bad Redis URL %s: a redis+sentinel URL needs ?master_name=NAME", redactURL(raw))
 		}
@@ -119,6 +129,7 @@ func parseRedisURL(raw, password string) (*redisConfig, error) {
 		}
 		dial = &cfg.failover.DialTimeout
 	default:
+		cfg.cluster.ContextTimeoutEnabled = true
 		if cfg.cluster.Password == "" {
 			cfg.cluster.Password = password
 		}

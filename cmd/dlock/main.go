@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The exit codes of dlock. A command run by `dlock run` passes its own
@@ -45,6 +47,7 @@ type env struct {
 }
 
 func main() {
+	redis.SetLogger(quietLogger{})
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, signals: sigs}

@@ -16,6 +16,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/dlock-go/dlock/redislock"
+	"github.com/redis/go-redis/v9"
 )
 
 // The end-to-end tests share one redis-server and one dlock binary, built
@@ -30,6 +31,7 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	redis.SetLogger(quietLogger{}) // as main does
 	dir, err := os.MkdirTemp("", "dlock-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
