@@ -59,7 +59,7 @@ Starts a private redis-server on a free loopback port (or, when none is
 installed, an in-process stand-in), then shows workers contending for one
 key: acquisitions, hand-offs, a holder that crashes mid-job and the lock
 recovered when its lease runs out, and fencing tokens rising so that the
-crashed holder's late write is refused. It takes about 10 seconds and stops
+crashed holder's late write is refused. It takes under 10 seconds and stops
 everything it started.`,
 }
 
