@@ -342,3 +342,59 @@ func TestRunStatusLineOnTerminal(t *testing.T) {
 		t.Fatalf("terminal output %q: want the busy message at the end", s)
 	}
 }
+
+func TestRunOwnerAndFair(t *testing.T) {
+	ctx := context.Background()
+	l := newLocker(t)
+	lk, err := l.TryLock(ctx, "owned", dlock.WithOwnerID("deploy-1"), dlock.WithTTL(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Unlock(ctx)
+	res := dlockIn(t, []string{"run", "--owner", "deploy-1", "owned", "--", "sh", "-c", "exit 3"})
+	if res.code != 3 {
+		t.Fatalf("run --owner of the holding owner: exit %d, want CMD's 3; stderr %q", res.code, res.stderr)
+	}
+	info, err := l.Inspect(ctx, "owned")
+	if err != nil || !info.Held || info.Holds != 1 {
+		t.Fatalf("after the nested run the owner's first hold must remain: %+v, %v", info, err)
+	}
+	if res := dlockIn(t, []string{"run", "--owner", "deploy-2", "owned", "--", "true"}); res.code != exitBusy {
+		t.Fatalf("run --owner of another owner: exit %d, want %d", res.code, exitBusy)
+	}
+	if res := dlockIn(t, []string{"run", "--fair", "fair", "--", "true"}); res.code != 0 {
+		t.Fatalf("run --fair on a free key: exit %d, stderr %q", res.code, res.stderr)
+	}
+}
+
+// SIGINT to a waiting dlock stops the wait, leaves the queue and exits
+// 128+2, without running CMD.
+func TestRunInterruptedWhileWaiting(t *testing.T) {
+	ctx := context.Background()
+	l := newLocker(t)
+	lk, err := l.TryLock(ctx, "intr", dlock.WithTTL(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Unlock(ctx)
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd, _, stderr := startProc(t, "run", "--wait", "forever", "intr", "--", "touch", marker)
+	waitFor(t, 20*time.Second, "dlock to queue", func() bool {
+		info, err := l.Inspect(ctx, "intr")
+		return err == nil && info.Waiters == 1
+	})
+	cmd.Process.Signal(os.Interrupt)
+	if code := waitExit(t, cmd, 20*time.Second); code != exitSignal+2 {
+		t.Fatalf("exit %d, want %d; stderr %q", code, exitSignal+2, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), `while waiting for "intr"`) {
+		t.Errorf("stderr %q does not say what was interrupted", stderr.String())
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("CMD ran although dlock was interrupted before it had the lock")
+	}
+	info, err := l.Inspect(ctx, "intr")
+	if err != nil || info.Waiters != 0 {
+		t.Errorf("the interrupted waiter stayed in the queue: %+v, %v", info, err)
+	}
+}
