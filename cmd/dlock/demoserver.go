@@ -1,18 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
-	"github.com/dlock-go/dlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // demoServer is the Redis the demo talks to, started for it alone.
@@ -28,7 +23,7 @@ type demoServer struct {
 // timer (every 100ms) instead of at once.
 func startDemoServer() (*demoServer, error) {
 	var why string
-	if _, err := exec.LookPath(redistest.Binary); err == nil {
+	if _, err := exec.LookPath("redis-server"); err == nil {
 		s, err := startRedisServer()
 		if err == nil {
 			return s, nil
@@ -38,38 +33,6 @@ func startDemoServer() (*demoServer, error) {
 		why = "redis-server is not on PATH"
 	}
 	return startStandIn(why)
-}
-
-func startRedisServer() (*demoServer, error) {
-	dir, err := os.MkdirTemp("", "dlock-demo-")
-	if err != nil {
-		return nil, err
-	}
-	s, err := redistest.New(dir, redistest.Config{})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	v := "(version unknown)"
-	c := redis.NewClient(s.Options())
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if info, err := c.Info(ctx, "server").Result(); err == nil {
-		for _, line := range strings.Split(info, "\n") {
-			if after, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-				v = after
-			}
-		}
-	}
-	cancel()
-	c.Close()
-	return &demoServer{
-		addr:  s.Addr(),
-		about: fmt.Sprintf("started redis-server %s on %s; it stops when the demo ends", v, s.Addr()),
-		stop: func() {
-			s.Close()
-			os.RemoveAll(dir)
-		},
-	}, nil
 }
 
 func startStandIn(why string) (*demoServer, error) {
