@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/redislock"
+	"github.com/redis/go-redis/v9"
+)
+
+const defaultRedisURL = "redis://127.0.0.1:6379/0"
+
+// defaultDialTimeout is go-redis's, used when the URL sets none.
+const defaultDialTimeout = 5 * time.Second
+
+// quietLogger drops go-redis's log lines (reconnection attempts and the
+// like): dlock reports failures itself, in one line.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// backendFlags are the flags every command that talks to Redis takes.
+type backendFlags struct {
+	url    string
+	prefix string
+}
+
+func (b *backendFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&b.url, "redis", "", "Redis `URL` (default $DLOCK_REDIS_URL, else "+defaultRedisURL+")")
+	fs.StringVar(&b.prefix, "prefix", dlock.DefaultPrefix, "namespace of the lock keys: KEY is stored as PREFIX:lock:KEY")
+}
+
+// backend is a connected Redis client and the Locker over it.
+type backend struct {
+	client redis.UniversalClient
+	locker *redislock.Locker
+}
+
+func (b *backend) close() {
+	b.locker.Close()
+	b.client.Close()
+}
+
+// connect opens the backend and checks that Redis answers within the dial
+// timeout. It prints one line and returns an exit code when it cannot.
+func (b *backendFlags) connect(e *env, name string, opts ...dlock.Option) (*backend, int) {
+	raw := b.url
+	if raw == "" {
+		raw = e.getenv("DLOCK_REDIS_URL")
+	}
+	if raw == "" {
+		raw = defaultRedisURL
+	}
+	cfg, err := parseRedisURL(raw, e.getenv("DLOCK_REDIS_PASSWORD"))
+	if err != nil {
+		return nil, usageError(e, name, "%v", err)
+	}
+	client := cfg.client()
+	locker, err := redislock.New(client, append([]dlock.Option{dlock.WithPrefix(b.prefix)}, opts...)...)
+	if err != nil {
+		client.Close()
+		return nil, usageError(e, name, "%v", trimDlock(err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.dialTimeout)
+	defer cancel()
+	if err := client.Ping(ctx).Err(); err != nil {
+		locker.Close()
+		client.Close()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("no answer within %v", cfg.dialTimeout)
+		}
+		fmt.Fprintf(e.stderr, "dlock: cannot reach Redis at %s: %v\n", cfg.addrs(), err)
+		return nil, exitUnavailable
+	}
+	return &backend{client: client, locker: locker}, 0
+}
+
+// redisConfig is the parsed form of a --redis URL: exactly one of the
+// three option sets is non-nil.
+type redisConfig struct {
+	simple      *redis.Options
+	failover    *redis.FailoverOptions
+	cluster     *redis.ClusterOptions
+	dialTimeout time.Duration
+}
+
+// parseRedisURL parses the forms of --redis:
+//
+//	redis://[USER:PASSWORD@]HOST[:PORT][/DB][?OPTIONS]     one server
+//	rediss://...                                           one server over TLS
+//	unix://[USER:PASSWORD@]/PATH/TO/SOCKET[?db=DB]         one server on a unix socket
+//	redis+sentinel://[USER:PASS@]HOST:PORT[/DB]?master_name=NAME[&addr=HOST:PORT...]
+//	                                                       Sentinel (user and password are the sentinels')
+//	redis+cluster://HOST:PORT[?addr=HOST:PORT...]          Cluster, seeded by one or more nodes
+//	redis://HOST:PORT,redis://HOST:PORT,...                Cluster, as a comma list
+//
+// rediss+sentinel and rediss+cluster add TLS. OPTIONS are go-redis's URL
+// options (dial_timeout=2s, read_timeout, max_retries, ...). password is
+// used when the URL carries none. Errors never contain the password.
+func parseRedisURL(raw, password string) (*redisConfig, error) {
+	cfg, err := parseURLForms(raw)
+	if err != nil {
+		return nil, fmt.Errorf("bad Redis URL %s: %s", redactURL(raw), redactErr(err, raw))
+	}
+	// Deadlines of contexts bound every command, so that a silent server
+	// cannot hold dlock past them.
+	var dial *time.Duration
+	switch {
+	case cfg.simple != nil:
+		if cfg.simple.Password == "" {
+			cfg.simple.Password = password
+		}
+		cfg.simple.ContextTimeoutEnabled = true
+		dial = &cfg.simple.DialTimeout
+	case cfg.failover != nil:
+		cfg.failover.ContextTimeoutEnabled = true
+		if cfg.failover.MasterName == "" {
+			return nil, fmt.Errorf("bad Redis URL %s: a redis+sentinel URL needs ?master_name=NAME", redactURL(raw))
+		}
+		if cfg.failover.Password == "" {
+			cfg.failover.Password = password
+		}
+		dial = &cfg.failover.DialTimeout
+	default:
+		cfg.cluster.ContextTimeoutEnabled = true
+		if cfg.cluster.Password == "" {
+			cfg.cluster.Password = password
+		}
+		dial = &cfg.cluster.DialTimeout
+	}
+	if *dial <= 0 {
+		*dial = defaultDialTimeout
+	}
+	cfg.dialTimeout = *dial
+	return cfg, nil
+}
+
+func parseURLForms(raw string) (*redisConfig, error) {
+	if raw == "" {
+		return nil, errors.New("empty URL")
+	}
+	if strings.Contains(raw, ",") {
+		parts := strings.Split(raw, ",")
+		o, err := redis.ParseClusterURL(parts[0])
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range parts[1:] {
+			addr, err := hostPort(p)
+			if err != nil {
+				return nil, err
+			}
+			o.Addrs = append(o.Addrs, addr)
+		}
+		return &redisConfig{cluster: o}, nil
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil, errors.New(`missing scheme: want redis://, rediss://, unix://, redis+sentinel:// or redis+cluster://`)
+	}
+	base, kind, _ := strings.Cut(scheme, "+")
+	switch kind {
+	case "":
+		o, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, err
+		}
+		return &redisConfig{simple: o}, nil
+	case "sentinel":
+		o, err := redis.ParseFailoverURL(base + "://" + rest)
+		if err != nil {
+			return nil, err
+		}
+		return &redisConfig{failover: o}, nil
+	case "cluster":
+		o, err := redis.ParseClusterURL(base + "://" + rest)
+		if err != nil {
+			return nil, err
+		}
+		return &redisConfig{cluster: o}, nil
+	}
+	return nil, fmt.Errorf("unknown URL scheme %q", scheme)
+}
+
+// hostPort reads the address of one more Cluster node in a comma list:
+// HOST:PORT, or a redis:// or rediss:// URL.
+func hostPort(s string) (string, error) {
+	if !strings.Contains(s, "://") {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return "", err
+		}
+		return s, nil
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return "", fmt.Errorf("unknown URL scheme %q in a Cluster list", u.Scheme)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "6379"
+	}
+	return net.JoinHostPort(u.Hostname(), port), nil
+}
+
+func (c *redisConfig) client() redis.UniversalClient {
+	switch {
+	case c.simple != nil:
+		return redis.NewClient(c.simple)
+	case c.failover != nil:
+		return redis.NewFailoverClient(c.failover)
+	}
+	return redis.NewClusterClient(c.cluster)
+}
+
+// addrs names the servers of the configuration, for messages.
+func (c *redisConfig) addrs() string {
+	switch {
+	case c.simple != nil:
+		return c.simple.Addr
+	case c.failover != nil:
+		return "sentinel " + strings.Join(c.failover.SentinelAddrs, ",") + " (master " + c.failover.MasterName + ")"
+	}
+	return "cluster " + strings.Join(c.cluster.Addrs, ",")
+}
+
+// redactURL hides the password of a URL's user information, even in a
+// URL that does not parse.
+func redactURL(raw string) string {
+	out := make([]string, 0, 1)
+	for _, part := range strings.Split(raw, ",") {
+		scheme, rest, ok := strings.Cut(part, "://")
+		if !ok {
+			out = append(out, part)
+			continue
+		}
+		end := strings.IndexAny(rest, "/?#")
+		if end < 0 {
+			end = len(rest)
+		}
+		if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+			user, _, hasPass := strings.Cut(rest[:at], ":")
+			if hasPass {
+				rest = user + ":xxxxx" + rest[at:]
+			}
+		}
+		out = append(out, scheme+"://"+rest)
+	}
+	return strings.Join(out, ",")
+}
+
+// redactErr returns err's message without the URL (which url.Parse puts
+// in its errors).
+func redactErr(err error, raw string) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	msg := err.Error()
+	for _, part := range strings.Split(raw, ",") {
+		msg = strings.ReplaceAll(msg, part, redactURL(part))
+	}
+	return msg
+}
+
+// trimDlock drops the "dlock: " prefix of a library error, for a message
+// that already starts with it.
+func trimDlock(err error) string { return strings.TrimPrefix(err.Error(), "dlock: ") }

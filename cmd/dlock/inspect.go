@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/redislock"
+)
+
+// lockJSON is a lock in the --json output of status, ls and unlock.
+type lockJSON struct {
+	Key     string `json:"key"`
+	Held    bool   `json:"held"`
+	Owner   string `json:"owner,omitempty"`
+	Holds   int    `json:"holds"`
+	TTLms   int64  `json:"ttl_ms"` // -1: the key has no expiry
+	Fence   uint64 `json:"fence"`
+	Waiters int    `json:"waiters"`
+}
+
+func toJSON(i redislock.Info) lockJSON {
+	ttl := i.TTL.Milliseconds()
+	if i.TTL < 0 {
+		ttl = -1
+	}
+	return lockJSON{Key: i.Key, Held: i.Held, Owner: i.Owner, Holds: i.Holds, TTLms: ttl, Fence: i.Fence, Waiters: i.Waiters}
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func ttlString(d time.Duration) string {
+	if d < 0 {
+		return "no expiry"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// inspectFlags are the flags of status, ls and unlock.
+type inspectFlags struct {
+	backend backendFlags
+	json    bool
+}
+
+// inspectCommand parses the flags of status, ls or unlock; extra adds
+// flags of its own. A nil f means stop with code.
+func inspectCommand(e *env, name string, args []string, extra func(*flag.FlagSet)) (f *inspectFlags, pos []string, code int) {
+	f = &inspectFlags{}
+	fs := flagSet(e, name)
+	f.backend.register(fs)
+	fs.BoolVar(&f.json, "json", false, "print JSON")
+	if extra != nil {
+		extra(fs)
+	}
+	if stop, code := parseFlags(e, fs, name, args); stop {
+		return nil, nil, code
+	}
+	return f, fs.Args(), 0
+}
+
+func cmdStatus(e *env, args []string) int {
+	f, pos, code := inspectCommand(e, "status", args, nil)
+	if f == nil {
+		return code
+	}
+	switch {
+	case len(pos) == 0:
+		return usageError(e, "status", "missing KEY")
+	case len(pos) > 1:
+		return usageError(e, "status", "unexpected argument %q after KEY", pos[1])
+	}
+	key := pos[0]
+	if err := dlock.CheckKey(key); err != nil {
+		return usageError(e, "status", "KEY: %v", trimDlock(err))
+	}
+	be, code := f.backend.connect(e, "status")
+	if be == nil {
+		return code
+	}
+	defer be.close()
+	ctx, stop := signalContext(e)
+	defer stop()
+	info, err := be.locker.Inspect(ctx, key)
+	if err != nil {
+		return backendError(e, ctx, err)
+	}
+	if f.json {
+		writeJSON(e.stdout, toJSON(info))
+		return exitOK
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "key:\t%s\n", info.Key)
+	if !info.Held {
+		fmt.Fprintf(w, "state:\tfree\n")
+	} else {
+		fmt.Fprintf(w, "state:\theld\n")
+		fmt.Fprintf(w, "ttl:\t%s\n", ttlString(info.TTL))
+		if info.Owner != "" {
+			fmt.Fprintf(w, "owner:\t%s\n", info.Owner)
+			fmt.Fprintf(w, "holds:\t%d\n", info.Holds)
+		}
+	}
+	fence := strconv.FormatUint(info.Fence, 10)
+	if info.Fence == 0 {
+		fence = "0 (never acquired)"
+	}
+	fmt.Fprintf(w, "fence:\t%s\n", fence)
+	fmt.Fprintf(w, "waiters:\t%d\n", info.Waiters)
+	w.Flush()
+	return exitOK
+}
+
+func cmdList(e *env, args []string) int {
+	f, pos, code := inspectCommand(e, "ls", args, nil)
+	if f == nil {
+		return code
+	}
+	if len(pos) > 1 {
+		return usageError(e, "ls", "unexpected argument %q after PATTERN", pos[1])
+	}
+	pattern := "*"
+	if len(pos) == 1 {
+		pattern = pos[0]
+	}
+	be, code := f.backend.connect(e, "ls")
+	if be == nil {
+		return code
+	}
+	defer be.close()
+	ctx, stop := signalContext(e)
+	defer stop()
+	infos, err := be.locker.List(ctx, pattern)
+	if err != nil {
+		return backendError(e, ctx, err)
+	}
+	if f.json {
+		out := make([]lockJSON, 0, len(infos))
+		for _, i := range infos {
+			out = append(out, toJSON(i))
+		}
+		writeJSON(e.stdout, out)
+		return exitOK
+	}
+	if len(infos) == 0 {
+		fmt.Fprintf(e.stderr, "dlock: no held locks match %q under prefix %q\n", pattern, f.backend.prefix)
+		return exitOK
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "KEY\tTTL\tFENCE\tOWNER\tHOLDS\tWAITERS")
+	for _, i := range infos {
+		owner := i.Owner
+		if owner == "" {
+			owner = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%d\n", i.Key, ttlString(i.TTL), i.Fence, owner, i.Holds, i.Waiters)
+	}
+	w.Flush()
+	return exitOK
+}
+
+func cmdUnlock(e *env, args []string) int {
+	var force bool
+	f, pos, code := inspectCommand(e, "unlock", args, func(fs *flag.FlagSet) {
+		fs.BoolVar(&force, "force", false, "really delete the lock, whoever holds it")
+	})
+	if f == nil {
+		return code
+	}
+	switch {
+	case len(pos) == 0:
+		return usageError(e, "unlock", "missing KEY")
+	case len(pos) > 1:
+		return usageError(e, "unlock", "unexpected argument %q after KEY", pos[1])
+	}
+	key := pos[0]
+	if err := dlock.CheckKey(key); err != nil {
+		return usageError(e, "unlock", "KEY: %v", trimDlock(err))
+	}
+	if !force {
+		return usageError(e, "unlock", "refusing to delete the lock %q without --force: its holder may still be working (see `dlock status %s`)", key, key)
+	}
+	be, code := f.backend.connect(e, "unlock")
+	if be == nil {
+		return code
+	}
+	defer be.close()
+	ctx, stop := signalContext(e)
+	defer stop()
+	info, err := be.locker.ForceUnlock(ctx, key)
+	if errors.Is(err, dlock.ErrNotHeld) {
+		fmt.Fprintf(e.stderr, "dlock: %q is not held; nothing deleted\n", key)
+		return exitFailure
+	}
+	if err != nil {
+		return backendError(e, ctx, err)
+	}
+	if f.json {
+		writeJSON(e.stdout, toJSON(info))
+		return exitOK
+	}
+	holder := "a plain lock"
+	if info.Owner != "" {
+		holder = fmt.Sprintf("owner %q (%d holds)", info.Owner, info.Holds)
+	}
+	fmt.Fprintf(e.stdout, "deleted %q: %s, fence %d, %s of lease left\n", key, holder, info.Fence, ttlString(info.TTL))
+	return exitOK
+}
+
+// backendError reports an error of Redis during status, ls or unlock.
+func backendError(e *env, ctx context.Context, err error) int {
+	var sig *signalError
+	if errors.As(context.Cause(ctx), &sig) {
+		fmt.Fprintf(e.stderr, "dlock: %s\n", sig)
+		return sig.code()
+	}
+	fmt.Fprintf(e.stderr, "dlock: %v\n", trimDlock(err))
+	return exitFailure
+}

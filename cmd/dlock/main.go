@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The exit codes of dlock. A command run by `dlock run` passes its own
+// through, so the codes of dlock itself sit where commands rarely go:
+// sysexits.h's EX_UNAVAILABLE and EX_TEMPFAIL, and the shell's 126/127.
+const (
+	exitOK          = 0
+	exitFailure     = 1   // the command failed: unlock of a free key, a Redis error reply
+	exitUsage       = 2   // bad flags or arguments
+	exitUnavailable = 69  // Redis could not be reached
+	exitBusy        = 75  // the lock is busy, or the wait ran out (--conflict-exit-code)
+	exitLost        = 76  // the lock was lost while CMD ran (--lost-exit-code)
+	exitCannotExec  = 126 // CMD was found but could not be run
+	exitNotFound    = 127 // CMD was not found
+	exitSignal      = 128 // + N: CMD, or dlock while waiting, ended by signal N
+)
+
+// version is the release, set at link time with
+// -ldflags "-X main.version=v1.2.3"; otherwise it comes from the module's
+// build information.
+var version = ""
+
+// env is what a command sees of the world: the process's in main, a
+// test's in the tests.
+type env struct {
+	stdin          *os.File
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// signals delivers SIGINT, SIGTERM and SIGHUP sent to dlock.
+	signals <-chan os.Signal
+}
+
+func main() {
+	redis.SetLogger(quietLogger{})
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, signals: sigs}
+	code := dlockMain(e, os.Args[1:])
+	signal.Stop(sigs)
+	os.Exit(code)
+}
+
+// A command is one verb of dlock.
+type command struct {
+	name, args, short string
+	run               func(e *env, args []string) int
+}
+
+var commands []*command // filled by init: the table refers to help, which reads it
+
+func init() {
+	commands = []*command{
+		{"run", "[flags] KEY -- CMD [ARGS...]", "run CMD while holding the lock KEY", cmdRun},
+		{"status", "[flags] KEY", "show whether KEY is held, its lease, fence and owner", cmdStatus},
+		{"ls", "[flags] [PATTERN]", "list the held locks (SCAN, never KEYS)", cmdList},
+		{"unlock", "--force [flags] KEY", "delete a stuck lock, whoever holds it", cmdUnlock},
+		{"demo", "", "watch workers contend for one lock on a private Redis", cmdDemo},
+		{"version", "", "print the version", cmdVersion},
+		{"help", "[COMMAND]", "show the help of a command", cmdHelp},
+	}
+}
+
+func dlockMain(e *env, args []string) int {
+	if len(args) == 0 {
+		usage(e.stderr)
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help":
+		usage(e.stdout)
+		return exitOK
+	case "-version", "--version":
+		name = "version"
+	}
+	for _, c := range commands {
+		if c.name == name {
+			return c.run(e, args[1:])
+		}
+	}
+	fmt.Fprintf(e.stderr, "dlock: unknown command %q\n", name)
+	usage(e.stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, "usage: dlock COMMAND [ARGS]\n\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.short)
+	}
+	fmt.Fprint(w, "\nRun `dlock help COMMAND` for its flags. The Redis server comes from --redis URL\n"+
+		"or DLOCK_REDIS_URL (default "+defaultRedisURL+").\n")
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// flagSet returns the flag set of command name, which prints its usage to
+// stderr (or stdout for -h).
+func flagSet(e *env, name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("dlock "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are printed by usageError, once
+	fs.Usage = func() {}
+	return fs
+}
+
+// commandUsage prints the usage line and flags of command name.
+func commandUsage(w io.Writer, fs *flag.FlagSet, name string) {
+	c := lookup(name)
+	fmt.Fprintf(w, "usage: dlock %s %s\n\n%s.\n", c.name, c.args, upperFirst(c.short))
+	if long := longHelp[name]; long != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(long))
+	}
+	if fs != nil {
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprint(w, "\nFlags:\n")
+			fs.SetOutput(w)
+			fs.PrintDefaults()
+			fs.SetOutput(io.Discard)
+		}
+	}
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// parseFlags parses args into fs. It returns the exit code to use when
+// the command should stop: -h prints the help and exits 0, a bad flag
+// exits 2.
+func parseFlags(e *env, fs *flag.FlagSet, name string, args []string) (stop bool, code int) {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		commandUsage(e.stdout, fs, name)
+		return true, exitOK
+	}
+	if err != nil {
+		return true, usageError(e, name, "%v", err)
+	}
+	return false, 0
+}
+
+// usageError prints a usage error as one line and a hint, and returns
+// exitUsage.
+func usageError(e *env, name, format string, args ...any) int {
+	fmt.Fprintf(e.stderr, "dlock %s: %s\n", name, fmt.Sprintf(format, args...))
+	c := lookup(name)
+	fmt.Fprintf(e.stderr, "usage: dlock %s %s (see `dlock help %s`)\n", c.name, c.args, c.name)
+	return exitUsage
+}
+
+// signalContext returns a context cancelled when dlock receives a signal,
+// with a *signalError as its cause. stop releases its goroutine.
+func signalContext(e *env) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-e.signals:
+			cancel(&signalError{s})
+		case <-done:
+		}
+	}()
+	return ctx, func() { close(done); cancel(nil) }
+}
+
+// signalError is the cause of a context ended by a signal.
+type signalError struct{ sig os.Signal }
+
+func (e *signalError) Error() string { return "interrupted by " + e.sig.String() }
+
+// code is the exit code of a process ended by the signal: 128+N.
+func (e *signalError) code() int {
+	if s, ok := e.sig.(syscall.Signal); ok {
+		return exitSignal + int(s)
+	}
+	return exitSignal + int(syscall.SIGINT)
+}
+
+func cmdVersion(e *env, args []string) int {
+	fs := flagSet(e, "version")
+	if stop, code := parseFlags(e, fs, "version", args); stop {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(e, "version", "unexpected argument %q", fs.Arg(0))
+	}
+	fmt.Fprintln(e.stdout, versionString())
+	return exitOK
+}
+
+func versionString() string {
+	v, rev := version, ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				rev = " " + s.Value[:12]
+			}
+		}
+	}
+	if v == "" || v == "(devel)" {
+		v = "devel"
+	}
+	return fmt.Sprintf("dlock %s%s %s %s/%s", v, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+func cmdHelp(e *env, args []string) int {
+	switch len(args) {
+	case 0:
+		usage(e.stdout)
+		return exitOK
+	case 1:
+		if c := lookup(args[0]); c != nil {
+			return c.run(e, []string{"-h"})
+		}
+		fmt.Fprintf(e.stderr, "dlock help: unknown command %q\n", args[0])
+		return exitUsage
+	}
+	return usageError(e, "help", "too many arguments")
+}

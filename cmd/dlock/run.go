@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// minTTL is the shortest --ttl: the watchdog renews every ttl/3, and a
+// process cannot be relied on to renew much faster.
+const minTTL = 100 * time.Millisecond
+
+var longHelp = map[string]string{
+	"run": `
+Acquires KEY, runs CMD with the lock held and renewed every ttl/3, releases
+it when CMD ends, and exits with CMD's exit code (128+N when CMD died of
+signal N). CMD gets DLOCK_KEY, DLOCK_TOKEN and DLOCK_FENCE in its
+environment; DLOCK_FENCE grows with every acquisition of KEY, so a store
+can refuse the writes of a holder that lost the lock.
+
+Flags go before KEY. Put -- between KEY and CMD when CMD has flags.
+
+When the lock is busy, or --wait runs out, dlock prints one line naming KEY
+and the holder's remaining lease, and exits with --conflict-exit-code.
+When the lock is lost while CMD runs, dlock sends CMD SIGTERM, then SIGKILL
+after --kill-grace, and exits with --lost-exit-code. SIGINT, SIGTERM and
+SIGHUP sent to dlock are forwarded to CMD; the lock is released after CMD
+exits. If dlock itself is killed, CMD gets SIGTERM (Linux) and the lock
+frees when its lease runs out.
+
+Exit codes: CMD's own; 2 usage; 69 Redis unreachable; 75 busy; 76 lock
+lost; 126 CMD not executable; 127 CMD not found; 128+N signal N.`,
+	"status": `
+Prints whether KEY is held, its remaining lease (ttl), its fencing counter
+(the fence of its latest acquisition), its owner when it is an owner's
+reentrant lock, and the waiters queued for it. It never prints tokens.`,
+	"ls": `
+Lists the held locks whose key matches PATTERN (Redis glob syntax; default
+all), with their remaining lease, fence and owner. It walks the keyspace
+with SCAN, never KEYS, so it does not block a busy server.`,
+	"unlock": `
+Deletes KEY's lock whoever holds it, and hands it to the first waiter. This
+breaks the mutual exclusion the lock gave its holder, if alive: the holder
+learns at its next renewal that it lost the lock (dlock run then stops its
+CMD). It refuses without --force and prints what it deleted.`,
+	"demo": `
+Starts a private redis-server on a free loopback port (or, when none is
+installed, an in-process stand-in), then shows workers contending for one
+key: acquisitions, hand-offs, a holder that crashes mid-job and the lock
+recovered when its lease runs out, and fencing tokens rising so that the
+crashed holder's late write is refused. It takes under 10 seconds and stops
+everything it started.`,
+}
+
+// waitFlag is --wait: a duration, a number of seconds, or "forever".
+type waitFlag struct {
+	d       time.Duration
+	forever bool
+}
+
+func (w *waitFlag) String() string {
+	if w.forever {
+		return "forever"
+	}
+	return w.d.String()
+}
+
+func (w *waitFlag) Set(s string) error {
+	if s == "forever" || s == "inf" {
+		w.forever, w.d = true, 0
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || math.IsNaN(f) || math.IsInf(f, 0) || f > math.MaxInt64/1e9 {
+			return errors.New(`want a duration (30s, 2m), a number of seconds, or "forever"`)
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d < 0 {
+		return errors.New("must not be negative")
+	}
+	w.forever, w.d = false, d
+	return nil
+}
+
+// exitCodeFlag is an exit code in 0..255.
+type exitCodeFlag int
+
+func (c *exitCodeFlag) String() string { return strconv.Itoa(int(*c)) }
+func (c *exitCodeFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 255 {
+		return errors.New("want an exit code from 0 to 255")
+	}
+	*c = exitCodeFlag(n)
+	return nil
+}
+
+type runConfig struct {
+	backend      backendFlags
+	ttl          time.Duration
+	wait         waitFlag
+	owner        string
+	fair         bool
+	killGrace    time.Duration
+	conflictCode exitCodeFlag
+	lostCode     exitCodeFlag
+}
+
+func (c *runConfig) register(fs *flag.FlagSet) {
+	c.backend.register(fs)
+	c.conflictCode, c.lostCode = exitBusy, exitLost
+	fs.DurationVar(&c.ttl, "ttl", dlock.DefaultTTL, "lease of the lock; renewed every ttl/3 while CMD runs (at least "+minTTL.String()+")")
+	fs.Var(&c.wait, "wait", "how long to wait for a busy lock: a `duration`, or forever (default 0: fail at once)")
+	fs.StringVar(&c.owner, "owner", "", "owner `id`: holders with the same id share the lock (reentrant, e.g. a deploy id)")
+	fs.BoolVar(&c.fair, "fair", false, "serve waiters in arrival order, across processes")
+	fs.DurationVar(&c.killGrace, "kill-grace", 10*time.Second, "when the lock is lost, time between SIGTERM and SIGKILL to CMD")
+	fs.Var(&c.conflictCode, "conflict-exit-code", "exit `code` when the lock is busy or the wait runs out (default 75)")
+	fs.Var(&c.lostCode, "lost-exit-code", "exit `code` when the lock is lost while CMD runs (default 76)")
+}
+
+// parseRunArgs reads "[flags] KEY [--] CMD [ARGS...]". Flags may come
+// before and after KEY when CMD follows --; without --, everything after
+// KEY is CMD.
+func parseRunArgs(fs *flag.FlagSet, args []string) (key string, argv []string, err error) {
+	before, after, dashdash := args, []string(nil), false
+	for i, a := range args {
+		if a == "--" {
+			before, after, dashdash = args[:i], args[i+1:], true
+			break
+		}
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(before); err != nil {
+			return "", nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 || !dashdash {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		before = rest[1:]
+	}
+	if len(pos) == 0 {
+		return "", nil, errors.New("missing KEY")
+	}
+	key = pos[0]
+	if dashdash {
+		if len(pos) > 1 {
+			return "", nil, fmt.Errorf("unexpected argument %q before --", pos[1])
+		}
+		argv = after
+	} else {
+		argv = pos[1:]
+		if len(argv) > 0 && strings.HasPrefix(argv[0], "-") {
+			return "", nil, fmt.Errorf("flag %s after KEY: put flags before KEY, and -- before CMD", argv[0])
+		}
+	}
+	if len(argv) == 0 {
+		return "", nil, errors.New("missing CMD")
+	}
+	return key, argv, nil
+}
+
+func cmdRun(e *env, args []string) int {
+	var c runConfig
+	fs := flagSet(e, "run")
+	c.register(fs)
+	key, argv, err := parseRunArgs(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		commandUsage(e.stdout, fs, "run")
+		return exitOK
+	}
+	if err != nil {
+		return usageError(e, "run", "%v", err)
+	}
+	switch {
+	case c.ttl < minTTL:
+		return usageError(e, "run", "--ttl %v: must be at least %v", c.ttl, minTTL)
+	case c.killGrace < 0:
+		return usageError(e, "run", "--kill-grace %v: must not be negative", c.killGrace)
+	}
+	if err := dlock.CheckKey(key); err != nil {
+		return usageError(e, "run", "KEY: %v", trimDlock(err))
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return execError(e, argv[0], err)
+	}
+
+	be, code := c.backend.connect(e, "run", dlock.WithTTL(c.ttl))
+	if be == nil {
+		return code
+	}
+	defer be.close()
+
+	opts := []dlock.Option{dlock.WithFair(c.fair)}
+	if c.owner != "" {
+		opts = append(opts, dlock.WithOwnerID(c.owner))
+	}
+	if !c.wait.forever {
+		opts = append(opts, dlock.WithWait(c.wait.d))
+	}
+	ctx, stopSignals := signalContext(e)
+	start := time.Now()
+	stopStatus := func() {}
+	if (c.wait.forever || c.wait.d > 0) && isTerminal(e.stderr) {
+		stopStatus = showWaiting(ctx, e.stderr.(*os.File), be, key, start)
+	}
+	lk, err := be.locker.Lock(ctx, key, opts...)
+	stopStatus()
+	stopSignals()
+	var sig *signalError
+	if err == nil && errors.As(context.Cause(ctx), &sig) {
+		// The signal came as the lock was granted: give it back.
+		release(e, lk)
+		fmt.Fprintf(e.stderr, "dlock: %s while acquiring %q\n", sig, key)
+		return sig.code()
+	}
+	if err != nil {
+		var busy *dlock.NotAcquiredError
+		switch {
+		case errors.As(context.Cause(ctx), &sig):
+			fmt.Fprintf(e.stderr, "dlock: %s while waiting for %q\n", sig, key)
+			return sig.code()
+		case errors.As(err, &busy):
+			fmt.Fprintf(e.stderr, "dlock: %s\n", busyMessage(key, busy, time.Since(start), c.wait))
+			return int(c.conflictCode)
+		case errors.Is(err, dlock.ErrInvalidKey), errors.Is(err, dlock.ErrInvalidOption):
+			return usageError(e, "run", "%v", trimDlock(err))
+		}
+		fmt.Fprintf(e.stderr, "dlock: %v\n", trimDlock(err))
+		return exitUnavailable
+	}
+	return runHolding(e, &c, lk, path, argv)
+}
+
+// busyMessage is the one line printed when the lock is busy.
+func busyMessage(key string, err *dlock.NotAcquiredError, waited time.Duration, wait waitFlag) string {
+	hint := "the holder's lease is unknown"
+	if err.RetryAfter > 0 {
+		hint = "retry after " + err.RetryAfter.Round(time.Millisecond).String()
+	}
+	if wait.d > 0 {
+		return fmt.Sprintf("%q is still busy after waiting %v; %s", key, waited.Round(time.Millisecond), hint)
+	}
+	return fmt.Sprintf("%q is busy; %s", key, hint)
+}
+
+// execError reports a CMD that cannot be run, with the shell's codes.
+func execError(e *env, name string, err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(e.stderr, "dlock: %s: command not found\n", name)
+		return exitNotFound
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	fmt.Fprintf(e.stderr, "dlock: %s: cannot run: %v\n", name, err)
+	return exitCannotExec
+}
+
+// runHolding runs CMD while lk is held, and releases lk after.
+func runHolding(e *env, c *runConfig, lk dlock.Lock, path string, argv []string) int {
+	key := lk.Key()
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args[0] = argv[0]
+	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
+	if e.stdin != nil {
+		cmd.Stdin = e.stdin
+	}
+	cmd.Env = append(os.Environ(),
+		"DLOCK_KEY="+key,
+		"DLOCK_TOKEN="+lk.Token(),
+		"DLOCK_FENCE="+strconv.FormatUint(lk.Fence(), 10))
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		release(e, lk)
+		return execError(e, argv[0], err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+
+	var (
+		lost  error
+		done  = lk.Done()
+		grace <-chan time.Time
+	)
+wait:
+	for {
+		select {
+		case <-exited:
+			break wait
+		case s := <-e.signals:
+			cmd.Process.Signal(s)
+		case <-done:
+			done = nil
+			lost = lk.Err()
+			fmt.Fprintf(e.stderr, "dlock: lost the lock on %q (%s); stopping %s: SIGTERM, then SIGKILL after %v\n",
+				key, lostReason(lost), argv[0], c.killGrace)
+			cmd.Process.Signal(syscall.SIGTERM)
+			t := time.NewTimer(c.killGrace)
+			defer t.Stop()
+			grace = t.C
+		case <-grace:
+			grace = nil
+			fmt.Fprintf(e.stderr, "dlock: %s still running %v after SIGTERM; sending SIGKILL\n", argv[0], c.killGrace)
+			cmd.Process.Kill()
+		}
+	}
+	if lost != nil {
+		return int(c.lostCode)
+	}
+	if err := release(e, lk); errors.Is(err, dlock.ErrLockLost) {
+		fmt.Fprintf(e.stderr, "dlock: the lock on %q was lost before %s finished (%s)\n", key, argv[0], lostReason(err))
+		return int(c.lostCode)
+	}
+	return childCode(cmd.ProcessState)
+}
+
+// release gives lk back, warning when it cannot; the lease then ends by
+// itself. It returns the release error.
+func release(e *env, lk dlock.Lock) error {
+	ctx, cancel := context.WithTimeout(context.Background(), dlock.ReleaseTimeout)
+	defer cancel()
+	err := lk.Unlock(ctx)
+	if err != nil && !errors.Is(err, dlock.ErrLockLost) {
+		fmt.Fprintf(e.stderr, "dlock: could not release %q (%v); it frees when its lease runs out\n", lk.Key(), trimDlock(err))
+	}
+	return err
+}
+
+// lostReason says in a few words why a lock was lost.
+func lostReason(err error) string {
+	switch {
+	case errors.Is(err, dlock.ErrLeaseExpired):
+		return "Redis could not be reached to renew it before its lease ended"
+	case errors.Is(err, dlock.ErrOwnershipLost):
+		return "its lease ran out or someone deleted it"
+	}
+	return trimDlock(err)
+}
+
+// childCode is the exit code of a finished CMD: its own, or 128+N when a
+// signal N ended it.
+func childCode(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return exitSignal + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}

@@ -1,0 +1,214 @@
+package redislock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed force.lua
+var forceLua string
+
+var forceScript = redis.NewScript(commonLua + forceLua)
+
+// Info is what Redis holds about one lock, as an operator sees it: the
+// `dlock status` and `dlock ls` commands print it. It never carries a
+// token, which would let its reader release the lock.
+type Info struct {
+	// Key is the key as callers name it, without the Locker's prefix.
+	Key string
+	// Held says whether someone holds the lock.
+	Held bool
+	// Owner is the owner id of a reentrant lock (see dlock.WithOwner), ""
+	// for a plain lock or a free one.
+	Owner string
+	// Holds counts the holds on the lock: 1 for a held plain lock, the
+	// number of holds of an owner's lock, 0 when free.
+	Holds int
+	// TTL is the remaining lease of a held lock, zero when free. It is -1
+	// when the key has no expiry, which dlock never does: another program
+	// wrote it.
+	TTL time.Duration
+	// Fence is the key's fencing counter: the fence of its latest
+	// acquisition (the holder's, while held), 0 if it was never acquired.
+	Fence uint64
+	// Waiters counts the entries in the key's wait queue. Entries of
+	// waiters that died stay until their claim window lapses.
+	Waiters int
+}
+
+// Inspect reads what Redis holds about key, in one round trip (a MULTI
+// block over the lock's keys, which share a Cluster slot). It changes
+// nothing.
+func (l *Locker) Inspect(ctx context.Context, key string) (Info, error) {
+	if l.closed.Load() {
+		return Info{}, dlock.ErrClosed
+	}
+	k, err := keysOf(l.opts.Prefix, key)
+	if err != nil {
+		return Info{}, err
+	}
+	var (
+		get     *redis.StringCmd
+		pttl    *redis.DurationCmd
+		fence   *redis.StringCmd
+		holds   *redis.IntCmd
+		waiters *redis.IntCmd
+	)
+	_, err = l.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, k.lock)
+		pttl = p.PTTL(ctx, k.lock)
+		fence = p.HGet(ctx, k.meta, "f")
+		holds = p.HLen(ctx, k.holds)
+		waiters = p.ZCard(ctx, k.queue)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Info{}, dlock.KeyError(key, fmt.Errorf("inspect: %w", err))
+	}
+	info := Info{Key: key, Waiters: int(waiters.Val())}
+	if f := fence.Val(); f != "" {
+		if info.Fence, err = strconv.ParseUint(f, 10, 64); err != nil {
+			return Info{}, dlock.KeyError(key, fmt.Errorf("inspect: fence counter %q: %w", f, err))
+		}
+	}
+	if get.Err() == nil {
+		info.fill(get.Val(), pttl.Val(), int(holds.Val()))
+	}
+	return info, nil
+}
+
+// fill records the holder described by the lock key's value and PTTL.
+func (info *Info) fill(value string, pttl time.Duration, holds int) {
+	info.Held = true
+	info.TTL = pttl
+	if pttl < 0 { // go-redis reports "no expiry" as -1ns
+		info.TTL = -1
+	}
+	info.Holds = 1
+	if owner, ok := strings.CutPrefix(value, "o:"); ok { // a token never has ':'
+		info.Owner, info.Holds = owner, holds
+	}
+}
+
+// List returns the locks held under the Locker's prefix whose key matches
+// pattern (Redis glob syntax: *, ?, [abc], \ to escape; "" matches all),
+// sorted by key. It walks the keyspace with SCAN, on every master of a
+// Cluster, so it never blocks the server as KEYS would; a lock taken or
+// released during the walk may or may not be listed.
+func (l *Locker) List(ctx context.Context, pattern string) ([]Info, error) {
+	if l.closed.Load() {
+		return nil, dlock.ErrClosed
+	}
+	if pattern == "" {
+		pattern = "*"
+	}
+	head := l.opts.Prefix + ":lock:"
+	match := globEscape(head) + pattern
+	var (
+		mu   sync.Mutex
+		seen = make(map[string]bool)
+	)
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, match, 500).Result()
+			if err != nil {
+				return fmt.Errorf("dlock: list: scan: %w", err)
+			}
+			mu.Lock()
+			for _, k := range keys {
+				seen[strings.TrimPrefix(k, head)] = true
+			}
+			mu.Unlock()
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	}
+	var err error
+	if cc, ok := l.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, l.client)
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	infos := make([]Info, 0, len(keys))
+	for _, k := range keys {
+		info, err := l.Inspect(ctx, k)
+		if errors.Is(err, dlock.ErrInvalidKey) {
+			continue // written by another program in our namespace
+		}
+		if err != nil {
+			return nil, err
+		}
+		if info.Held {
+			infos = append(infos, info)
+		}
+	}
+	return infos, nil
+}
+
+// globEscape escapes the characters that SCAN MATCH treats specially.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// ForceUnlock deletes key's lock whoever holds it, with all its holds, and
+// hands it to the first live waiter, in one round trip. It is for an
+// operator clearing a stuck lock: the holder, if alive, learns at its next
+// renewal that the lock is lost (dlock.ErrOwnershipLost). It returns what it
+// deleted, or an error matching dlock.ErrNotHeld when the lock was free.
+func (l *Locker) ForceUnlock(ctx context.Context, key string) (Info, error) {
+	if l.closed.Load() {
+		return Info{}, dlock.ErrClosed
+	}
+	k, err := keysOf(l.opts.Prefix, key)
+	if err != nil {
+		return Info{}, err
+	}
+	res, err := forceScript.Run(ctx, l.client, k.list()).Slice()
+	if errors.Is(err, redis.Nil) {
+		return Info{}, dlock.KeyError(key, dlock.ErrNotHeld)
+	}
+	if err != nil {
+		return Info{}, dlock.KeyError(key, fmt.Errorf("force unlock: %w", err))
+	}
+	if len(res) != 4 {
+		return Info{}, dlock.KeyError(key, fmt.Errorf("force unlock: unexpected reply %v", res))
+	}
+	value, _ := res[0].(string)
+	pttl, _ := res[1].(int64)
+	holds, _ := res[2].(int64)
+	fence, _ := res[3].(int64)
+	info := Info{Key: key, Fence: uint64(fence)}
+	ttl := time.Duration(pttl) * time.Millisecond
+	if pttl < 0 {
+		ttl = -1
+	}
+	info.fill(value, ttl, int(holds))
+	return info, nil
+}
