@@ -18,7 +18,7 @@ import (
 //go:embed force.lua
 var forceLua string
 
-var forceScript = redis.NewScript(commonLua + forceLua)
+var forceScript = newScript(commonLua + forceLua)
 
 // Info is what Redis holds about one lock, as an operator sees it: the
 // `dlock status` and `dlock ls` commands print it. It never carries a
@@ -190,7 +190,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	res, err := forceScript.Run(ctx, l.client, k.list()).Slice()
+	res, err := forceScript.run(ctx, l.client, keyArgs(k)).Slice()
 	if errors.Is(err, redis.Nil) {
 		return Info{}, dlock.KeyError(key, dlock.ErrNotHeld)
 	}

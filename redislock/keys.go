@@ -117,3 +117,13 @@ func slot(key string) uint16 {
 	}
 	return crc % 16384
 }
+
+// keyArgs returns the keys boxed for a script call.
+func keyArgs(k keys) []any {
+	all := k.list()
+	args := make([]any, len(all))
+	for i, s := range all {
+		args[i] = s
+	}
+	return args
+}
