@@ -1,7 +1,8 @@
 -- acquire: one attempt to take the lock, or to confirm a grant.
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] owner ('' for a plain lock),
 -- ARGV[4] mode: 0 try, 1 fair try, 2 wait, 3 fair wait (wait = join the
--- queue when busy), ARGV[5] claim window in ms of a waiter's queue entry.
+-- queue when busy), ARGV[5] claim window in ms of a waiter's queue entry,
+-- ARGV[6] the number of this attempt of the waiter.
 -- Returns the fence (> 0) when the lock is ours, else -1 - holder's PTTL.
 local token, ttl, owner, mode, claim = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local fair, wait = mode % 2 == 1, mode >= 2
@@ -85,8 +86,8 @@ if wait then
   if not redis.call('ZSCORE', queue, token) then
     redis.call('ZADD', queue, redis.call('HINCRBY', meta, 's', 1), token)
   end
-  redis.call('HSET', waiters, token, (now + claim) .. '|' .. claim .. '|' .. owner)
-  if redis.call('PTTL', queue) < 2 * claim then
+  redis.call('HSET', waiters, token, (now + claim) .. '|' .. claim .. '|' .. ARGV[6] .. '|' .. owner)
+  if redis.call('PTTL', queue) < 2 * claim then -- also when it has no TTL yet
     redis.call('PEXPIRE', queue, 2 * claim)
     redis.call('PEXPIRE', waiters, 2 * claim)
   end

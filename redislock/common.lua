@@ -7,7 +7,7 @@
 -- KEYS[3] holds     hash of an owner's lock: hold token -> its fence
 -- KEYS[4] queue     zset of waiting tokens by arrival; also the channel
 --                   on which a waiter is told that the lock is now its own
--- KEYS[5] waiters   hash: waiting token -> "deadline|claim|owner"
+-- KEYS[5] waiters   hash: waiting token -> "deadline|claim|attempt|owner"
 local lock, meta, holds, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
 local function now_ms()
@@ -16,10 +16,12 @@ local function now_ms()
 end
 
 -- grant hands a free lock to the first live waiter in the queue, dropping
--- waiters whose deadline passed, and tells it on the queue's channel. The
--- grant lasts the waiter's claim window: the waiter extends it to its TTL
--- when it confirms, and a waiter that died lets it lapse. Returns true when
--- it granted.
+-- waiters whose deadline passed, and tells it on the queue's channel with
+-- "<token> <attempt> <fence>". The grant lasts the waiter's claim window:
+-- the waiter's watchdog extends it to its TTL at once, and a waiter that
+-- died lets it lapse. The attempt number is the one of the waiter's last
+-- attempt, so that the waiter can tell this grant from an older one that
+-- lapsed. Returns true when it granted.
 local function grant()
   local now
   for _ = 1, 100 do
@@ -30,7 +32,7 @@ local function grant()
     redis.call('HDEL', waiters, head)
     if info then
       now = now or now_ms()
-      local deadline, claim, owner = string.match(info, '^(%d+)|(%d+)|(.*)$')
+      local deadline, claim, attempt, owner = string.match(info, '^(%d+)|(%d+)|(%d+)|(.*)$')
       if tonumber(deadline) >= now then
         local fence = redis.call('HINCRBY', meta, 'f', 1)
         if owner == '' then
@@ -41,7 +43,7 @@ local function grant()
           redis.call('HSET', holds, head, fence)
           redis.call('PEXPIRE', holds, claim)
         end
-        redis.call('SPUBLISH', queue, head)
+        redis.call('SPUBLISH', queue, head .. ' ' .. attempt .. ' ' .. fence)
         return true
       end
     end

@@ -47,6 +47,7 @@ type lock struct {
 	due      time.Time // next time the watchdog looks at this lock
 	index    int       // in the watchdog's heap; -1 when not there
 	inflight bool      // a renewal is on the wire
+	renewNow bool      // the lease is a waiter's short grant: renew at once
 	lastErr  error     // why the last renewal failed
 }
 

@@ -79,7 +79,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 	if o.Fair {
 		mode = modeFair
 	}
-	fence, retryAfter, err := l.attempt(ctx, lk, mode, 0)
+	fence, retryAfter, err := l.attempt(ctx, lk, mode, 0, 0)
 	if err == nil && fence == 0 {
 		err = &dlock.NotAcquiredError{Key: key, RetryAfter: retryAfter}
 	}
@@ -241,13 +241,14 @@ func (l *Locker) forget(lk *lock) {
 // attempt runs acquire.lua once. It returns the fence when the lock is
 // ours, or zero and the holder's remaining lease. The lease deadline of a
 // lock it takes counts from the moment before the command was sent.
-func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Duration) (fence uint64, retryAfter time.Duration, err error) {
+// n numbers the waiter's attempts that join the queue (0 for the others).
+func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Duration, n int64) (fence uint64, retryAfter time.Duration, err error) {
 	sent := time.Now()
 	ttl := l.ttlArg
 	if lk.ttl != l.opts.TTL {
 		ttl = lk.ttl.Milliseconds()
 	}
-	n, err := acquireScript.run(ctx, l.client, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, mode, claim.Milliseconds()).Int64()
+	r, err := acquireScript.run(ctx, l.client, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, mode, claim.Milliseconds(), n).Int64()
 	if err != nil {
 		if !errors.As(err, new(redis.Error)) {
 			// The reply was lost (a timeout, a cancelled context, a broken
@@ -258,11 +259,11 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Dur
 		}
 		return 0, 0, dlock.KeyError(lk.key, fmt.Errorf("acquire: %w", err))
 	}
-	if n > 0 {
+	if r > 0 {
 		lk.setDeadline(sent, lk.ttl)
-		return uint64(n), 0, nil
+		return uint64(r), 0, nil
 	}
-	return 0, time.Duration(-1-n) * time.Millisecond, nil
+	return 0, time.Duration(-1-r) * time.Millisecond, nil
 }
 
 // giveBackTimeout bounds a give-back. It need not wait for the reply of a

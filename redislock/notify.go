@@ -3,6 +3,8 @@ package redislock
 import (
 	"context"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,9 +30,25 @@ type notifier struct {
 }
 
 type subscription struct {
-	ready   chan struct{}            // closed when Redis confirmed the subscription
-	waiters map[string]chan struct{} // by token
-	idle    time.Time                // when the last waiter left
+	ready   chan struct{}         // closed when Redis confirmed the subscription
+	waiters map[string]chan grant // by token
+	idle    time.Time             // when the last waiter left
+}
+
+// grant is a wake-up: the lock was handed to the waiter after its attempt
+// number attempt, with fence. A zero fence is a bare wake-up.
+type grant struct {
+	attempt int64
+	fence   uint64
+}
+
+// parseGrant reads a release's message "<token> <attempt> <fence>".
+func parseGrant(payload string) (token string, g grant) {
+	token, rest, _ := strings.Cut(payload, " ")
+	a, f, _ := strings.Cut(rest, " ")
+	g.attempt, _ = strconv.ParseInt(a, 10, 64)
+	g.fence, _ = strconv.ParseUint(f, 10, 64)
+	return token, g
 }
 
 const (
@@ -46,11 +64,12 @@ func newNotifier(client redis.UniversalClient, log *slog.Logger) *notifier {
 	return &notifier{client: client, log: log, subs: make(map[string]*subscription)}
 }
 
-// watch registers a waiter for the wake-up named token on channel, and
+// watch registers a waiter for the wake-ups named token on channel, and
 // returns once the subscription is confirmed (or could not be within
-// subscribeTimeout: the waiter then relies on its fallback timer).
-func (n *notifier) watch(ctx context.Context, channel, token string) (<-chan struct{}, func()) {
-	wake := make(chan struct{}, 1)
+// subscribeTimeout: the waiter then relies on its fallback timer). The
+// channel holds the latest wake-up not yet received.
+func (n *notifier) watch(ctx context.Context, channel, token string) (<-chan grant, func()) {
+	wake := make(chan grant, 1)
 	n.mu.Lock()
 	if n.stopped {
 		n.mu.Unlock()
@@ -64,7 +83,7 @@ func (n *notifier) watch(ctx context.Context, channel, token string) (<-chan str
 	}
 	sub := n.subs[channel]
 	if sub == nil {
-		sub = &subscription{ready: make(chan struct{}), waiters: make(map[string]chan struct{})}
+		sub = &subscription{ready: make(chan struct{}), waiters: make(map[string]chan grant)}
 		n.subs[channel] = sub
 		if err := n.ps.SSubscribe(ctx, channel); err != nil {
 			n.log.Warn("subscribe failed", "error", err)
@@ -142,9 +161,14 @@ func (n *notifier) deliver(m any) {
 		if n.drop.Load() {
 			return
 		}
+		token, g := parseGrant(m.Payload)
 		if sub := n.subs[m.Channel]; sub != nil {
-			if wake := sub.waiters[m.Payload]; wake != nil {
-				signal(wake)
+			if wake := sub.waiters[token]; wake != nil {
+				select { // keep only the latest
+				case <-wake:
+				default:
+				}
+				wake <- g // cannot block: only this goroutine sends, under n.mu
 			}
 		}
 	}

@@ -87,8 +87,11 @@ func (s *scheduler) add(lk *lock) {
 		go s.schedule()
 		go s.renewLoop()
 	}
-	start := lk.deadline.Add(-lk.ttl + Drift(lk.ttl))
-	lk.due = nextDue(lk, start)
+	if lk.renewNow {
+		lk.due = time.Now()
+	} else {
+		lk.due = nextDue(lk, lk.deadline.Add(-lk.ttl+Drift(lk.ttl)))
+	}
 	heap.Push(&s.locks, lk)
 	if lk.index == 0 {
 		signal(s.wake)

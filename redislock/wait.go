@@ -24,7 +24,9 @@ import (
 // When the Locker is already subscribed to the key's channel (it waited on
 // the key recently), steps 1 and 2 are one: the first attempt joins the
 // queue.
-//  4. a woken waiter confirms its grant in one round trip.
+//  4. a release grants the lock to the first waiter for its claim window,
+//     and the waiter's watchdog extends it to the TTL at once: the woken
+//     waiter returns without a round trip of its own.
 //
 // In fair mode (dlock.WithFair) a newcomer never takes a free lock while a
 // live waiter queues ahead of it. In the default mode a newcomer may take a
@@ -64,8 +66,11 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 	// key), the first attempt joins the queue at once; otherwise it is a
 	// plain attempt, and the waiter subscribes only if the lock is busy.
 	var (
-		wake    <-chan struct{}
+		wake    <-chan grant
 		unwatch = func() {}
+		n       int64     // the number of the last attempt that joined the queue
+		sent    time.Time // when it was sent
+		claim   time.Duration
 	)
 	defer func() { unwatch() }()
 	watch := func() {
@@ -73,13 +78,14 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 			wake, unwatch = l.notify.watch(ctx, lk.keys.queue, lk.token)
 		}
 	}
-	mode, claim := base, time.Duration(0)
+	mode := base
 	if queue&modeWait != 0 && o.Notify && l.notify.ready(lk.keys.queue) {
 		watch()
-		mode, claim = queue, claimFor(o.Retry.Interval())
+		mode, claim, n = queue, claimFor(o.Retry.Interval()), 1
 	}
 	queued := mode&modeWait != 0
-	fence, retryAfter, err := l.attempt(ctx, lk, mode, claim)
+	sent = time.Now()
+	fence, retryAfter, err := l.attempt(ctx, lk, mode, claim, n)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, &dlock.NotAcquiredError{Key: lk.key, Err: ctx.Err()}
@@ -123,7 +129,8 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 			if delay, ok = backoff.Next(); !ok {
 				return nil, leave(nil)
 			}
-			fence, retryAfter, err = l.attempt(ctx, lk, queue, claimFor(delay))
+			n, sent, claim = n+1, time.Now(), claimFor(delay)
+			fence, retryAfter, err = l.attempt(ctx, lk, queue, claim, n)
 			queued = queue&modeWait != 0
 			if err != nil {
 				if ctx.Err() != nil {
@@ -141,7 +148,10 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 		}
 		sleep.Reset(delay)
 		select {
-		case <-wake:
+		case g := <-wake:
+			if lk, ok := l.granted(lk, g, n, sent, claim, o); ok {
+				return l.acquired(ctx, lk, g.fence)
+			}
 		case <-sleep.C:
 		case <-limit:
 			return nil, leave(nil)
@@ -157,6 +167,25 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 			}
 		}
 	}
+}
+
+// granted reports whether the wake-up g hands the lock to lk for good: it
+// names the waiter's last attempt n, which was sent at sent with claim. The
+// grant then lasts until sent+claim at least, and the watchdog extends it
+// to the TTL at once, so the waiter returns without a round trip of its
+// own. A grant to an older attempt (it may have lapsed), one that is too
+// close to its end, or one for a lock without watchdog is confirmed by the
+// next attempt instead.
+func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.Duration, o dlock.Options) (*lock, bool) {
+	if g.fence == 0 || g.attempt != n || !o.AutoRenew {
+		return nil, false
+	}
+	deadline := sent.Add(claim - Drift(claim))
+	if time.Until(deadline) < claim/2 {
+		return nil, false
+	}
+	lk.deadline, lk.renewNow = deadline, true
+	return lk, true
 }
 
 // claimFor is how long a queue entry stays valid after an attempt followed

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -152,7 +153,8 @@ func TestHolderCrash(t *testing.T) {
 	waiter := newLocker(t, shared)
 	lk, err := waiter.Lock(ctx, key, dlock.WithRetry(dlock.FixedInterval(10*time.Second)), dlock.WithWait(5*time.Second))
 	if err != nil {
-		t.Fatal(err)
+		raw := shared.Client(t)
+		t.Fatalf("%v (lock value %q, pttl %v)", err, raw.Get(ctx, "dlock:lock:"+key).Val(), raw.PTTL(ctx, "dlock:lock:"+key).Val())
 	}
 	lk.Unlock(ctx)
 }
@@ -189,17 +191,40 @@ func TestFairOrder(t *testing.T) {
 			lk.Unlock(ctx)
 		}()
 	}
-	// a newcomer may not take the lock ahead of the queue, even when free
 	lk.Unlock(ctx)
-	if _, err := newLocker(t, shared).TryLock(ctx, key, dlock.WithFair(true)); err == nil {
-		t.Error("a fair newcomer jumped the queue")
-	}
 	wg.Wait()
 	for i, w := range order {
 		if w != i {
 			t.Fatalf("served in order %v, want 0..4", order)
 		}
 	}
+}
+
+// A fair newcomer does not take a free lock while a live waiter queues:
+// it hands the lock to the head of the queue instead.
+func TestFairNoBarging(t *testing.T) {
+	ctx := context.Background()
+	key := keyFor(t)
+	l := newLocker(t, shared)
+	k, err := keysOf(dlock.DefaultPrefix, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a waiter at the head of the queue, alive for 10s, while the lock is free
+	raw := shared.Client(t)
+	raw.Set(ctx, "dlock:lock:"+key, "holder", time.Minute)
+	head := l.newLock(key, k, "queued-waiter", "", 10*time.Second)
+	if fence, _, err := l.attempt(ctx, head, modeFair|modeWait, 10*time.Second, 1); err != nil || fence != 0 {
+		t.Fatalf("the head's attempt: %v, %v", fence, err)
+	}
+	raw.Del(ctx, "dlock:lock:"+key) // the holder's lease ran out
+	if _, err := newLocker(t, shared).TryLock(ctx, key, dlock.WithFair(true)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("a fair newcomer over a live queue: %v, want ErrNotAcquired", err)
+	}
+	if got := raw.Get(ctx, "dlock:lock:"+key).Val(); got != "queued-waiter" {
+		t.Fatalf("lock value %q, want it granted to the queue's head", got)
+	}
+	raw.Del(ctx, "dlock:lock:"+key)
 }
 
 // A fair-mode waiter that crashed does not block those behind it.
@@ -213,7 +238,7 @@ func TestFairCrashedWaiter(t *testing.T) {
 	}
 	// The crashed waiter: it queued (claim window 300ms) and never came back.
 	dead := holder.newLock(key, lk.(*lock).keys, "crashed-waiter", "", 10*time.Second)
-	if _, _, err := holder.attempt(ctx, dead, modeFair|modeWait, 300*time.Millisecond); err != nil {
+	if _, _, err := holder.attempt(ctx, dead, modeFair|modeWait, 300*time.Millisecond, 1); err != nil {
 		t.Fatal(err)
 	}
 	waiter := newLocker(t, shared)
