@@ -38,7 +38,8 @@ type scheduler struct {
 	started bool
 	stopped bool
 
-	wake    chan struct{} // the heap's head changed
+	timer   *time.Timer // wakes the scheduler at next
+	next    time.Time   // when the scheduler looks at the heap next; zero: never
 	kick    chan struct{} // batch has work
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -55,7 +56,7 @@ const (
 
 func newScheduler(l *Locker) *scheduler {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &scheduler{l: l, wake: make(chan struct{}, 1), kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+	return &scheduler{l: l, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 }
 
 func signal(c chan struct{}) {
@@ -83,6 +84,8 @@ func (s *scheduler) add(lk *lock) {
 	}
 	if !s.started {
 		s.started = true
+		s.timer = time.NewTimer(time.Hour)
+		s.timer.Stop()
 		s.running.Add(2)
 		go s.schedule()
 		go s.renewLoop()
@@ -93,8 +96,17 @@ func (s *scheduler) add(lk *lock) {
 		lk.due = nextDue(lk, lk.deadline.Add(-lk.ttl+Drift(lk.ttl)))
 	}
 	heap.Push(&s.locks, lk)
-	if lk.index == 0 {
-		signal(s.wake)
+	s.arm(lk.due)
+}
+
+// arm makes the scheduler look at the heap no later than t. It resets the
+// timer rather than waking the goroutine, so that a lock acquired and
+// released between two renewals costs the scheduler nothing. Called with
+// s.mu held.
+func (s *scheduler) arm(t time.Time) {
+	if s.next.IsZero() || t.Before(s.next) {
+		s.next = t
+		s.timer.Reset(time.Until(t))
 	}
 }
 
@@ -116,7 +128,7 @@ func (s *scheduler) refreshed(lk *lock, sent time.Time, ttl time.Duration) {
 	if lk.index >= 0 && !lk.inflight {
 		lk.due = nextDue(lk, sent)
 		heap.Fix(&s.locks, lk.index)
-		signal(s.wake)
+		s.arm(lk.due)
 	}
 }
 
@@ -132,8 +144,7 @@ func (s *scheduler) stop() {
 // and declares lost the locks whose deadline passed.
 func (s *scheduler) schedule() {
 	defer s.running.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	defer s.timer.Stop()
 	for {
 		now := time.Now()
 		var expired []*lock
@@ -162,18 +173,16 @@ func (s *scheduler) schedule() {
 		if len(s.batch) > 0 {
 			signal(s.kick)
 		}
-		wait := time.Hour
+		s.next = time.Time{}
 		if len(s.locks) > 0 {
-			wait = s.locks[0].due.Sub(now)
+			s.arm(s.locks[0].due)
 		}
 		s.mu.Unlock()
 		for _, lk := range expired {
 			s.expire(lk)
 		}
-		timer.Reset(wait)
 		select {
-		case <-timer.C:
-		case <-s.wake:
+		case <-s.timer.C:
 		case <-s.ctx.Done():
 			return
 		}
@@ -267,9 +276,9 @@ func (s *scheduler) renew(batch []*lock) {
 			}
 		}
 		heap.Fix(&s.locks, lk.index)
+		s.arm(lk.due)
 	}
 	s.mu.Unlock()
-	signal(s.wake)
 	if err != nil {
 		s.l.log.Warn("renewal failed", "key", batch[0].key, "locks", len(batch), "error", err)
 	}
