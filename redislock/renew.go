@@ -38,8 +38,8 @@ type scheduler struct {
 	started bool
 	stopped bool
 
-	timer   *time.Timer // wakes the scheduler at next
-	next    time.Time   // when the scheduler looks at the heap next; zero: never
+	timer   *time.Timer   // wakes the scheduler at next
+	next    time.Time     // when the scheduler looks at the heap next; zero: never
 	kick    chan struct{} // batch has work
 	ctx     context.Context
 	cancel  context.CancelFunc
