@@ -175,3 +175,54 @@ func benchHandoff(b *testing.B, n int, opts []dlock.Option) {
 	b.ReportMetric(float64(slices.Max(per)), "max-acq")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkUncontendedParallel is BenchmarkUncontended from 64 goroutines
+// (32 per core), each on a key of its own: the server, not the round trip,
+// is the bottleneck.
+func BenchmarkUncontendedParallel(b *testing.B) {
+	ctx := context.Background()
+	var seq atomic.Int64
+	b.Run("floor", func(b *testing.B) {
+		c := shared.Client(b)
+		release := redis.NewScript(rawRelease)
+		b.SetParallelism(32)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			key := fmt.Sprint("bench:pfloor:", seq.Add(1))
+			for pb.Next() {
+				token := dlock.NewToken()
+				if ok, err := c.SetNX(ctx, key, token, 10*time.Second).Result(); err != nil || !ok {
+					b.Errorf("SET NX: %v %v", ok, err)
+					return
+				}
+				if n, err := release.Run(ctx, c, []string{key}, token).Int64(); err != nil || n != 1 {
+					b.Errorf("release: %v %v", n, err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("dlock", func(b *testing.B) {
+		l, err := New(shared.Client(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		b.SetParallelism(32)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			key := fmt.Sprint("bench:pdlock:", seq.Add(1))
+			for pb.Next() {
+				lk, err := l.TryLock(ctx, key)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := lk.Unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}

@@ -8,8 +8,10 @@
 //
 // # Round trips
 //
-// Acquiring is one Lua script (acquire.lua) in one round trip: SET NX PX,
-// and the fence increment, on the uncontended path; releasing is one
+// Acquiring is one Lua script in one round trip: on the plain path
+// (try.lua) SET NX PX and the fence increment, or the holder's remaining
+// lease when busy; with an owner, in fair mode or while waiting
+// (acquire.lua) the same plus reentry and the queue. Releasing is one
 // (release.lua): compare-and-delete, the release latch, and the hand-over
 // to the first waiter. Scripts go by EVALSHA and fall back to EVAL on
 // NOSCRIPT. A contended acquisition costs two more: joining the queue and

@@ -248,7 +248,12 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Dur
 	if lk.ttl != l.opts.TTL {
 		ttl = lk.ttl.Milliseconds()
 	}
-	r, err := acquireScript.run(ctx, l.client, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, mode, claim.Milliseconds(), n).Int64()
+	var r int64
+	if mode == modeTry && lk.owner == "" {
+		r, err = tryScript.run(ctx, l.client, lk.keyArgs[:2], lk.tokenArg, ttl).Int64()
+	} else {
+		r, err = acquireScript.run(ctx, l.client, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, mode, claim.Milliseconds(), n).Int64()
+	}
 	if err != nil {
 		if !errors.As(err, new(redis.Error)) {
 			// The reply was lost (a timeout, a cancelled context, a broken

@@ -12,6 +12,8 @@ import (
 var (
 	//go:embed common.lua
 	commonLua string
+	//go:embed try.lua
+	tryLua string
 	//go:embed acquire.lua
 	acquireLua string
 	//go:embed release.lua
@@ -24,6 +26,7 @@ var (
 
 // The scripts, immutable once built.
 var (
+	tryScript     = newScript(tryLua)
 	acquireScript = newScript(commonLua + acquireLua)
 	releaseScript = newScript(commonLua + releaseLua)
 	refreshScript = newScript(refreshLua)
