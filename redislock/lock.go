@@ -41,14 +41,16 @@ type lock struct {
 	done chan struct{}
 
 	// Guarded by l.watchdog.mu: the lease and the watchdog's schedule.
-	ttl      time.Duration
-	renew    bool
-	deadline time.Time // local lease deadline, on the monotonic clock
-	due      time.Time // next time the watchdog looks at this lock
-	index    int       // in the watchdog's heap; -1 when not there
-	inflight bool      // a renewal is on the wire
-	renewNow bool      // the lease is a waiter's short grant: renew at once
-	lastErr  error     // why the last renewal failed
+	ttl       time.Duration
+	renew     bool
+	deadline  time.Time // local lease deadline, on the monotonic clock
+	due       time.Time // next time the watchdog looks at this lock
+	index     int       // in the watchdog's heap; -1 when not there
+	inflight  bool      // a renewal is on the wire
+	renewNow  bool      // the lease is a waiter's short grant: renew at once
+	renewArgs []any     // the renewal command, for renewTTL
+	renewTTL  time.Duration
+	lastErr   error // why the last renewal failed
 }
 
 var _ dlock.Lock = (*lock)(nil)

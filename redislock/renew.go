@@ -228,8 +228,10 @@ func (s *scheduler) renew(batch []*lock) {
 	s.mu.Lock()
 	deadline := batch[0].deadline
 	ttls := make([]time.Duration, len(batch))
+	args := make([][]any, len(batch))
 	for i, lk := range batch {
 		ttls[i] = lk.ttl
+		args[i] = lk.renewal()
 		if lk.deadline.Before(deadline) {
 			deadline = lk.deadline
 		}
@@ -240,11 +242,11 @@ func (s *scheduler) renew(batch []*lock) {
 	ctx, cancel := context.WithDeadline(s.ctx, deadline)
 	defer cancel()
 	sent := time.Now()
-	cmds, err := s.pipeline(ctx, batch, ttls)
+	cmds, err := s.pipeline(ctx, args)
 	if err != nil && isNoScript(err) {
 		if err = refreshScript.load(ctx, s.l.client); err == nil {
 			sent = time.Now()
-			cmds, err = s.pipeline(ctx, batch, ttls)
+			cmds, err = s.pipeline(ctx, args)
 		}
 	}
 	now := time.Now()
@@ -287,10 +289,10 @@ func (s *scheduler) renew(batch []*lock) {
 	}
 }
 
-func (s *scheduler) pipeline(ctx context.Context, batch []*lock, ttls []time.Duration) ([]redis.Cmder, error) {
+func (s *scheduler) pipeline(ctx context.Context, args [][]any) ([]redis.Cmder, error) {
 	cmds, err := s.l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, lk := range batch {
-			p.Do(ctx, refreshScript.args(lk.leaseKeys(), lk.tokenArg, lk.ownerArg, ttls[i].Milliseconds())...)
+		for _, a := range args {
+			p.Do(ctx, a...)
 		}
 		return nil
 	})
@@ -303,6 +305,18 @@ func (s *scheduler) pipeline(ctx context.Context, batch []*lock, ttls []time.Dur
 		}
 	}
 	return cmds, nil
+}
+
+// renewal returns the command that renews lk, built once per lease length:
+// a renewal allocates nothing of its own. Called with s.mu held; the
+// command is not changed while it is on the wire, for a lock has one
+// renewal in flight at a time and its ttl changes only under s.mu.
+func (lk *lock) renewal() []any {
+	if lk.renewArgs == nil || lk.renewTTL != lk.ttl {
+		lk.renewArgs = refreshScript.args(lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.ttl.Milliseconds())
+		lk.renewTTL = lk.ttl
+	}
+	return lk.renewArgs
 }
 
 // lockHeap orders locks by due time.
