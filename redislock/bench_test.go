@@ -85,6 +85,7 @@ func BenchmarkHandoff(b *testing.B) {
 	}{
 		{"notify", nil},
 		{"fair", []dlock.Option{dlock.WithFair(true)}},
+		{"notify1s", []dlock.Option{dlock.WithRetry(dlock.FixedInterval(time.Second))}},
 		{"poll10ms", []dlock.Option{dlock.WithNotify(false), dlock.WithRetry(dlock.FixedInterval(10 * time.Millisecond))}},
 		{"poll100ms", []dlock.Option{dlock.WithNotify(false), dlock.WithRetry(dlock.FixedInterval(100 * time.Millisecond))}},
 	}

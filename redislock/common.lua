@@ -18,7 +18,7 @@ end
 -- grant hands a free lock to the first live waiter in the queue, dropping
 -- waiters whose deadline passed, and tells it on the queue's channel with
 -- "<token> <attempt> <fence>". The grant lasts the waiter's claim window:
--- the waiter's watchdog extends it to its TTL at once, and a waiter that
+-- the waiter's watchdog extends it to its TTL, and a waiter that
 -- died lets it lapse. The attempt number is the one of the waiter's last
 -- attempt, so that the waiter can tell this grant from an older one that
 -- lapsed. Returns true when it granted.

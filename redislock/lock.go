@@ -47,7 +47,7 @@ type lock struct {
 	due       time.Time // next time the watchdog looks at this lock
 	index     int       // in the watchdog's heap; -1 when not there
 	inflight  bool      // a renewal is on the wire
-	renewNow  bool      // the lease is a waiter's short grant: renew at once
+	renewNow  bool      // the lease is a waiter's short grant: renew it early
 	renewArgs []any     // the renewal command, for renewTTL
 	renewTTL  time.Duration
 	lastErr   error // why the last renewal failed

@@ -2,7 +2,9 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +23,8 @@ type notifier struct {
 	log    *slog.Logger
 
 	drop atomic.Bool // test hook: lose every wake-up
+
+	quit chan struct{} // closed by stop
 
 	mu      sync.Mutex
 	ps      *redis.PubSub
@@ -55,13 +59,16 @@ const (
 	// subscribeTimeout bounds how long a waiter waits for its subscription
 	// before it falls back to its retry timer alone.
 	subscribeTimeout = 2 * time.Second
+	// healthCheck is how long the subscription connection may stay silent
+	// before it is pinged.
+	healthCheck = 5 * time.Second
 	// idleChannel is how long a channel without waiters stays subscribed, so
 	// that a key that is waited on again and again is not re-subscribed.
 	idleChannel = 30 * time.Second
 )
 
 func newNotifier(client redis.UniversalClient, log *slog.Logger) *notifier {
-	return &notifier{client: client, log: log, subs: make(map[string]*subscription)}
+	return &notifier{client: client, log: log, subs: make(map[string]*subscription), quit: make(chan struct{})}
 }
 
 // watch registers a waiter for the wake-ups named token on channel, and
@@ -77,9 +84,8 @@ func (n *notifier) watch(ctx context.Context, channel, token string) (<-chan gra
 	}
 	if n.ps == nil {
 		n.ps = n.client.SSubscribe(context.WithoutCancel(ctx))
-		msgs := n.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 		n.running.Add(1)
-		go n.receive(msgs)
+		go n.receive(n.ps)
 	}
 	sub := n.subs[channel]
 	if sub == nil {
@@ -128,21 +134,44 @@ func (n *notifier) ready(channel string) bool {
 }
 
 // receive is the subscriber's goroutine.
-func (n *notifier) receive(msgs <-chan any) {
+// It reads the connection itself, rather than through the client's
+// message channel, so that a wake-up reaches its waiter with one goroutine
+// switch fewer. A silent connection is pinged every healthCheck; a broken
+// one is re-dialled (the client re-subscribes) after a pause that doubles
+// up to a second while the server stays out of reach.
+func (n *notifier) receive(ps *redis.PubSub) {
 	defer n.running.Done()
-	sweep := time.NewTicker(idleChannel)
-	defer sweep.Stop()
+	ctx := context.Background()
+	swept := time.Now()
+	pause := time.Duration(0)
 	for {
-		select {
-		case m, ok := <-msgs:
-			if !ok {
+		m, err := ps.ReceiveTimeout(ctx, healthCheck)
+		switch {
+		case err == nil:
+			pause = 0
+			n.deliver(m)
+		case errors.Is(err, redis.ErrClosed):
+			return
+		case isTimeout(err):
+			ps.Ping(ctx) // a dead connection fails the next receive
+		default:
+			pause = min(max(2*pause, 10*time.Millisecond), time.Second)
+			select {
+			case <-time.After(pause): // back off while the server is out of reach
+			case <-n.quit:
 				return
 			}
-			n.deliver(m)
-		case now := <-sweep.C:
+		}
+		if now := time.Now(); now.Sub(swept) >= idleChannel {
 			n.unsubscribeIdle(now)
+			swept = now
 		}
 	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (n *notifier) deliver(m any) {
@@ -196,6 +225,7 @@ func (n *notifier) stop() {
 	n.stopped = true
 	ps := n.ps
 	n.mu.Unlock()
+	close(n.quit)
 	if ps != nil {
 		ps.Close()
 	}

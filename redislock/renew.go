@@ -91,7 +91,10 @@ func (s *scheduler) add(lk *lock) {
 		go s.renewLoop()
 	}
 	if lk.renewNow {
-		lk.due = time.Now()
+		// a waiter's grant: renew when a third of what is left of it has
+		// passed, as any lease (a holder that releases sooner never does)
+		now := time.Now()
+		lk.due = now.Add(lk.deadline.Sub(now) / 3)
 	} else {
 		lk.due = nextDue(lk, lk.deadline.Add(-lk.ttl+Drift(lk.ttl)))
 	}

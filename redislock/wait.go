@@ -25,8 +25,8 @@ import (
 // the key recently), steps 1 and 2 are one: the first attempt joins the
 // queue.
 //  4. a release grants the lock to the first waiter for its claim window,
-//     and the waiter's watchdog extends it to the TTL at once: the woken
-//     waiter returns without a round trip of its own.
+//     which the waiter's watchdog extends to the TTL a third of the way in:
+//     the woken waiter returns without a round trip of its own.
 //
 // In fair mode (dlock.WithFair) a newcomer never takes a free lock while a
 // live waiter queues ahead of it. In the default mode a newcomer may take a
@@ -172,8 +172,8 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 // granted reports whether the wake-up g hands the lock to lk for good: it
 // names the waiter's last attempt n, which was sent at sent with claim. The
 // grant then lasts until sent+claim at least, and the watchdog extends it
-// to the TTL at once, so the waiter returns without a round trip of its
-// own. A grant to an older attempt (it may have lapsed), one that is too
+// to the TTL a third of the way into it, so the waiter returns without a
+// round trip of its own. A grant to an older attempt (it may have lapsed), one that is too
 // close to its end, or one for a lock without watchdog is confirmed by the
 // next attempt instead.
 func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.Duration, o dlock.Options) (*lock, bool) {

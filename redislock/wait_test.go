@@ -296,3 +296,32 @@ func TestHotKeyNoStarvation(t *testing.T) {
 		t.Fatalf("%d queue keys left behind", n)
 	}
 }
+
+// A waiter that took its grant without a round trip holds the lock for its
+// full TTL: its watchdog extends the short grant before the grant ends.
+func TestGrantExtended(t *testing.T) {
+	ctx := context.Background()
+	holder, waiter := newLocker(t, shared), newLocker(t, shared)
+	key := keyFor(t)
+	lk, err := holder.TryLock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// claim window 2*100ms+250ms: the grant alone would lapse in 450ms
+	got := waitFor(ctx, waiter, key, dlock.WithRetry(dlock.FixedInterval(100*time.Millisecond)))
+	queued(t, shared, key, 1)
+	lk.Unlock(ctx)
+	next := within(t, got, 2*time.Second, "the waiter")
+	if next == nil {
+		t.Fatal("the waiter failed")
+	}
+	time.Sleep(time.Second) // twice the claim window: the load under test
+	raw := shared.Client(t)
+	if next.Err() != nil || raw.Get(ctx, "dlock:lock:"+key).Val() != next.Token() {
+		t.Fatalf("the granted lock did not outlive its claim window: %v", next.Err())
+	}
+	if pttl := raw.PTTL(ctx, "dlock:lock:"+key).Val(); pttl < 5*time.Second {
+		t.Fatalf("the granted lock's lease is %v, want about the 10s TTL", pttl)
+	}
+	next.Unlock(ctx)
+}
