@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,8 +45,8 @@ type holder struct{ key, owner string }
 // every call; WithPrefix and WithLogger apply here only. A prefix may not
 // contain braces (see the key layout in the package doc).
 func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
-	if client == nil {
-		return nil, dlock.ErrNilClient
+	if v := reflect.ValueOf(client); client == nil || v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, dlock.ErrNilClient // nil, or a nil *redis.Client in the interface
 	}
 	o, err := dlock.NewOptions(opts...)
 	if err != nil {

@@ -365,6 +365,9 @@ func TestBadInput(t *testing.T) {
 	if _, err := New(nil); !errors.Is(err, dlock.ErrNilClient) {
 		t.Errorf("New(nil) = %v, want ErrNilClient", err)
 	}
+	if _, err := New((*redis.Client)(nil)); !errors.Is(err, dlock.ErrNilClient) {
+		t.Errorf("New(nil *redis.Client) = %v, want ErrNilClient", err)
+	}
 	for _, opts := range [][]dlock.Option{
 		{dlock.WithPrefix("a{b}")},
 		{dlock.WithPrefix("")},
