@@ -55,8 +55,11 @@ func newLocker(t testing.TB, s *redistest.Server, opts ...dlock.Option) *Locker 
 	return l
 }
 
-// keyFor returns a key unique to the test.
-func keyFor(t testing.TB) string { return strings.ReplaceAll(t.Name(), "/", ":") }
+// keyFor returns a key unique to the test and to this run of it, so that
+// -count=N runs do not meet the keys of earlier runs on the shared server.
+func keyFor(t testing.TB) string {
+	return strings.ReplaceAll(t.Name(), "/", ":") + ":" + dlock.NewToken()[:8]
+}
 
 // within fails t unless ch is closed or receives within d.
 func within[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {

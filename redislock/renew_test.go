@@ -297,7 +297,8 @@ func TestOrphan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lk, err := l.TryLock(ctx, keyFor(t), dlock.WithTTL(time.Minute))
+	key := keyFor(t)
+	lk, err := l.TryLock(ctx, key, dlock.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,10 +306,10 @@ func TestOrphan(t *testing.T) {
 		t.Fatal(err)
 	}
 	within(t, lk.Done(), time.Second, "Done after Orphan")
-	if raw.Exists(ctx, "dlock:lock:"+keyFor(t)).Val() != 1 {
+	if raw.Exists(ctx, "dlock:lock:"+key).Val() != 1 {
 		t.Fatal("Orphan released the lock")
 	}
-	raw.Del(ctx, "dlock:lock:"+keyFor(t))
+	raw.Del(ctx, "dlock:lock:"+key)
 }
 
 // 10,000 locks held for 10s with TTL 3s by one Locker: none is lost, and the
