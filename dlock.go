@@ -39,7 +39,13 @@ type Lock interface {
 	// server. Keep it secret: whoever knows it can release the lock.
 	Token() string
 	// Fence is the fencing token of this acquisition: strictly greater than
-	// the fence of every earlier acquisition of the same key.
+	// the fence of every earlier acquisition of the same key. Hand it to the
+	// storage the lock protects, which keeps the highest fence it has seen
+	// and refuses a write that carries a lower one: a holder that paused
+	// past its lease cannot then overwrite its successor's work. The
+	// guarantee is the backend's: a Redis that loses data (a restart without
+	// persistence, a failover to a replica that missed the write) can hand
+	// out a fence again; etcd's revisions cannot go back.
 	Fence() uint64
 
 	// Unlock releases the lock. Unlocking twice returns ErrNotHeld; unlocking
