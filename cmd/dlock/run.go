@@ -189,6 +189,18 @@ func cmdRun(e *env, args []string) int {
 	if err != nil {
 		return usageError(e, "run", "%v", err)
 	}
+	store, err := c.backend.store(e)
+	if err != nil {
+		return usageError(e, "run", "%v", err)
+	}
+	if store == useEtcd {
+		switch {
+		case c.ttl < time.Second:
+			return usageError(e, "run", "--ttl %v: etcd leases are whole seconds, so it must be at least 1s (a fractional one is rounded up)", c.ttl)
+		case c.fair:
+			return usageError(e, "run", "--fair: etcd has no fair mode (waiters are woken in no particular order)")
+		}
+	}
 	switch {
 	case c.ttl < minTTL:
 		return usageError(e, "run", "--ttl %v: must be at least %v", c.ttl, minTTL)
@@ -222,7 +234,7 @@ func cmdRun(e *env, args []string) int {
 	if (c.wait.forever || c.wait.d > 0) && isTerminal(e.stderr) {
 		stopStatus = showWaiting(ctx, e.stderr.(*os.File), be, key, start)
 	}
-	lk, err := be.locker.Lock(ctx, key, opts...)
+	lk, err := be.locker().Lock(ctx, key, opts...)
 	stopStatus()
 	stopSignals()
 	var sig *signalError
@@ -247,7 +259,7 @@ func cmdRun(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "dlock: %v\n", trimDlock(err))
 		return exitUnavailable
 	}
-	return runHolding(e, &c, lk, path, argv)
+	return runHolding(e, &c, be.name(), lk, path, argv)
 }
 
 // busyMessage is the one line printed when the lock is busy.
@@ -277,7 +289,7 @@ func execError(e *env, name string, err error) int {
 }
 
 // runHolding runs CMD while lk is held, and releases lk after.
-func runHolding(e *env, c *runConfig, lk dlock.Lock, path string, argv []string) int {
+func runHolding(e *env, c *runConfig, store string, lk dlock.Lock, path string, argv []string) int {
 	key := lk.Key()
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args[0] = argv[0]
@@ -316,7 +328,7 @@ wait:
 			done = nil
 			lost = lk.Err()
 			fmt.Fprintf(e.stderr, "dlock: lost the lock on %q (%s); stopping %s: SIGTERM, then SIGKILL after %v\n",
-				key, lostReason(lost), argv[0], c.killGrace)
+				key, lostReason(store, lost), argv[0], c.killGrace)
 			cmd.Process.Signal(syscall.SIGTERM)
 			t := time.NewTimer(c.killGrace)
 			defer t.Stop()
@@ -331,7 +343,7 @@ wait:
 		return int(c.lostCode)
 	}
 	if err := release(e, lk); errors.Is(err, dlock.ErrLockLost) {
-		fmt.Fprintf(e.stderr, "dlock: the lock on %q was lost before %s finished (%s)\n", key, argv[0], lostReason(err))
+		fmt.Fprintf(e.stderr, "dlock: the lock on %q was lost before %s finished (%s)\n", key, argv[0], lostReason(store, err))
 		return int(c.lostCode)
 	}
 	return childCode(cmd.ProcessState)
@@ -349,11 +361,11 @@ func release(e *env, lk dlock.Lock) error {
 	return err
 }
 
-// lostReason says in a few words why a lock was lost.
-func lostReason(err error) string {
+// lostReason says in a few words why a lock of store was lost.
+func lostReason(store string, err error) string {
 	switch {
 	case errors.Is(err, dlock.ErrLeaseExpired):
-		return "Redis could not be reached to renew it before its lease ended"
+		return store + " could not be reached to renew it before its lease ended"
 	case errors.Is(err, dlock.ErrOwnershipLost):
 		return "its lease ran out or someone deleted it"
 	}
