@@ -133,7 +133,9 @@ func (b *backendFlags) connectEtcd(e *env, name string, opts ...dlock.Option) (b
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints:            cfg.endpoints,
 		DialTimeout:          cfg.dialTimeout,
-		DialKeepAliveTime:    cfg.dialTimeout,
+		// Pings find a dead connection while CMD runs; etcd refuses
+		// clients that ping more often than every 5s.
+		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: cfg.dialTimeout,
 		Logger:               zap.NewNop(), // dlock reports failures itself, in one line
 	})

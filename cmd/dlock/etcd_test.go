@@ -15,6 +15,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/etcdlock"
+	"github.com/dlock-go/dlock/etcdlock/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -418,5 +419,31 @@ func TestEtcdBadInput(t *testing.T) {
 		if res.code != exitUsage || !strings.Contains(res.stderr, tc.want) {
 			t.Errorf("dlock %q: exit %d, stderr %q; want %d and %q", tc.args, res.code, res.stderr, exitUsage, tc.want)
 		}
+	}
+}
+
+// dlock cut off from etcd while CMD runs: the lease deadline passes, dlock
+// says etcd could not be reached, stops CMD and exits 76.
+func TestEtcdRunPartitioned(t *testing.T) {
+	proxy := etcdtest.StartProxy(t, strings.TrimPrefix(etcdSrv.Endpoint(0), "http://"))
+	ready := filepath.Join(t.TempDir(), "ready")
+	res := make(chan result, 1)
+	go func() {
+		res <- dlockIn(t, []string{"run", "--etcd", proxy.Addr(), "--ttl", "2s", "cut", "--", "sh", "-c",
+			`trap 'exit 0' TERM; touch "$1"; while :; do sleep 0.05; done`, "sh", ready})
+	}()
+	waitFor(t, 20*time.Second, "CMD to start", func() bool { _, err := os.Stat(ready); return err == nil })
+	proxy.Cut()
+	defer proxy.Heal()
+	select {
+	case r := <-res:
+		if r.code != exitLost {
+			t.Fatalf("exit %d, want %d; stderr %q", r.code, exitLost, r.stderr)
+		}
+		if !strings.Contains(r.stderr, `lost the lock on "cut" (etcd could not be reached to renew it before its lease ended)`) {
+			t.Fatalf("stderr %q: want the loss and its reason", r.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("dlock did not stop CMD after its lease ran out")
 	}
 }
