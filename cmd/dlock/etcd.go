@@ -131,8 +131,8 @@ func (b *backendFlags) connectEtcd(e *env, name string, opts ...dlock.Option) (b
 	}
 	where := strings.Join(cfg.endpoints, ",")
 	client, err := clientv3.New(clientv3.Config{
-		Endpoints:            cfg.endpoints,
-		DialTimeout:          cfg.dialTimeout,
+		Endpoints:   cfg.endpoints,
+		DialTimeout: cfg.dialTimeout,
 		// Pings find a dead connection while CMD runs; etcd refuses
 		// clients that ping more often than every 5s.
 		DialKeepAliveTime:    10 * time.Second,
