@@ -28,9 +28,12 @@ type hold struct {
 	mu    sync.Mutex
 	lease *lease // replaced by a Refresh to another TTL
 	// releasing counts the releases in flight: the watch leaves a delete
-	// to them, and notes it in deleted.
+	// to them, and notes it in deleted. released is set when a release
+	// deleted the key: its delete event may reach the watch after the
+	// release returned.
 	releasing int
 	deleted   bool
+	released  bool
 	ended     bool
 	done      chan struct{}
 	err       error
@@ -203,7 +206,7 @@ func (h *hold) Unlock(ctx context.Context) error {
 func (h *hold) deletedByRelease() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.releasing > 0 {
+	if h.releasing > 0 || h.released {
 		h.deleted = true
 		return true
 	}
@@ -219,6 +222,9 @@ func (h *hold) release(ctx context.Context) error {
 		Then(clientv3.OpDelete(h.name)).Commit()
 	h.mu.Lock()
 	h.releasing--
+	if err == nil && resp.Succeeded {
+		h.released = true
+	}
 	deleted := h.deleted && h.releasing == 0
 	h.mu.Unlock()
 	if err != nil {
