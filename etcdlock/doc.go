@@ -75,6 +75,16 @@
 // client to reconnect until its context ends. There is no fair mode:
 // WithFair(true) is an error matching [dlock.ErrInvalidOption].
 //
+// # Inspecting locks
+//
+// [Locker.Inspect], [Locker.List] and [Locker.ForceUnlock] show and clear
+// locks for an operator (the dlock command's status, ls and unlock):
+// holds, owner, remaining lease and fence of a lock, never its tokens.
+// List reads the prefix's range in pages; ForceUnlock deletes every hold
+// of a key in one transaction. etcd keeps nothing of a released lock, so
+// the fence of a free lock is unknown (0), and waiters leave no trace in
+// it. The test helper package etcdtest starts embedded etcd servers.
+//
 // # Why not concurrency.Mutex
 //
 // The driver keeps the Mutex's model (keys under a prefix, each on a

@@ -8,7 +8,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/etcdlock"
-	"github.com/dlock-go/dlock/etcdlock/internal/etcdtest"
+	"github.com/dlock-go/dlock/etcdlock/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/etcdlock/internal/etcdtest"
+	"github.com/dlock-go/dlock/etcdlock/etcdtest"
 )
 
 // The fault tests run their own clusters, so that stopping a member harms

@@ -28,9 +28,12 @@ type hold struct {
 	mu    sync.Mutex
 	lease *lease // replaced by a Refresh to another TTL
 	// releasing counts the releases in flight: the watch leaves a delete
-	// to them, and notes it in deleted.
+	// to them, and notes it in deleted. released is set when a release
+	// deleted the key: its delete event may reach the watch after the
+	// release returned.
 	releasing int
 	deleted   bool
+	released  bool
 	ended     bool
 	done      chan struct{}
 	err       error
@@ -97,7 +100,9 @@ func (h *hold) lose(cause error) {
 }
 
 // watch ends the hold when its key is deleted by someone else or its
-// lease is lost.
+// lease ends. Its calls to etcd end with the lease: a watch or read that
+// etcd cannot answer (the client is cut off) must not keep the hold from
+// seeing its lease deadline pass.
 func (h *hold) watch() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -107,53 +112,70 @@ func (h *hold) watch() {
 	}()
 	from := h.rev + 1
 	for {
-		wctx, wcancel := context.WithCancel(ctx)
-		wch := h.l.cli.Watch(wctx, h.name, clientv3.WithRev(from), clientv3.WithFilterPut())
-		for {
-			ls := h.currentLease()
-			select {
-			case <-h.stop:
-				wcancel()
+		ls := h.currentLease()
+		if ls.lost() {
+			switch {
+			case ctx.Err() != nil:
 				return
-			case <-ls.done:
-				if h.currentLease() != ls || errors.Is(ls.err, errLeaseClosed) {
-					continue
-				}
-				wcancel()
-				h.lose(ls.err)
-				return
-			case resp, ok := <-wch:
-				if ok && !resp.Canceled {
-					for _, ev := range resp.Events {
-						if ev.Type == mvccpb.DELETE {
-							if h.deletedByRelease() {
-								continue
-							}
-							wcancel()
-							h.lose(fmt.Errorf("%w: etcd key %q was deleted", dlock.ErrOwnershipLost, h.name))
-							return
-						}
-					}
-					continue
-				}
+			case h.currentLease() != ls:
+				continue // Refresh moved the hold to another lease
 			}
-			break // the watch ended (compaction, cancel): check and watch again
-		}
-		wcancel()
-		if ctx.Err() != nil {
+			// The lease ended under the hold: it ran out, etcd dropped
+			// it, or Close revoked it after a release that failed.
+			h.lose(ls.err)
 			return
 		}
-		gctx, gcancel := context.WithTimeout(ctx, 5*time.Second)
+		lctx, lcancel := context.WithCancel(ctx)
+		stopLs := context.AfterFunc(ls.ctx, lcancel)
+		if h.follow(lctx, ls, from) {
+			lcancel()
+			stopLs()
+			h.lose(fmt.Errorf("%w: etcd key %q was deleted", dlock.ErrOwnershipLost, h.name))
+			return
+		}
+		if ls.lost() || ctx.Err() != nil {
+			lcancel()
+			stopLs()
+			continue // the top of the loop decides
+		}
+		// The watch ended (compaction, a broken stream): check and watch
+		// again.
+		gctx, gcancel := context.WithTimeout(lctx, 5*time.Second)
 		resp, err := h.l.cli.Get(gctx, h.name)
 		gcancel()
+		lcancel()
+		stopLs()
 		switch {
 		case err != nil:
-			// Unreachable: the lease deadline decides.
+			// Unreachable, or the lease ended: the lease deadline decides.
 		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev:
 			h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
 			return
 		default:
 			from = resp.Header.Revision + 1
+		}
+	}
+}
+
+// follow watches the hold's key from revision from until someone else
+// deletes it (it returns true), the watch ends, ls ends or the hold ends.
+func (h *hold) follow(ctx context.Context, ls *lease, from int64) (deleted bool) {
+	wch := h.l.cli.Watch(ctx, h.name, clientv3.WithRev(from), clientv3.WithFilterPut())
+	for {
+		select {
+		case <-h.stop:
+			return false
+		case <-ls.done:
+			return false
+		case resp, ok := <-wch:
+			if !ok || resp.Canceled {
+				return false
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == mvccpb.DELETE && !h.deletedByRelease() {
+					return true
+				}
+			}
 		}
 	}
 }
@@ -184,7 +206,7 @@ func (h *hold) Unlock(ctx context.Context) error {
 func (h *hold) deletedByRelease() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.releasing > 0 {
+	if h.releasing > 0 || h.released {
 		h.deleted = true
 		return true
 	}
@@ -200,6 +222,9 @@ func (h *hold) release(ctx context.Context) error {
 		Then(clientv3.OpDelete(h.name)).Commit()
 	h.mu.Lock()
 	h.releasing--
+	if err == nil && resp.Succeeded {
+		h.released = true
+	}
 	deleted := h.deleted && h.releasing == 0
 	h.mu.Unlock()
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/etcdlock"
-	"github.com/dlock-go/dlock/etcdlock/internal/etcdtest"
+	"github.com/dlock-go/dlock/etcdlock/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -56,7 +56,7 @@ func checkLeaks(d time.Duration) error {
 		buf = buf[:runtime.Stack(buf, true)]
 		var leaked []string
 		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "dlock/etcdlock.") || strings.Contains(g, "dlock/etcdlock/internal/etcdtest.") {
+			if strings.Contains(g, "dlock/etcdlock.") || strings.Contains(g, "dlock/etcdlock/etcdtest.") {
 				if !strings.Contains(g, "etcdlock_test.checkLeaks") && !strings.Contains(g, "etcdlock_test.TestMain") {
 					leaked = append(leaked, g)
 				}

@@ -26,31 +26,130 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// backendFlags are the flags every command that talks to Redis takes.
+// backendFlags are the flags every command that talks to a lock store
+// takes: --redis or --etcd, and --prefix.
 type backendFlags struct {
 	url    string
+	etcd   string
 	prefix string
 }
 
 func (b *backendFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.url, "redis", "", "Redis `URL` (default $DLOCK_REDIS_URL, else "+defaultRedisURL+")")
-	fs.StringVar(&b.prefix, "prefix", dlock.DefaultPrefix, "namespace of the lock keys: KEY is stored as PREFIX:lock:KEY")
+	fs.StringVar(&b.etcd, "etcd", "", "etcd `ENDPOINTS`, comma-separated, instead of Redis (default $DLOCK_ETCD_ENDPOINTS)")
+	fs.StringVar(&b.prefix, "prefix", dlock.DefaultPrefix, "namespace of the lock keys: KEY is stored as PREFIX:lock:KEY (Redis), PREFIX/lock/KEY/ (etcd)")
 }
 
-// backend is a connected Redis client and the Locker over it.
-type backend struct {
+// The lock stores dlock can use.
+const (
+	useRedis = "Redis"
+	useEtcd  = "etcd"
+)
+
+// store says which lock store the flags and environment choose: --redis
+// or --etcd, else $DLOCK_REDIS_URL or $DLOCK_ETCD_ENDPOINTS, else the
+// default Redis URL. Asking for both is a usage error.
+func (b *backendFlags) store(e *env) (string, error) {
+	switch {
+	case b.url != "" && b.etcd != "":
+		return "", errors.New("--redis and --etcd both given: choose one lock store")
+	case b.etcd != "":
+		return useEtcd, nil
+	case b.url != "":
+		return useRedis, nil
+	}
+	redisEnv, etcdEnv := e.getenv("DLOCK_REDIS_URL"), e.getenv("DLOCK_ETCD_ENDPOINTS")
+	switch {
+	case redisEnv != "" && etcdEnv != "":
+		return "", errors.New("DLOCK_REDIS_URL and DLOCK_ETCD_ENDPOINTS both set: choose one lock store with --redis or --etcd")
+	case etcdEnv != "":
+		return useEtcd, nil
+	}
+	return useRedis, nil
+}
+
+// backend is a connected lock store: the Locker that run uses, and the
+// views of its locks that status, ls and unlock use.
+type backend interface {
+	locker() dlock.Locker
+	inspect(ctx context.Context, key string) (lockInfo, error)
+	list(ctx context.Context, pattern string) ([]lockInfo, error)
+	forceUnlock(ctx context.Context, key string) (lockInfo, error)
+	// name is the store's name in messages: "Redis" or "etcd".
+	name() string
+	close()
+}
+
+// lockInfo is what a lock store holds about one lock (see
+// redislock.Info and etcdlock.Info).
+type lockInfo struct {
+	key     string
+	held    bool
+	owner   string
+	holds   int
+	ttl     time.Duration // -1: no expiry
+	fence   uint64
+	waiters int
+	// fenceUnknown: the store keeps no fence of a free lock (etcd).
+	fenceUnknown bool
+	// waitersUnknown: the store does not count waiters (etcd).
+	waitersUnknown bool
+}
+
+// connect opens the lock store and checks that it answers within the
+// dial timeout. It prints one line and returns an exit code when it
+// cannot.
+func (b *backendFlags) connect(e *env, name string, opts ...dlock.Option) (backend, int) {
+	store, err := b.store(e)
+	if err != nil {
+		return nil, usageError(e, name, "%v", err)
+	}
+	if store == useEtcd {
+		return b.connectEtcd(e, name, opts...)
+	}
+	return b.connectRedis(e, name, opts...)
+}
+
+// redisBackend is a connected Redis client and the Locker over it.
+type redisBackend struct {
 	client redis.UniversalClient
-	locker *redislock.Locker
+	l      *redislock.Locker
 }
 
-func (b *backend) close() {
-	b.locker.Close()
+func (b *redisBackend) locker() dlock.Locker { return b.l }
+func (b *redisBackend) name() string         { return useRedis }
+
+func (b *redisBackend) close() {
+	b.l.Close()
 	b.client.Close()
 }
 
-// connect opens the backend and checks that Redis answers within the dial
-// timeout. It prints one line and returns an exit code when it cannot.
-func (b *backendFlags) connect(e *env, name string, opts ...dlock.Option) (*backend, int) {
+func fromRedis(i redislock.Info) lockInfo {
+	return lockInfo{key: i.Key, held: i.Held, owner: i.Owner, holds: i.Holds, ttl: i.TTL, fence: i.Fence, waiters: i.Waiters}
+}
+
+func (b *redisBackend) inspect(ctx context.Context, key string) (lockInfo, error) {
+	i, err := b.l.Inspect(ctx, key)
+	return fromRedis(i), err
+}
+
+func (b *redisBackend) list(ctx context.Context, pattern string) ([]lockInfo, error) {
+	is, err := b.l.List(ctx, pattern)
+	out := make([]lockInfo, 0, len(is))
+	for _, i := range is {
+		out = append(out, fromRedis(i))
+	}
+	return out, err
+}
+
+func (b *redisBackend) forceUnlock(ctx context.Context, key string) (lockInfo, error) {
+	i, err := b.l.ForceUnlock(ctx, key)
+	return fromRedis(i), err
+}
+
+// connectRedis opens the Redis backend and checks that Redis answers
+// within the dial timeout.
+func (b *backendFlags) connectRedis(e *env, name string, opts ...dlock.Option) (backend, int) {
 	raw := b.url
 	if raw == "" {
 		raw = e.getenv("DLOCK_REDIS_URL")
@@ -79,7 +178,7 @@ func (b *backendFlags) connect(e *env, name string, opts ...dlock.Option) (*back
 		fmt.Fprintf(e.stderr, "dlock: cannot reach Redis at %s: %v\n", cfg.addrs(), err)
 		return nil, exitUnavailable
 	}
-	return &backend{client: client, locker: locker}, 0
+	return &redisBackend{client: client, l: locker}, 0
 }
 
 // redisConfig is the parsed form of a --redis URL: exactly one of the

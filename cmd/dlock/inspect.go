@@ -7,12 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/redislock"
 )
 
 // lockJSON is a lock in the --json output of status, ls and unlock.
@@ -23,15 +23,19 @@ type lockJSON struct {
 	Holds   int    `json:"holds"`
 	TTLms   int64  `json:"ttl_ms"` // -1: the key has no expiry
 	Fence   uint64 `json:"fence"`
-	Waiters int    `json:"waiters"`
+	Waiters *int   `json:"waiters,omitempty"` // nil: not counted (etcd)
 }
 
-func toJSON(i redislock.Info) lockJSON {
-	ttl := i.TTL.Milliseconds()
-	if i.TTL < 0 {
+func toJSON(i lockInfo) lockJSON {
+	ttl := i.ttl.Milliseconds()
+	if i.ttl < 0 {
 		ttl = -1
 	}
-	return lockJSON{Key: i.Key, Held: i.Held, Owner: i.Owner, Holds: i.Holds, TTLms: ttl, Fence: i.Fence, Waiters: i.Waiters}
+	j := lockJSON{Key: i.key, Held: i.held, Owner: i.owner, Holds: i.holds, TTLms: ttl, Fence: i.fence}
+	if !i.waitersUnknown {
+		j.Waiters = &i.waiters
+	}
+	return j
 }
 
 func writeJSON(w io.Writer, v any) {
@@ -91,7 +95,7 @@ func cmdStatus(e *env, args []string) int {
 	defer be.close()
 	ctx, stop := signalContext(e)
 	defer stop()
-	info, err := be.locker.Inspect(ctx, key)
+	info, err := be.inspect(ctx, key)
 	if err != nil {
 		return backendError(e, ctx, err)
 	}
@@ -100,23 +104,30 @@ func cmdStatus(e *env, args []string) int {
 		return exitOK
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "key:\t%s\n", info.Key)
-	if !info.Held {
+	fmt.Fprintf(w, "key:\t%s\n", info.key)
+	if !info.held {
 		fmt.Fprintf(w, "state:\tfree\n")
 	} else {
 		fmt.Fprintf(w, "state:\theld\n")
-		fmt.Fprintf(w, "ttl:\t%s\n", ttlString(info.TTL))
-		if info.Owner != "" {
-			fmt.Fprintf(w, "owner:\t%s\n", info.Owner)
-			fmt.Fprintf(w, "holds:\t%d\n", info.Holds)
+		fmt.Fprintf(w, "ttl:\t%s\n", ttlString(info.ttl))
+		if info.owner != "" {
+			fmt.Fprintf(w, "owner:\t%s\n", info.owner)
+			fmt.Fprintf(w, "holds:\t%d\n", info.holds)
 		}
 	}
-	fence := strconv.FormatUint(info.Fence, 10)
-	if info.Fence == 0 {
+	fence := strconv.FormatUint(info.fence, 10)
+	switch {
+	case info.fenceUnknown:
+		fence = "- (" + be.name() + " keeps no fence of a free lock)"
+	case info.fence == 0:
 		fence = "0 (never acquired)"
 	}
 	fmt.Fprintf(w, "fence:\t%s\n", fence)
-	fmt.Fprintf(w, "waiters:\t%d\n", info.Waiters)
+	if info.waitersUnknown {
+		fmt.Fprintf(w, "waiters:\t- (%s does not count them)\n", be.name())
+	} else {
+		fmt.Fprintf(w, "waiters:\t%d\n", info.waiters)
+	}
 	w.Flush()
 	return exitOK
 }
@@ -140,7 +151,10 @@ func cmdList(e *env, args []string) int {
 	defer be.close()
 	ctx, stop := signalContext(e)
 	defer stop()
-	infos, err := be.locker.List(ctx, pattern)
+	infos, err := be.list(ctx, pattern)
+	if errors.Is(err, path.ErrBadPattern) {
+		return usageError(e, "ls", "PATTERN: %v", trimDlock(err))
+	}
 	if err != nil {
 		return backendError(e, ctx, err)
 	}
@@ -159,11 +173,15 @@ func cmdList(e *env, args []string) int {
 	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "KEY\tTTL\tFENCE\tOWNER\tHOLDS\tWAITERS")
 	for _, i := range infos {
-		owner := i.Owner
+		owner := i.owner
 		if owner == "" {
 			owner = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%d\n", i.Key, ttlString(i.TTL), i.Fence, owner, i.Holds, i.Waiters)
+		waiters := strconv.Itoa(i.waiters)
+		if i.waitersUnknown {
+			waiters = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\n", i.key, ttlString(i.ttl), i.fence, owner, i.holds, waiters)
 	}
 	w.Flush()
 	return exitOK
@@ -197,7 +215,7 @@ func cmdUnlock(e *env, args []string) int {
 	defer be.close()
 	ctx, stop := signalContext(e)
 	defer stop()
-	info, err := be.locker.ForceUnlock(ctx, key)
+	info, err := be.forceUnlock(ctx, key)
 	if errors.Is(err, dlock.ErrNotHeld) {
 		fmt.Fprintf(e.stderr, "dlock: %q is not held; nothing deleted\n", key)
 		return exitFailure
@@ -210,14 +228,14 @@ func cmdUnlock(e *env, args []string) int {
 		return exitOK
 	}
 	holder := "a plain lock"
-	if info.Owner != "" {
-		holder = fmt.Sprintf("owner %q (%d holds)", info.Owner, info.Holds)
+	if info.owner != "" {
+		holder = fmt.Sprintf("owner %q (%d holds)", info.owner, info.holds)
 	}
-	fmt.Fprintf(e.stdout, "deleted %q: %s, fence %d, %s of lease left\n", key, holder, info.Fence, ttlString(info.TTL))
+	fmt.Fprintf(e.stdout, "deleted %q: %s, fence %d, %s of lease left\n", key, holder, info.fence, ttlString(info.ttl))
 	return exitOK
 }
 
-// backendError reports an error of Redis during status, ls or unlock.
+// backendError reports an error of the lock store during status, ls or unlock.
 func backendError(e *env, ctx context.Context, err error) int {
 	var sig *signalError
 	if errors.As(context.Cause(ctx), &sig) {

@@ -21,9 +21,9 @@ import (
 // sysexits.h's EX_UNAVAILABLE and EX_TEMPFAIL, and the shell's 126/127.
 const (
 	exitOK          = 0
-	exitFailure     = 1   // the command failed: unlock of a free key, a Redis error reply
+	exitFailure     = 1   // the command failed: unlock of a free key, an error reply of Redis or etcd
 	exitUsage       = 2   // bad flags or arguments
-	exitUnavailable = 69  // Redis could not be reached
+	exitUnavailable = 69  // Redis or etcd could not be reached
 	exitBusy        = 75  // the lock is busy, or the wait ran out (--conflict-exit-code)
 	exitLost        = 76  // the lock was lost while CMD ran (--lost-exit-code)
 	exitCannotExec  = 126 // CMD was found but could not be run
@@ -105,7 +105,8 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.short)
 	}
 	fmt.Fprint(w, "\nRun `dlock help COMMAND` for its flags. The Redis server comes from --redis URL\n"+
-		"or DLOCK_REDIS_URL (default "+defaultRedisURL+").\n")
+		"or DLOCK_REDIS_URL (default "+defaultRedisURL+"); an etcd cluster, used\n"+
+		"instead, from --etcd ENDPOINTS or DLOCK_ETCD_ENDPOINTS.\n")
 }
 
 func lookup(name string) *command {

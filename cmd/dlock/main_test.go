@@ -14,16 +14,19 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/etcdlock/etcdtest"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/dlock-go/dlock/redislock"
 	"github.com/redis/go-redis/v9"
 )
 
-// The end-to-end tests share one redis-server and one dlock binary, built
-// by TestMain; each test uses keys (or a prefix) of its own.
+// The end-to-end tests share one redis-server, one embedded etcd server
+// and one dlock binary, built by TestMain; each test uses keys (or a
+// prefix) of its own.
 var (
 	binPath string
 	srv     *redistest.Server
+	etcdSrv *etcdtest.Cluster
 )
 
 func TestMain(m *testing.M) {
@@ -49,6 +52,12 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer srv.Close()
+	etcdSrv, err = etcdtest.New(filepath.Join(dir, "etcd"), 1)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer etcdSrv.Close()
 	return m.Run()
 }
 

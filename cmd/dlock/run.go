@@ -39,21 +39,28 @@ SIGHUP sent to dlock are forwarded to CMD; the lock is released after CMD
 exits. If dlock itself is killed, CMD gets SIGTERM (Linux) and the lock
 frees when its lease runs out.
 
-Exit codes: CMD's own; 2 usage; 69 Redis unreachable; 75 busy; 76 lock
-lost; 126 CMD not executable; 127 CMD not found; 128+N signal N.`,
+With --etcd, the lease is whole seconds: --ttl must be at least 1s, and a
+fractional one is rounded up (1.5s becomes 2s); --fair is not available.
+
+Exit codes: CMD's own; 2 usage; 69 Redis or etcd unreachable; 75 busy; 76
+lock lost; 126 CMD not executable; 127 CMD not found; 128+N signal N.`,
 	"status": `
 Prints whether KEY is held, its remaining lease (ttl), its fencing counter
 (the fence of its latest acquisition), its owner when it is an owner's
-reentrant lock, and the waiters queued for it. It never prints tokens.`,
+reentrant lock, and the waiters queued for it. It never prints tokens.
+etcd keeps no fence of a free lock and does not count waiters: status
+prints "-" for them.`,
 	"ls": `
 Lists the held locks whose key matches PATTERN (Redis glob syntax; default
-all), with their remaining lease, fence and owner. It walks the keyspace
-with SCAN, never KEYS, so it does not block a busy server.`,
+all), with their remaining lease, fence and owner. On Redis it walks the
+keyspace with SCAN, never KEYS, so it does not block a busy server; on etcd
+it reads the prefix's range in pages of 500 keys.`,
 	"unlock": `
-Deletes KEY's lock whoever holds it, and hands it to the first waiter. This
-breaks the mutual exclusion the lock gave its holder, if alive: the holder
-learns at its next renewal that it lost the lock (dlock run then stops its
-CMD). It refuses without --force and prints what it deleted.`,
+Deletes KEY's lock whoever holds it (on etcd, every hold of it, in one
+transaction), and hands it to the first waiter. This breaks the mutual
+exclusion the lock gave its holder, if alive: the holder learns at its next
+renewal (on etcd, at once) that it lost the lock, and dlock run then stops
+its CMD. It refuses without --force and prints what it deleted.`,
 	"demo": `
 Starts a private redis-server on a free loopback port (or, when none is
 installed, an in-process stand-in), then shows workers contending for one
@@ -123,13 +130,13 @@ type runConfig struct {
 func (c *runConfig) register(fs *flag.FlagSet) {
 	c.backend.register(fs)
 	c.conflictCode, c.lostCode = exitBusy, exitLost
-	fs.DurationVar(&c.ttl, "ttl", dlock.DefaultTTL, "lease of the lock; renewed every ttl/3 while CMD runs (at least "+minTTL.String()+")")
+	fs.DurationVar(&c.ttl, "ttl", dlock.DefaultTTL, "lease of the lock; renewed every ttl/3 while CMD runs (at least "+minTTL.String()+"; on etcd, whole seconds from 1s)")
 	fs.Var(&c.wait, "wait", "how long to wait for a busy lock: a `duration`, or forever (default 0: fail at once)")
 	fs.StringVar(&c.owner, "owner", "", "owner `id`: holders with the same id share the lock (reentrant, e.g. a deploy id)")
-	fs.BoolVar(&c.fair, "fair", false, "serve waiters in arrival order, across processes")
+	fs.BoolVar(&c.fair, "fair", false, "serve waiters in arrival order, across processes (Redis only)")
 	fs.DurationVar(&c.killGrace, "kill-grace", 10*time.Second, "when the lock is lost, time between SIGTERM and SIGKILL to CMD")
-	fs.Var(&c.conflictCode, "conflict-exit-code", "exit `code` when the lock is busy or the wait runs out (default 75)")
-	fs.Var(&c.lostCode, "lost-exit-code", "exit `code` when the lock is lost while CMD runs (default 76)")
+	fs.Var(&c.conflictCode, "conflict-exit-code", "exit `code` when the lock is busy or the wait runs out")
+	fs.Var(&c.lostCode, "lost-exit-code", "exit `code` when the lock is lost while CMD runs")
 }
 
 // parseRunArgs reads "[flags] KEY [--] CMD [ARGS...]". Flags may come
@@ -189,6 +196,18 @@ func cmdRun(e *env, args []string) int {
 	if err != nil {
 		return usageError(e, "run", "%v", err)
 	}
+	store, err := c.backend.store(e)
+	if err != nil {
+		return usageError(e, "run", "%v", err)
+	}
+	if store == useEtcd {
+		switch {
+		case c.ttl < time.Second:
+			return usageError(e, "run", "--ttl %v: etcd leases are whole seconds, so it must be at least 1s (a fractional one is rounded up)", c.ttl)
+		case c.fair:
+			return usageError(e, "run", "--fair: etcd has no fair mode (waiters are woken in no particular order)")
+		}
+	}
 	switch {
 	case c.ttl < minTTL:
 		return usageError(e, "run", "--ttl %v: must be at least %v", c.ttl, minTTL)
@@ -222,7 +241,7 @@ func cmdRun(e *env, args []string) int {
 	if (c.wait.forever || c.wait.d > 0) && isTerminal(e.stderr) {
 		stopStatus = showWaiting(ctx, e.stderr.(*os.File), be, key, start)
 	}
-	lk, err := be.locker.Lock(ctx, key, opts...)
+	lk, err := be.locker().Lock(ctx, key, opts...)
 	stopStatus()
 	stopSignals()
 	var sig *signalError
@@ -247,7 +266,7 @@ func cmdRun(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "dlock: %v\n", trimDlock(err))
 		return exitUnavailable
 	}
-	return runHolding(e, &c, lk, path, argv)
+	return runHolding(e, &c, be.name(), lk, path, argv)
 }
 
 // busyMessage is the one line printed when the lock is busy.
@@ -277,7 +296,7 @@ func execError(e *env, name string, err error) int {
 }
 
 // runHolding runs CMD while lk is held, and releases lk after.
-func runHolding(e *env, c *runConfig, lk dlock.Lock, path string, argv []string) int {
+func runHolding(e *env, c *runConfig, store string, lk dlock.Lock, path string, argv []string) int {
 	key := lk.Key()
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args[0] = argv[0]
@@ -316,7 +335,7 @@ wait:
 			done = nil
 			lost = lk.Err()
 			fmt.Fprintf(e.stderr, "dlock: lost the lock on %q (%s); stopping %s: SIGTERM, then SIGKILL after %v\n",
-				key, lostReason(lost), argv[0], c.killGrace)
+				key, lostReason(store, lost), argv[0], c.killGrace)
 			cmd.Process.Signal(syscall.SIGTERM)
 			t := time.NewTimer(c.killGrace)
 			defer t.Stop()
@@ -331,7 +350,7 @@ wait:
 		return int(c.lostCode)
 	}
 	if err := release(e, lk); errors.Is(err, dlock.ErrLockLost) {
-		fmt.Fprintf(e.stderr, "dlock: the lock on %q was lost before %s finished (%s)\n", key, argv[0], lostReason(err))
+		fmt.Fprintf(e.stderr, "dlock: the lock on %q was lost before %s finished (%s)\n", key, argv[0], lostReason(store, err))
 		return int(c.lostCode)
 	}
 	return childCode(cmd.ProcessState)
@@ -349,11 +368,11 @@ func release(e *env, lk dlock.Lock) error {
 	return err
 }
 
-// lostReason says in a few words why a lock was lost.
-func lostReason(err error) string {
+// lostReason says in a few words why a lock of store was lost.
+func lostReason(store string, err error) string {
 	switch {
 	case errors.Is(err, dlock.ErrLeaseExpired):
-		return "Redis could not be reached to renew it before its lease ended"
+		return store + " could not be reached to renew it before its lease ended"
 	case errors.Is(err, dlock.ErrOwnershipLost):
 		return "its lease ran out or someone deleted it"
 	}

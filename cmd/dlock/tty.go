@@ -26,7 +26,7 @@ const (
 // showWaiting keeps a one-line status on the terminal w while dlock waits
 // for key: the holder's remaining lease and the time waited. The returned
 // function erases the line and stops the goroutine.
-func showWaiting(ctx context.Context, w *os.File, be *backend, key string, start time.Time) (stop func()) {
+func showWaiting(ctx context.Context, w *os.File, be backend, key string, start time.Time) (stop func()) {
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -51,18 +51,18 @@ func showWaiting(ctx context.Context, w *os.File, be *backend, key string, start
 			}
 			holder := "holder unknown"
 			ictx, cancel := context.WithTimeout(ctx, time.Second)
-			info, err := be.locker.Inspect(ictx, key)
+			info, err := be.inspect(ictx, key)
 			cancel()
 			switch {
 			case err != nil:
-			case !info.Held:
+			case !info.held:
 				holder = "just released"
-			case info.TTL < 0:
+			case info.ttl < 0:
 				holder = "held with no expiry"
 			default:
-				holder = "holder's lease " + info.TTL.Round(100*time.Millisecond).String()
-				if info.Owner != "" {
-					holder = "owner " + info.Owner + ", lease " + info.TTL.Round(100*time.Millisecond).String()
+				holder = "holder's lease " + info.ttl.Round(100*time.Millisecond).String()
+				if info.owner != "" {
+					holder = "owner " + info.owner + ", lease " + info.ttl.Round(100*time.Millisecond).String()
 				}
 			}
 			fmt.Fprintf(w, "\r\033[Kdlock: waiting for %q (%s), waited %v", key, holder, time.Since(start).Round(time.Second))

@@ -1,7 +1,12 @@
-// Package etcdtest starts real etcd servers, embedded in the test process,
-// on free loopback ports in a temporary directory: one member for most
-// tests, three for the fault tests. It also runs a loopback TCP proxy that
-// can cut a client off from its server, to simulate a network partition.
+// Package etcdtest is a test helper: it starts real etcd servers, embedded
+// in the test process, on free loopback ports in a temporary directory: one
+// member for most tests, three for the fault tests. It also runs a loopback
+// TCP proxy that can cut a client off from its server, to simulate a
+// network partition.
+//
+// It is exported so that the tests of other modules (the dlock command's)
+// can run against a real etcd; it is not meant for programs. Only a program
+// that imports it pulls in the etcd server: package etcdlock does not.
 package etcdtest
 
 import (

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/etcdlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// etcdBackend is a connected etcd client and the Locker over it.
+type etcdBackend struct {
+	client *clientv3.Client
+	l      *etcdlock.Locker
+}
+
+func (b *etcdBackend) locker() dlock.Locker { return b.l }
+func (b *etcdBackend) name() string         { return useEtcd }
+
+func (b *etcdBackend) close() {
+	b.l.Close()
+	b.client.Close()
+}
+
+func fromEtcd(i etcdlock.Info) lockInfo {
+	return lockInfo{key: i.Key, held: i.Held, owner: i.Owner, holds: i.Holds, ttl: i.TTL, fence: i.Fence,
+		fenceUnknown: !i.Held, waitersUnknown: true}
+}
+
+func (b *etcdBackend) inspect(ctx context.Context, key string) (lockInfo, error) {
+	i, err := b.l.Inspect(ctx, key)
+	return fromEtcd(i), err
+}
+
+func (b *etcdBackend) list(ctx context.Context, pattern string) ([]lockInfo, error) {
+	is, err := b.l.List(ctx, pattern)
+	out := make([]lockInfo, 0, len(is))
+	for _, i := range is {
+		out = append(out, fromEtcd(i))
+	}
+	return out, err
+}
+
+func (b *etcdBackend) forceUnlock(ctx context.Context, key string) (lockInfo, error) {
+	i, err := b.l.ForceUnlock(ctx, key)
+	return fromEtcd(i), err
+}
+
+// etcdConfig is the parsed form of --etcd and the etcd environment.
+type etcdConfig struct {
+	endpoints   []string
+	dialTimeout time.Duration
+}
+
+// parseEtcdConfig reads a comma list of endpoints (HOST:PORT,
+// http://HOST:PORT, https://HOST:PORT, unix://PATH or unixs://PATH) and
+// the dial timeout ("" for the default).
+func parseEtcdConfig(list, dial string) (*etcdConfig, error) {
+	cfg := &etcdConfig{dialTimeout: defaultDialTimeout}
+	if dial != "" {
+		d, err := time.ParseDuration(dial)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("DLOCK_ETCD_DIAL_TIMEOUT=%s: want a positive duration, such as 2s", dial)
+		}
+		cfg.dialTimeout = d
+	}
+	for _, ep := range strings.Split(list, ",") {
+		ep = strings.TrimSpace(ep)
+		if err := checkEndpoint(ep); err != nil {
+			return nil, fmt.Errorf("bad etcd endpoint %q: %v; want HOST:PORT, http://HOST:PORT, https://HOST:PORT or unix://PATH", ep, err)
+		}
+		cfg.endpoints = append(cfg.endpoints, ep)
+	}
+	return cfg, nil
+}
+
+func checkEndpoint(ep string) error {
+	if ep == "" {
+		return errors.New("empty")
+	}
+	scheme, rest, ok := strings.Cut(ep, "://")
+	if !ok {
+		_, port, err := net.SplitHostPort(ep)
+		if err != nil {
+			return errors.New("no port")
+		}
+		if port == "" {
+			return errors.New("empty port")
+		}
+		return nil
+	}
+	switch scheme {
+	case "unix", "unixs":
+		if rest == "" {
+			return errors.New("no socket path")
+		}
+		return nil
+	case "http", "https":
+		u, err := url.Parse(ep)
+		if err != nil {
+			return errors.New("not a URL")
+		}
+		if u.Port() == "" {
+			return errors.New("no port")
+		}
+		if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return errors.New("only scheme, host and port are allowed")
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown scheme %q", scheme)
+}
+
+// connectEtcd opens the etcd backend and checks, with a linearizable
+// read, that the cluster answers within the dial timeout.
+func (b *backendFlags) connectEtcd(e *env, name string, opts ...dlock.Option) (backend, int) {
+	list := b.etcd
+	if list == "" {
+		list = e.getenv("DLOCK_ETCD_ENDPOINTS")
+	}
+	cfg, err := parseEtcdConfig(list, e.getenv("DLOCK_ETCD_DIAL_TIMEOUT"))
+	if err != nil {
+		return nil, usageError(e, name, "%v", err)
+	}
+	where := strings.Join(cfg.endpoints, ",")
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.endpoints,
+		DialTimeout: cfg.dialTimeout,
+		// Pings find a dead connection while CMD runs; etcd refuses
+		// clients that ping more often than every 5s.
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: cfg.dialTimeout,
+		Logger:               zap.NewNop(), // dlock reports failures itself, in one line
+	})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "dlock: cannot reach etcd at %s: %v\n", where, err)
+		return nil, exitUnavailable
+	}
+	locker, err := etcdlock.New(client, append([]dlock.Option{dlock.WithPrefix(b.prefix)}, opts...)...)
+	if err != nil {
+		client.Close()
+		return nil, usageError(e, name, "%v", trimDlock(err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.dialTimeout)
+	defer cancel()
+	if _, err := client.Get(ctx, b.prefix+"/lock/", clientv3.WithCountOnly()); err != nil {
+		locker.Close()
+		client.Close()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("no answer within %v", cfg.dialTimeout)
+		}
+		fmt.Fprintf(e.stderr, "dlock: cannot reach etcd at %s: %v\n", where, err)
+		return nil, exitUnavailable
+	}
+	return &etcdBackend{client: client, l: locker}, 0
+}

@@ -1,0 +1,11 @@
+package etcdlock
+
+// Glob runs List's pattern matcher on its own: it reports whether s
+// matches pattern, or the error List returns for a malformed one.
+func Glob(pattern, s string) (bool, error) {
+	p := []rune(pattern)
+	if err := checkGlob(p); err != nil {
+		return false, err
+	}
+	return globMatch(p, []rune(s)), nil
+}

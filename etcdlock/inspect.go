@@ -1,0 +1,438 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// inspectLimit bounds the holds of one lock that Inspect and ForceUnlock
+// read, and the distinct leases whose remaining time List asks etcd for.
+// The count of holds is exact beyond it.
+const inspectLimit = 64
+
+// listPage is the number of etcd keys List reads per range request.
+const listPage = 500
+
+// Info is what etcd holds about one lock, as an operator sees it: the
+// `dlock status` and `dlock ls` commands print it. It has the fields of the
+// Redis driver's Info, with the same meanings where etcd can tell. It never
+// carries a token, which would let its reader release the lock.
+type Info struct {
+	// Key is the key as callers name it, without the Locker's prefix.
+	Key string
+	// Held says whether someone holds the lock: its etcd range is not
+	// empty.
+	Held bool
+	// Owner is the owner id of a reentrant lock (see dlock.WithOwner): the
+	// value of its newest hold. It is "" for a plain lock or a free one.
+	Owner string
+	// Holds counts the holds on the lock, one etcd key each: 1 for a held
+	// plain lock, the number of holds of an owner's lock, 0 when free.
+	Holds int
+	// TTL is the remaining lease of a held lock, the longest among its
+	// holds' leases (the first 64 distinct ones), zero when free. etcd
+	// counts leases in whole seconds and truncates: 0 means less than a
+	// second is left. It is -1 when a hold has no lease, which dlock never
+	// does: another program wrote it.
+	TTL time.Duration
+	// Fence is the fence of the newest hold: its create revision, the
+	// holder's fence. It is 0 when the lock is free: etcd keeps nothing of
+	// a released lock, so the fence of its last acquisition is unknown.
+	Fence uint64
+	// Waiters is always 0: waiters watch the lock's range and leave no
+	// trace in etcd. The field keeps Info in the shape of the Redis
+	// driver's.
+	Waiters int
+}
+
+// leaseTTLs remembers the remaining time of leases during one call, since
+// locks acquired with the default TTL share one lease.
+type leaseTTLs map[clientv3.LeaseID]time.Duration
+
+// gone marks a lease etcd no longer has.
+const gone = time.Duration(-2)
+
+// ttl returns the remaining time of lease id, or gone.
+func (l *Locker) ttl(ctx context.Context, c leaseTTLs, id clientv3.LeaseID) (time.Duration, error) {
+	if d, ok := c[id]; ok {
+		return d, nil
+	}
+	r, err := l.cli.TimeToLive(ctx, id)
+	d := time.Duration(0)
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		d = gone
+	case err != nil:
+		return 0, err
+	case r.TTL < 0:
+		d = gone
+	default:
+		d = time.Duration(r.TTL) * time.Second
+	}
+	c[id] = d
+	return d, nil
+}
+
+// describe fills info for a held lock from its newest hold, its count of
+// holds and the leases of (some of) its holds. It reports whether any of
+// those leases is still alive.
+func (l *Locker) describe(ctx context.Context, c leaseTTLs, info *Info, newest *mvccpb.KeyValue, holds int, leases []clientv3.LeaseID) (alive bool, err error) {
+	info.Held = true
+	info.Holds = holds
+	info.Owner = string(newest.Value)
+	info.Fence = uint64(newest.CreateRevision)
+	info.TTL = 0
+	for _, id := range leases {
+		if id == clientv3.NoLease {
+			info.TTL, alive = -1, true
+			break
+		}
+		d, err := l.ttl(ctx, c, id)
+		if err != nil {
+			return false, err
+		}
+		if d != gone {
+			alive = true
+			info.TTL = max(info.TTL, d)
+		}
+	}
+	return alive, nil
+}
+
+// leasesOf returns the distinct leases of kvs, at most inspectLimit.
+func leasesOf(kvs []*mvccpb.KeyValue) []clientv3.LeaseID {
+	var ids []clientv3.LeaseID
+	for _, kv := range kvs {
+		id := clientv3.LeaseID(kv.Lease)
+		if !slices.Contains(ids, id) && len(ids) < inspectLimit {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// Inspect reads what etcd holds about key: one range read of its holds
+// (at most 64, newest first, with their exact count) and one lease
+// lookup per distinct lease among them. It changes nothing. A lock whose
+// leases all ran out between the two reads is reported free.
+func (l *Locker) Inspect(ctx context.Context, key string) (Info, error) {
+	if l.isClosed() {
+		return Info{}, dlock.KeyError(key, dlock.ErrClosed)
+	}
+	if err := dlock.CheckKey(key); err != nil {
+		return Info{}, dlock.KeyError(key, err)
+	}
+	p := l.Prefix(key)
+	resp, err := l.cli.Get(ctx, p, clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(inspectLimit))
+	if err != nil {
+		return Info{}, dlock.KeyError(key, fmt.Errorf("etcdlock: inspect: %w", err))
+	}
+	info := Info{Key: key}
+	if len(resp.Kvs) == 0 {
+		return info, nil
+	}
+	alive, err := l.describe(ctx, leaseTTLs{}, &info, resp.Kvs[0], int(resp.Count), leasesOf(resp.Kvs))
+	if err != nil {
+		return Info{}, dlock.KeyError(key, fmt.Errorf("etcdlock: inspect: %w", err))
+	}
+	if !alive {
+		return Info{Key: key}, nil
+	}
+	return info, nil
+}
+
+// List returns the locks held under the Locker's prefix whose key matches
+// pattern, sorted by key. The pattern has Redis's glob syntax, so that
+// `dlock ls` reads the same on both backends: * matches any run of
+// characters ('/' included), ? one character, [abc], [a-z] and [^a] a set,
+// and \ escapes; "" matches all. A malformed pattern (an unclosed [, a
+// trailing \) is an error matching [path.ErrBadPattern].
+//
+// List reads the prefix's range in pages of 500 etcd keys, starting at the
+// pattern's literal head, so it never loads the keyspace at once; each
+// page is read at the latest revision, so a lock taken or released during
+// the walk may or may not be listed. It asks etcd for the remaining time of
+// each distinct lease once.
+func (l *Locker) List(ctx context.Context, pattern string) ([]Info, error) {
+	if l.isClosed() {
+		return nil, dlock.ErrClosed
+	}
+	if pattern == "" {
+		pattern = "*"
+	}
+	glob := []rune(pattern)
+	if err := checkGlob(glob); err != nil {
+		return nil, fmt.Errorf("etcdlock: list: pattern %q: %w", pattern, err)
+	}
+	head := l.opts.Prefix + "/lock/"
+	from := head + escape(literalHead(glob))
+	end := clientv3.GetPrefixRangeEnd(from)
+	ttls := leaseTTLs{}
+
+	// The holds of one lock are adjacent in key order (they share the
+	// range "<head><escaped key>/"): gather them, then describe the lock.
+	var (
+		infos  []Info
+		esc    string // the escaped key of the lock being gathered
+		newest *mvccpb.KeyValue
+		holds  int
+		leases []clientv3.LeaseID
+	)
+	flush := func() error {
+		if newest == nil {
+			return nil
+		}
+		defer func() { newest, holds, leases = nil, 0, nil }()
+		key, ok := unescape(esc)
+		if !ok || dlock.CheckKey(key) != nil || !globMatch(glob, []rune(key)) {
+			return nil
+		}
+		info := Info{Key: key}
+		alive, err := l.describe(ctx, ttls, &info, newest, holds, leases)
+		if err != nil {
+			return fmt.Errorf("etcdlock: list: %q: %w", key, err)
+		}
+		if alive {
+			infos = append(infos, info)
+		}
+		return nil
+	}
+	for {
+		resp, err := l.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(listPage))
+		if err != nil {
+			return nil, fmt.Errorf("etcdlock: list: %w", err)
+		}
+		for _, kv := range resp.Kvs {
+			e, token, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), head), "/")
+			if !ok || token == "" || strings.Contains(token, "/") {
+				continue // not a hold: written by another program
+			}
+			if e != esc {
+				if err := flush(); err != nil {
+					return nil, err
+				}
+				esc = e
+			}
+			holds++
+			if newest == nil || kv.CreateRevision > newest.CreateRevision {
+				newest = kv
+			}
+			if id := clientv3.LeaseID(kv.Lease); !slices.Contains(leases, id) && len(leases) < inspectLimit {
+				leases = append(leases, id)
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(infos, func(a, b Info) int { return strings.Compare(a.Key, b.Key) })
+	return infos, nil
+}
+
+// unescape reverses escape, and reports false for a name escape cannot
+// have written.
+func unescape(s string) (string, bool) {
+	if !strings.Contains(s, "%") {
+		return s, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch {
+		case strings.HasPrefix(s[i:], "%25"):
+			b.WriteByte('%')
+		case strings.HasPrefix(s[i:], "%2F"):
+			b.WriteByte('/')
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return b.String(), true
+}
+
+// ForceUnlock deletes every hold of key's lock, whoever holds it, in one
+// transaction that first reads what it deletes. It is for an operator
+// clearing a stuck lock: each holder, if alive, sees its key deleted and
+// loses the lock (its Done closes, Err matches dlock.ErrOwnershipLost),
+// and waiters wake up to acquire it. The leases stay: they may hold other
+// locks. It returns what it deleted (TTL is then the lease the holds had
+// left), or an error matching dlock.ErrNotHeld when the lock was free.
+func (l *Locker) ForceUnlock(ctx context.Context, key string) (Info, error) {
+	if l.isClosed() {
+		return Info{}, dlock.KeyError(key, dlock.ErrClosed)
+	}
+	if err := dlock.CheckKey(key); err != nil {
+		return Info{}, dlock.KeyError(key, err)
+	}
+	p := l.Prefix(key)
+	end := clientv3.GetPrefixRangeEnd(p)
+	resp, err := l.cli.Txn(ctx).Then(
+		clientv3.OpGet(p, clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(inspectLimit)),
+		clientv3.OpDelete(p, clientv3.WithRange(end)),
+	).Commit()
+	if err != nil {
+		return Info{}, dlock.KeyError(key, fmt.Errorf("etcdlock: force unlock: %w", err))
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	deleted := resp.Responses[1].GetResponseDeleteRange().Deleted
+	if deleted == 0 || len(kvs) == 0 {
+		return Info{}, dlock.KeyError(key, dlock.ErrNotHeld)
+	}
+	info := Info{Key: key}
+	if _, err := l.describe(ctx, leaseTTLs{}, &info, kvs[0], int(deleted), leasesOf(kvs)); err != nil {
+		// The holds are deleted: report them without their lease.
+		l.opts.Logger.Debug("force unlock: lease lookup failed", "key", key, "err", err)
+	}
+	return info, nil
+}
+
+// checkGlob reports a malformed glob pattern: an unclosed set or a
+// trailing backslash.
+func checkGlob(p []rune) error {
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			if i+1 == len(p) {
+				return fmt.Errorf("%w: trailing \\", path.ErrBadPattern)
+			}
+			i++
+		case '[':
+			n := setWidth(p[i:])
+			if n < 0 {
+				return fmt.Errorf("%w: unclosed [", path.ErrBadPattern)
+			}
+			i += n - 1
+		}
+	}
+	return nil
+}
+
+// literalHead returns the characters of pattern before its first special
+// one: every key that matches starts with them.
+func literalHead(p []rune) string {
+	i := slices.IndexFunc(p, func(r rune) bool { return strings.ContainsRune(`*?[\`, r) })
+	if i < 0 {
+		return string(p)
+	}
+	return string(p[:i])
+}
+
+// setWidth returns the length of the set at the start of p ("[...]"), or
+// -1 when it is not closed.
+func setWidth(p []rune) int {
+	i := 1
+	if i < len(p) && p[i] == '^' {
+		i++
+	}
+	for ; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case ']':
+			return i + 1
+		}
+	}
+	return -1
+}
+
+// matchSet reports whether c is in the set at the start of p, which
+// checkGlob has found closed.
+func matchSet(p []rune, c rune) bool {
+	end := setWidth(p) - 1
+	i, neg := 1, false
+	if p[i] == '^' {
+		i, neg = 2, true
+	}
+	in := false
+	for i < end {
+		lo := p[i]
+		if lo == '\\' {
+			i++
+			lo = p[i]
+		}
+		i++
+		hi := lo
+		if i+1 < end && p[i] == '-' {
+			hi = p[i+1]
+			if hi == '\\' && i+2 < end {
+				hi = p[i+2]
+				i++
+			}
+			i += 2
+		}
+		if lo > hi {
+			lo, hi = hi, lo
+		}
+		if lo <= c && c <= hi {
+			in = true
+		}
+	}
+	return in != neg
+}
+
+// globMatch reports whether s matches the glob pattern p, which checkGlob
+// accepts. A star backtracks to the last star only, so the match takes
+// time proportional to len(p)*len(s) at most.
+func globMatch(p, s []rune) bool {
+	px, sx := 0, 0
+	starPx, starSx := -1, -1
+	for px < len(p) || sx < len(s) {
+		if px < len(p) {
+			switch c := p[px]; c {
+			case '*':
+				starPx, starSx = px, sx+1
+				px++
+				continue
+			case '?':
+				if sx < len(s) {
+					px++
+					sx++
+					continue
+				}
+			case '[':
+				if sx < len(s) && matchSet(p[px:], s[sx]) {
+					px += setWidth(p[px:])
+					sx++
+					continue
+				}
+			case '\\':
+				if sx < len(s) && p[px+1] == s[sx] {
+					px += 2
+					sx++
+					continue
+				}
+			default:
+				if sx < len(s) && s[sx] == c {
+					px++
+					sx++
+					continue
+				}
+			}
+		}
+		if starSx > 0 && starSx <= len(s) {
+			px, sx = starPx, starSx
+			continue
+		}
+		return false
+	}
+	return true
+}
