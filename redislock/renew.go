@@ -17,9 +17,10 @@ import (
 //
 //   - a lock with renewal on is renewed ttl/3 after its lease began (seed
 //     002), by a token-checked PEXPIRE; the locks that fall due within
-//     ttl/10 of each other go to Redis in one pipeline, so the cost is a few
-//     round trips per period whatever the number of locks, and two
-//     goroutines in all;
+//     ttl/10 of each other go to Redis in one batch of up to 1000: one call
+//     of renew.lua on a single server (or Sentinel's master), one pipeline
+//     of refresh.lua calls for a Cluster. So the cost is a few round trips
+//     per period whatever the number of locks, and two goroutines in all;
 //   - a lock whose renewal failed for want of the server is retried every
 //     ttl/20 (at least 10ms, at most 1s) until its lease deadline;
 //   - a lock whose lease deadline passes (renewal off, or the server out of
@@ -38,6 +39,8 @@ type scheduler struct {
 	started bool
 	stopped bool
 
+	oneServer bool // the client talks to one server: a batch is one script call
+
 	timer   *time.Timer   // wakes the scheduler at next
 	next    time.Time     // when the scheduler looks at the heap next; zero: never
 	kick    chan struct{} // batch has work
@@ -47,16 +50,17 @@ type scheduler struct {
 }
 
 const (
-	// maxPipeline bounds the renewals sent in one pipeline.
+	// maxPipeline bounds the renewals sent in one batch.
 	maxPipeline = 1000
 	// coalesce: a renewal due within ttl/coalesce of another's joins its
-	// pipeline, a little early.
+	// batch, a little early.
 	coalesce = 10
 )
 
 func newScheduler(l *Locker) *scheduler {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &scheduler{l: l, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+	_, oneServer := l.client.(*redis.Client) // a single server, or Sentinel's master
+	return &scheduler{l: l, oneServer: oneServer, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 }
 
 func signal(c chan struct{}) {
@@ -161,7 +165,7 @@ func (s *scheduler) schedule() {
 				expired = append(expired, lk)
 			case lk.renew && !lk.inflight && !lk.due.After(now.Add(lk.ttl/coalesce)):
 				// due now or soon: renewals that fall due together share a
-				// pipeline
+				// batch
 				lk.inflight = true
 				lk.due = lk.deadline // still watched while on the wire
 				heap.Fix(&s.locks, 0)
@@ -205,7 +209,7 @@ func (s *scheduler) expire(lk *lock) {
 }
 
 // renewLoop is the renewer's goroutine: it sends the due renewals in
-// pipelines.
+// batches.
 func (s *scheduler) renewLoop() {
 	defer s.running.Done()
 	for {
@@ -226,7 +230,7 @@ func (s *scheduler) renewLoop() {
 	}
 }
 
-// renew sends one pipeline of renewals and files the results.
+// renew sends one batch of renewals and files the results.
 func (s *scheduler) renew(batch []*lock) {
 	s.mu.Lock()
 	deadline := batch[0].deadline
@@ -245,11 +249,20 @@ func (s *scheduler) renew(batch []*lock) {
 	ctx, cancel := context.WithDeadline(s.ctx, deadline)
 	defer cancel()
 	sent := time.Now()
-	cmds, err := s.pipeline(ctx, args)
-	if err != nil && isNoScript(err) {
-		if err = refreshScript.load(ctx, s.l.client); err == nil {
-			sent = time.Now()
-			cmds, err = s.pipeline(ctx, args)
+	var (
+		codes []byte  // per lock: '1' renewed, '0' not ours
+		errs  []error // per lock, when the batch was a pipeline
+		err   error
+	)
+	if s.oneServer {
+		codes, err = s.script(ctx, args)
+	} else {
+		codes, errs, err = s.pipeline(ctx, args)
+		if isNoScript(err) {
+			if err = refreshScript.load(ctx, s.l.client); err == nil {
+				sent = time.Now()
+				codes, errs, err = s.pipeline(ctx, args)
+			}
 		}
 	}
 	now := time.Now()
@@ -260,13 +273,12 @@ func (s *scheduler) renew(batch []*lock) {
 		if lk.index < 0 {
 			continue // released or lost meanwhile
 		}
-		var n int64
 		cerr := err
-		if cmds != nil {
-			n, cerr = cmds[i].(*redis.Cmd).Int64()
+		if cerr == nil && errs != nil {
+			cerr = errs[i]
 		}
 		switch {
-		case cerr == nil && n == 1:
+		case cerr == nil && codes[i] == '1':
 			lk.lastErr = nil
 			lk.setDeadline(sent, ttls[i])
 			lk.due = sent.Add(ttls[i] / 3)
@@ -292,7 +304,25 @@ func (s *scheduler) renew(batch []*lock) {
 	}
 }
 
-func (s *scheduler) pipeline(ctx context.Context, args [][]any) ([]redis.Cmder, error) {
+// script renews a batch of locks of one server in one call of renew.lua:
+// one command, whatever the number of locks.
+func (s *scheduler) script(ctx context.Context, args [][]any) ([]byte, error) {
+	keys := make([]any, 0, 2*len(args))
+	argv := make([]any, 0, 3*len(args))
+	for _, a := range args { // a is refresh.lua's command: evalsha, sha, 2, keys..., argv...
+		keys = append(keys, a[3:5]...)
+		argv = append(argv, a[5:8]...)
+	}
+	res, err := renewScript.run(ctx, s.l.client, keys, argv...).Text()
+	if err == nil && len(res) != len(args) {
+		err = fmt.Errorf("renew.lua answered %d results for %d locks", len(res), len(args))
+	}
+	return []byte(res), err
+}
+
+// pipeline renews a batch of locks one refresh.lua call each, in one
+// pipeline: for a Cluster or a Ring, whose locks live on many servers.
+func (s *scheduler) pipeline(ctx context.Context, args [][]any) ([]byte, []error, error) {
 	cmds, err := s.l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, a := range args {
 			p.Do(ctx, a...)
@@ -300,14 +330,18 @@ func (s *scheduler) pipeline(ctx context.Context, args [][]any) ([]redis.Cmder, 
 		return nil
 	})
 	if err != nil && !errors.As(err, new(redis.Error)) {
-		return nil, err // the connection failed: no reply is usable
+		return nil, nil, err // the connection failed: no reply is usable
 	}
-	for _, c := range cmds {
-		if c.Err() != nil && isNoScript(c.Err()) {
-			return nil, c.Err()
+	codes := make([]byte, len(cmds))
+	errs := make([]error, len(cmds))
+	for i, c := range cmds {
+		n, err := c.(*redis.Cmd).Int64()
+		if isNoScript(err) {
+			return nil, nil, err
 		}
+		codes[i], errs[i] = '0'+byte(n), err
 	}
-	return cmds, nil
+	return codes, errs, nil
 }
 
 // renewal returns the command that renews lk, built once per lease length:

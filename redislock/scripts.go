@@ -18,8 +18,12 @@ var (
 	acquireLua string
 	//go:embed release.lua
 	releaseLua string
+	//go:embed lease.lua
+	leaseLua string
 	//go:embed refresh.lua
 	refreshLua string
+	//go:embed renew.lua
+	renewLua string
 	//go:embed ttl.lua
 	ttlLua string
 )
@@ -29,7 +33,8 @@ var (
 	tryScript     = newScript(tryLua)
 	acquireScript = newScript(commonLua + acquireLua)
 	releaseScript = newScript(commonLua + releaseLua)
-	refreshScript = newScript(refreshLua)
+	refreshScript = newScript(leaseLua + refreshLua)
+	renewScript   = newScript(leaseLua + renewLua)
 	ttlScript     = newScript(ttlLua)
 )
 
