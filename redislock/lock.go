@@ -154,11 +154,14 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	if err != nil {
 		return dlock.KeyError(lk.key, fmt.Errorf("release: %w", err))
 	}
-	if n == releaseNotHeld {
+	switch n {
+	case releaseDone, releaseAgain: // again: a retry whose first attempt released
+		lk.end(stateReleased, dlock.ErrNotHeld)
+		return nil
+	case releaseNotHeld:
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
-	lk.end(stateReleased, dlock.ErrNotHeld)
-	return nil
+	return dlock.KeyError(lk.key, fmt.Errorf("release: unexpected reply %d", n))
 }
 
 func (lk *lock) check() error {
