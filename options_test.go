@@ -93,3 +93,25 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("token %q", tok)
 	}
 }
+
+func TestConfig(t *testing.T) {
+	o, err := NewOptions(Config{}.Options()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Prefix != DefaultPrefix || o.TTL != DefaultTTL || o.Retry.Interval() != DefaultRetryInterval {
+		t.Fatalf("zero Config: prefix %q ttl %v retry %v, want the defaults", o.Prefix, o.TTL, o.Retry.Interval())
+	}
+	o, err = NewOptions(Config{Prefix: "neton", DefaultTTL: 30 * time.Second, RetryInterval: 50 * time.Millisecond}.Options()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Prefix != "neton" || o.TTL != 30*time.Second || o.Retry.Interval() != 50*time.Millisecond {
+		t.Fatalf("Config: %+v", o)
+	}
+	for _, c := range []Config{{DefaultTTL: -time.Second}, {RetryInterval: -time.Millisecond}, {DefaultTTL: time.Microsecond}} {
+		if _, err := NewOptions(c.Options()...); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}
