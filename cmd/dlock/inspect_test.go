@@ -15,8 +15,9 @@ import (
 
 func TestStatus(t *testing.T) {
 	ctx := context.Background()
-	l := newLocker(t, dlock.WithPrefix("st"))
-	args := func(a ...string) []string { return append([]string{a[0], "--prefix", "st"}, a[1:]...) }
+	prefix := "st" + dlock.NewToken()[:6] // a fresh namespace per run, for -count=N
+	l := newLocker(t, dlock.WithPrefix(prefix))
+	args := func(a ...string) []string { return append([]string{a[0], "--prefix", prefix}, a[1:]...) }
 
 	res := dlockIn(t, args("status", "job"))
 	if res.code != 0 || res.stdout != "key:      job\nstate:    free\nfence:    0 (never acquired)\nwaiters:  0\n" {
