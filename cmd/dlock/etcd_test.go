@@ -7,9 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,43 +51,7 @@ func etcdArgs(args ...string) []string {
 // Four dlock processes run five jobs each on one etcd key, checked as in
 // TestRunMutualExclusion.
 func TestEtcdRunMutualExclusion(t *testing.T) {
-	const procs, rounds = 4, 5
-	dir := t.TempDir()
-	job := `mkdir "$1/inside" || exit 99; echo "$DLOCK_FENCE" >> "$1/fences"; rmdir "$1/inside"`
-	var wg sync.WaitGroup
-	errs := make(chan string, procs)
-	for p := range procs {
-		wg.Go(func() {
-			for r := range rounds {
-				res := dlockProc(t, etcdArgs("run", "--wait", "forever", "--ttl", "5s", "mutex", "--", "sh", "-c", job, "sh", dir)...)
-				if res.code != 0 {
-					errs <- "process " + strconv.Itoa(p) + " round " + strconv.Itoa(r) + ": exit " + strconv.Itoa(res.code) + ": " + res.stderr
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e) // exit 99 means two jobs were inside at once
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "fences"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Fields(string(b))
-	if len(lines) != procs*rounds {
-		t.Fatalf("%d jobs ran, want %d", len(lines), procs*rounds)
-	}
-	prev := uint64(0)
-	for i, l := range lines {
-		f, err := strconv.ParseUint(l, 10, 64)
-		if err != nil || f <= prev {
-			t.Fatalf("job %d ran with DLOCK_FENCE=%q after fence %d: fences must rise", i, l, prev)
-		}
-		prev = f
-	}
+	mutualExclusion(t, 4, 5, etcdArgs)
 }
 
 func TestEtcdRunBusy(t *testing.T) {

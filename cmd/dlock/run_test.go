@@ -17,27 +17,31 @@ import (
 	"github.com/dlock-go/dlock"
 )
 
-// Eight dlock processes run twenty jobs each on one key. A job makes a
-// directory that must not exist (mkdir fails if another job is inside),
-// appends its fence to a log and removes the directory.
+// Eight dlock processes run twenty jobs each on one key.
 func TestRunMutualExclusion(t *testing.T) {
-	const procs, rounds = 8, 20
+	mutualExclusion(t, 8, 20, func(args ...string) []string { return args })
+}
+
+// mutualExclusion runs procs dlock processes of rounds jobs each on one key,
+// with args adding the backend's flags to a command line. A job makes a
+// directory that must not exist (mkdir fails if another job is inside),
+// appends its fence to a log and removes the directory: every job must
+// succeed, and the fences must rise.
+func mutualExclusion(t *testing.T, procs, rounds int, args func(...string) []string) {
 	dir := t.TempDir()
 	job := `mkdir "$1/inside" || exit 99; echo "$DLOCK_FENCE" >> "$1/fences"; rmdir "$1/inside"`
 	var wg sync.WaitGroup
 	errs := make(chan string, procs)
 	for p := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for r := range rounds {
-				res := dlockProc(t, "run", "--wait", "forever", "--ttl", "5s", "mutex", "--", "sh", "-c", job, "sh", dir)
+				res := dlockProc(t, args("run", "--wait", "forever", "--ttl", "5s", "mutex", "--", "sh", "-c", job, "sh", dir)...)
 				if res.code != 0 {
 					errs <- "process " + strconv.Itoa(p) + " round " + strconv.Itoa(r) + ": exit " + strconv.Itoa(res.code) + ": " + res.stderr
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -55,11 +59,8 @@ func TestRunMutualExclusion(t *testing.T) {
 	prev := uint64(0)
 	for i, l := range lines {
 		f, err := strconv.ParseUint(l, 10, 64)
-		if err != nil {
-			t.Fatalf("job %d saw DLOCK_FENCE=%q", i, l)
-		}
-		if f <= prev {
-			t.Fatalf("job %d ran with fence %d after fence %d: fences must rise", i, f, prev)
+		if err != nil || f <= prev {
+			t.Fatalf("job %d ran with DLOCK_FENCE=%q after fence %d: fences must rise", i, l, prev)
 		}
 		prev = f
 	}
