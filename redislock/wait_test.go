@@ -26,6 +26,17 @@ func waitFor(ctx context.Context, l *Locker, key string, opts ...dlock.Option) <
 	return got
 }
 
+// acquiredWithin fails t unless the Lock started by waitFor succeeds
+// within d, and returns its lock.
+func acquiredWithin(t testing.TB, got <-chan dlock.Lock, d time.Duration, what string) dlock.Lock {
+	t.Helper()
+	lk := within(t, got, d, what)
+	if lk == nil {
+		t.Fatalf("%s: Lock failed", what)
+	}
+	return lk
+}
+
 func queued(t testing.TB, s *redistest.Server, key string, n int64) {
 	t.Helper()
 	c := s.Client(t)
@@ -50,10 +61,7 @@ func TestWakeOnRelease(t *testing.T) {
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	next := within(t, got, 2*time.Second, "the waiter after release")
-	if next == nil {
-		t.Fatal("the waiter failed")
-	}
+	next := acquiredWithin(t, got, 2*time.Second, "the waiter after release")
 	t.Logf("handed over in %v", time.Since(released))
 	if next.Fence() <= lk.Fence() {
 		t.Fatal("fence did not rise")
@@ -110,10 +118,7 @@ func TestLostWakeUp(t *testing.T) {
 		got := waitFor(ctx, waiter, key, dlock.WithRetry(dlock.FixedInterval(300*time.Millisecond)))
 		queued(t, shared, key, 1)
 		lk.Unlock(ctx)
-		next := within(t, got, 3*time.Second, "the waiter whose wake-up was dropped")
-		if next == nil {
-			t.Fatal("the waiter failed")
-		}
+		next := acquiredWithin(t, got, 3*time.Second, "the waiter whose wake-up was dropped")
 		next.Unlock(ctx)
 	})
 
@@ -129,10 +134,7 @@ func TestLostWakeUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		lk.Unlock(ctx)
-		next := within(t, got, 3*time.Second, "the waiter whose subscriber was killed")
-		if next == nil {
-			t.Fatal("the waiter failed")
-		}
+		next := acquiredWithin(t, got, 3*time.Second, "the waiter whose subscriber was killed")
 		next.Unlock(ctx)
 	})
 }
@@ -245,10 +247,7 @@ func TestFairCrashedWaiter(t *testing.T) {
 	got := waitFor(ctx, waiter, key, dlock.WithFair(true), dlock.WithRetry(dlock.FixedInterval(200*time.Millisecond)))
 	queued(t, shared, key, 2)
 	lk.Unlock(ctx) // granted to the crashed waiter, which never confirms
-	next := within(t, got, 5*time.Second, "the waiter behind a crashed one")
-	if next == nil {
-		t.Fatal("the waiter failed")
-	}
+	next := acquiredWithin(t, got, 5*time.Second, "the waiter behind a crashed one")
 	next.Unlock(ctx)
 }
 
@@ -311,10 +310,7 @@ func TestGrantExtended(t *testing.T) {
 	got := waitFor(ctx, waiter, key, dlock.WithRetry(dlock.FixedInterval(100*time.Millisecond)))
 	queued(t, shared, key, 1)
 	lk.Unlock(ctx)
-	next := within(t, got, 2*time.Second, "the waiter")
-	if next == nil {
-		t.Fatal("the waiter failed")
-	}
+	next := acquiredWithin(t, got, 2*time.Second, "the waiter")
 	time.Sleep(time.Second) // twice the claim window: the load under test
 	raw := shared.Client(t)
 	if next.Err() != nil || raw.Get(ctx, "dlock:lock:"+key).Val() != next.Token() {
