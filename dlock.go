@@ -39,7 +39,9 @@ type Lock interface {
 	// server. Keep it secret: whoever knows it can release the lock.
 	Token() string
 	// Fence is the fencing token of this acquisition: strictly greater than
-	// the fence of every earlier acquisition of the same key. Hand it to the
+	// every fence handed out earlier for the same key, or zero when the
+	// acquisition did not ask for one ([WithFencing]) and the backend does
+	// not make one anyway (etcd always does). Hand it to the
 	// storage the lock protects, which keeps the highest fence it has seen
 	// and refuses a write that carries a lower one: a holder that paused
 	// past its lease cannot then overwrite its successor's work. The

@@ -45,6 +45,11 @@ type Options struct {
 	Owner string
 	// Fair serves waiters in arrival order.
 	Fair bool
+	// Fencing asks for a fencing token with every acquisition. Default
+	// false: drivers that pay for a fence (Redis keeps a counter per key)
+	// hand one out only when asked; drivers that get one for free (etcd's
+	// revisions) always do.
+	Fencing bool
 	// Notify wakes waiters when the lock is released, where the driver can.
 	// Default true; without it waiters poll at the Retry pace.
 	Notify bool
@@ -126,6 +131,14 @@ func WithOwnerID(id string) Option {
 // A fair TryLock does not take a free lock while others queue for it.
 func WithFair(on bool) Option {
 	return func(o *Options) { o.Fair = on }
+}
+
+// WithFencing asks for a fencing token with every acquisition (default
+// off), which Lock.Fence returns. In Redis it costs a counter per key that
+// stays for good, and a script instead of a bare SET NX PX on the
+// uncontended path; etcd locks carry one whatever this says.
+func WithFencing(on bool) Option {
+	return func(o *Options) { o.Fencing = on }
 }
 
 // WithNotify turns wake-on-release on or off (default on). Off, a waiting

@@ -49,7 +49,8 @@
 // exclude each other.
 //
 // The handler gets the held lock from [FromContext]: its Fence is the
-// fencing token to hand to storage that can refuse stale writers. The
+// fencing token to hand to storage that can refuse stale writers (give the
+// Locker dlock.WithFencing(true) for Redis to hand out fences). The
 // request's context is cancelled, with the loss as [context.Cause], the
 // moment the lock is lost (its lease ran out while the server was paused,
 // say): a handler that watches its context stops working on data it no

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/httplock"
 	"github.com/dlock-go/dlock/redislock"
 	"github.com/redis/go-redis/v9"
@@ -16,7 +17,7 @@ import (
 func ExampleNew() {
 	client := redis.NewClient(&redis.Options{Addr: exampleAddr})
 	defer client.Close()
-	locker, err := redislock.New(client)
+	locker, err := redislock.New(client, dlock.WithFencing(true))
 	if err != nil {
 		panic(err)
 	}

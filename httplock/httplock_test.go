@@ -31,7 +31,7 @@ const bound = 20 * time.Second
 // newLocker returns a Locker over a client of s, closed when t ends.
 func newLocker(t *testing.T, c *redis.Client, opts ...dlock.Option) *redislock.Locker {
 	t.Helper()
-	l, err := redislock.New(c, opts...)
+	l, err := redislock.New(c, append([]dlock.Option{dlock.WithFencing(true)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

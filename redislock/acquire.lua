@@ -2,9 +2,12 @@
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] owner ('' for a plain lock),
 -- ARGV[4] mode: 0 try, 1 fair try, 2 wait, 3 fair wait (wait = join the
 -- queue when busy), ARGV[5] claim window in ms of a waiter's queue entry,
--- ARGV[6] the number of this attempt of the waiter.
--- Returns the fence (> 0) when the lock is ours, else -1 - holder's PTTL.
+-- ARGV[6] the number of this attempt of the waiter, ARGV[7] '1' for a
+-- fenced acquisition, ARGV[8] the subscriber id of the waiter's Locker.
+-- Returns the fence (0 when not fenced) when the lock is ours, else
+-- -1 - holder's PTTL.
 local token, ttl, owner, mode, claim = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local fenced = ARGV[7]
 local fair, wait = mode % 2 == 1, mode >= 2
 
 local function take(fence)
@@ -39,7 +42,7 @@ end
 if owner == '' and not fair then
   -- the plain path: SET NX PX, as in the single-instance algorithm
   if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
-    return take(redis.call('HINCRBY', meta, 'f', 1))
+    return take(next_fence(fenced))
   end
 end
 
@@ -52,7 +55,7 @@ if not current then
     grant() -- the lock expired with waiters queued: wake the first one
   else
     redis.call('SET', lock, value, 'PX', ttl)
-    local fence = redis.call('HINCRBY', meta, 'f', 1)
+    local fence = next_fence(fenced)
     if owner ~= '' then
       redis.call('DEL', holds)
       redis.call('HSET', holds, token, fence)
@@ -64,7 +67,8 @@ elseif current == value then
   if owner == '' then
     -- granted to us while we waited: confirm
     redis.call('PEXPIRE', lock, ttl)
-    return take(tonumber(redis.call('HGET', meta, 'f')))
+    if fenced == '1' then return take(tonumber(redis.call('HGET', meta, 'f'))) end
+    return take(0)
   end
   local mine = redis.call('HGET', holds, token)
   if mine then
@@ -73,7 +77,7 @@ elseif current == value then
   end
   if redis.call('EXISTS', holds) == 1 then
     -- reentry: the owner holds the lock already; add a hold
-    local fence = redis.call('HINCRBY', meta, 'f', 1)
+    local fence = next_fence(fenced)
     redis.call('HSET', holds, token, fence)
     extend()
     return take(fence)
@@ -84,9 +88,11 @@ local pttl = redis.call('PTTL', lock)
 if wait then
   local now = now_ms()
   if not redis.call('ZSCORE', queue, token) then
-    redis.call('ZADD', queue, redis.call('HINCRBY', meta, 's', 1), token)
+    -- arrival order: one past the last in the queue
+    local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]
+    redis.call('ZADD', queue, (tonumber(last) or 0) + 1, token)
   end
-  redis.call('HSET', waiters, token, (now + claim) .. '|' .. claim .. '|' .. ARGV[6] .. '|' .. owner)
+  redis.call('HSET', waiters, token, table.concat({now + claim, claim, ARGV[6], fenced, ARGV[8], owner}, '|'))
   if redis.call('PTTL', queue) < 2 * claim then -- also when it has no TTL yet
     redis.call('PEXPIRE', queue, 2 * claim)
     redis.call('PEXPIRE', waiters, 2 * claim)

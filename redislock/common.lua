@@ -1,13 +1,14 @@
--- Shared by acquire.lua and release.lua; Go prepends it to both.
+-- Shared by acquire.lua, release.lua and force.lua; Go prepends it.
 --
 -- KEYS[1] lock      the lock itself: a string, the token of a plain lock or
 --                   "o:<owner>" of an owner's (reentrant) lock
--- KEYS[2] meta      hash, never expires: f = fencing counter, s = queue
---                   sequence, r = token of the last release (retry latch)
+-- KEYS[2] meta      hash, never expires, written by fenced acquisitions
+--                   only: f = fencing counter
 -- KEYS[3] holds     hash of an owner's lock: hold token -> its fence
--- KEYS[4] queue     zset of waiting tokens by arrival; also the channel
---                   on which a waiter is told that the lock is now its own
--- KEYS[5] waiters   hash: waiting token -> "deadline|claim|attempt|owner"
+-- KEYS[4] queue     zset of waiting tokens by arrival; "<queue>:<sub>" is
+--                   the channel of the Locker whose subscriber id is sub
+-- KEYS[5] waiters   hash: waiting token -> "deadline|claim|attempt|fenced|sub|owner";
+--                   queue and waiters expire when no waiter comes back
 local lock, meta, holds, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
 local function now_ms()
@@ -15,8 +16,14 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- next_fence is the next fencing token when fenced is '1', else 0.
+local function next_fence(fenced)
+  if fenced == '1' then return redis.call('HINCRBY', meta, 'f', 1) end
+  return 0
+end
+
 -- grant hands a free lock to the first live waiter in the queue, dropping
--- waiters whose deadline passed, and tells it on the queue's channel with
+-- waiters whose deadline passed, and tells it on its Locker's channel with
 -- "<token> <attempt> <fence>". The grant lasts the waiter's claim window:
 -- the waiter's watchdog extends it to its TTL, and a waiter that
 -- died lets it lapse. The attempt number is the one of the waiter's last
@@ -32,9 +39,9 @@ local function grant()
     redis.call('HDEL', waiters, head)
     if info then
       now = now or now_ms()
-      local deadline, claim, attempt, owner = string.match(info, '^(%d+)|(%d+)|(%d+)|(.*)$')
-      if tonumber(deadline) >= now then
-        local fence = redis.call('HINCRBY', meta, 'f', 1)
+      local deadline, claim, attempt, fenced, sub, owner = string.match(info, '^(%d+)|(%d+)|(%d+)|([01])|([^|]*)|(.*)$')
+      if deadline and tonumber(deadline) >= now then
+        local fence = next_fence(fenced)
         if owner == '' then
           redis.call('SET', lock, head, 'PX', claim)
         else
@@ -43,7 +50,7 @@ local function grant()
           redis.call('HSET', holds, head, fence)
           redis.call('PEXPIRE', holds, claim)
         end
-        redis.call('SPUBLISH', queue, head .. ' ' .. attempt .. ' ' .. fence)
+        redis.call('SPUBLISH', queue .. ':' .. sub, head .. ' ' .. attempt .. ' ' .. fence)
         return true
       end
     end

@@ -13,7 +13,7 @@ import (
 func TestInspect(t *testing.T) {
 	ctx := context.Background()
 	s := redistest.Start(t)
-	l, err := New(s.Client(t), dlock.WithPrefix("ins"))
+	l, err := New(s.Client(t), dlock.WithPrefix("ins"), dlock.WithFencing(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestList(t *testing.T) {
 	ctx := context.Background()
 	s := redistest.Start(t)
 	// A prefix with glob characters must be matched literally.
-	l, err := New(s.Client(t), dlock.WithPrefix("a*b"))
+	l, err := New(s.Client(t), dlock.WithPrefix("a*b"), dlock.WithFencing(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,12 +161,12 @@ func equal(a, b []string) bool {
 func TestForceUnlock(t *testing.T) {
 	ctx := context.Background()
 	s := redistest.Start(t)
-	holder, err := New(s.Client(t))
+	holder, err := New(s.Client(t), dlock.WithFencing(true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Close()
-	waiter, err := New(s.Client(t))
+	waiter, err := New(s.Client(t), dlock.WithFencing(true))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ type lock struct {
 	keys         keys
 	token, owner string
 	fence        uint64
+	fenced       bool // the acquisition asked for a fence
 	state        atomic.Int32
 	below        *lock // the holder's previous hold in the Locker's table
 
@@ -34,7 +35,8 @@ type lock struct {
 	keyArgs            [5]any
 	tokenArg, ownerArg any
 
-	unlockMu sync.Mutex // serialises Unlock, so that a second Unlock sees the first
+	unlockMu  sync.Mutex // serialises Unlock, so that a second Unlock sees the first
+	releasing bool       // a release was sent whose outcome is unknown; under unlockMu
 
 	mu   sync.Mutex // guards err and done
 	err  error
@@ -136,11 +138,12 @@ func (lk *lock) lose(cause error) error {
 }
 
 // Unlock releases the lock in one round trip. A release whose reply was
-// lost may be retried: the server remembers the last release of each key,
-// so the retry returns nil instead of a false dlock.ErrNotHeld (unless
-// someone else released the key in between, which the latch does not
-// remember). Unlocking twice returns dlock.ErrNotHeld; unlocking a lost
-// lock returns the *dlock.LostError.
+// lost may be retried: when the retry finds the token gone while the local
+// lease deadline has not passed, the key cannot have expired, so the
+// earlier attempt deleted it and the retry returns nil rather than a false
+// dlock.ErrNotHeld. (An operator's ForceUnlock in between looks the same.)
+// Unlocking twice returns dlock.ErrNotHeld; unlocking a lost lock returns
+// the *dlock.LostError.
 func (lk *lock) Unlock(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
@@ -152,13 +155,18 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	}
 	n, err := releaseScript.run(ctx, lk.l.client, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "0").Int64()
 	if err != nil {
+		lk.releasing = true
 		return dlock.KeyError(lk.key, fmt.Errorf("release: %w", err))
 	}
 	switch n {
-	case releaseDone, releaseAgain: // again: a retry whose first attempt released
+	case releaseDone:
 		lk.end(stateReleased, dlock.ErrNotHeld)
 		return nil
 	case releaseNotHeld:
+		if lk.releasing && time.Now().Before(lk.l.watchdog.deadline(lk)) {
+			lk.end(stateReleased, dlock.ErrNotHeld) // the lost reply's release
+			return nil
+		}
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
 	return dlock.KeyError(lk.key, fmt.Errorf("release: unexpected reply %d", n))

@@ -33,6 +33,7 @@ type Locker struct {
 
 	watchdog *scheduler
 	notify   *notifier
+	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
 }
 
 var _ dlock.Locker = (*Locker)(nil)
@@ -65,12 +66,16 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	}
 	l.watchdog = newScheduler(l)
 	l.notify = newNotifier(client, l.log)
+	l.sub = dlock.NewToken()[:8]
 	return l, nil
 }
 
-// TryLock makes one attempt to acquire key: one round trip to Redis. When
-// the lock is busy the error matches dlock.ErrNotAcquired and is a
-// *dlock.NotAcquiredError whose RetryAfter is the holder's remaining lease.
+// TryLock makes one attempt to acquire key: one round trip to Redis. Unless
+// the call is fenced, fair or has an owner, the attempt is the bare
+// SET key token NX PX ttl of the single-instance algorithm. When the lock
+// is busy the error matches dlock.ErrNotAcquired and is a
+// *dlock.NotAcquiredError; its RetryAfter is the holder's remaining lease
+// when the attempt ran a script (a bare SET does not ask).
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
 	lk, o, err := l.prepare(ctx, key, opts)
 	if err != nil {
@@ -80,12 +85,12 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 	if o.Fair {
 		mode = modeFair
 	}
-	fence, retryAfter, err := l.attempt(ctx, lk, mode, 0, 0)
-	if err == nil && fence == 0 {
+	held, retryAfter, err := l.attempt(ctx, lk, mode, 0, 0)
+	if err == nil && !held {
 		err = &dlock.NotAcquiredError{Key: key, RetryAfter: retryAfter}
 	}
 	if err == nil {
-		lk, err = l.acquired(ctx, lk, fence)
+		lk, err = l.acquired(ctx, lk)
 	}
 	if err != nil {
 		l.forget(lk)
@@ -172,7 +177,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option) (
 		return nil, o, dlock.KeyError(key, err)
 	}
 	lk := l.newLock(key, k, dlock.NewToken(), o.OwnerIn(ctx), o.TTL)
-	lk.renew = o.AutoRenew
+	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
 	if lk.owner == "" {
 		h := holder{key: key}
 		l.mu.Lock()
@@ -197,8 +202,7 @@ func (l *Locker) newLock(key string, k keys, token, owner string, ttl time.Durat
 
 // acquired records a lock that is now held and starts watching its lease.
 // A lock that arrives after Close began is given back.
-func (l *Locker) acquired(ctx context.Context, lk *lock, fence uint64) (*lock, error) {
-	lk.fence = fence
+func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 	if l.closed.Load() {
 		l.giveBack(ctx, lk)
 		return nil, dlock.KeyError(lk.key, dlock.ErrClosed)
@@ -213,7 +217,7 @@ func (l *Locker) acquired(ctx context.Context, lk *lock, fence uint64) (*lock, e
 	l.mu.Unlock()
 	l.watchdog.add(lk)
 	if l.log.Enabled(context.Background(), slog.LevelDebug) {
-		l.log.Debug("acquired", "key", lk.key, "fence", fence, "ttl", lk.ttl)
+		l.log.Debug("acquired", "key", lk.key, "fence", lk.fence, "ttl", lk.ttl)
 	}
 	return lk, nil
 }
@@ -239,21 +243,34 @@ func (l *Locker) forget(lk *lock) {
 	}
 }
 
-// attempt runs acquire.lua once. It returns the fence when the lock is
-// ours, or zero and the holder's remaining lease. The lease deadline of a
-// lock it takes counts from the moment before the command was sent.
-// n numbers the waiter's attempts that join the queue (0 for the others).
-func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Duration, n int64) (fence uint64, retryAfter time.Duration, err error) {
+// attempt makes one attempt: a bare SET NX PX for a plain try, else
+// try.lua (a fenced plain try) or acquire.lua. It reports whether the lock
+// is ours (and then sets lk.fence), or the holder's remaining lease when
+// the attempt could ask (zero otherwise). The lease deadline of a lock it
+// takes counts from the moment before the command was sent. n numbers the
+// waiter's attempts that join the queue (0 for the others).
+func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
 	sent := time.Now()
 	ttl := l.ttlArg
 	if lk.ttl != l.opts.TTL {
 		ttl = lk.ttl.Milliseconds()
 	}
 	var r int64
-	if mode == modeTry && lk.owner == "" {
+	switch {
+	case mode == modeTry && lk.owner == "" && !lk.fenced:
+		set := redis.NewBoolCmd(ctx, "set", lk.keyArgs[0], lk.tokenArg, "px", ttl, "nx")
+		_ = l.client.Process(ctx, set) // the error is set's
+		if err = set.Err(); err == nil && !set.Val() {
+			return false, 0, nil
+		}
+	case mode == modeTry && lk.owner == "":
 		r, err = tryScript.run(ctx, l.client, lk.keyArgs[:2], lk.tokenArg, ttl).Int64()
-	} else {
-		r, err = acquireScript.run(ctx, l.client, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, mode, claim.Milliseconds(), n).Int64()
+	default:
+		fenced := "0"
+		if lk.fenced {
+			fenced = "1"
+		}
+		r, err = acquireScript.run(ctx, l.client, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, mode, claim.Milliseconds(), n, fenced, l.sub).Int64()
 	}
 	if err != nil {
 		if !errors.As(err, new(redis.Error)) {
@@ -263,13 +280,14 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Dur
 			// cancellation.
 			l.giveBack(ctx, lk)
 		}
-		return 0, 0, dlock.KeyError(lk.key, fmt.Errorf("acquire: %w", err))
+		return false, 0, dlock.KeyError(lk.key, fmt.Errorf("acquire: %w", err))
 	}
-	if r > 0 {
-		lk.setDeadline(sent, lk.ttl)
-		return uint64(r), 0, nil
+	if r < 0 {
+		return false, time.Duration(-1-r) * time.Millisecond, nil
 	}
-	return 0, time.Duration(-1-r) * time.Millisecond, nil
+	lk.fence = uint64(r)
+	lk.setDeadline(sent, lk.ttl)
+	return true, 0, nil
 }
 
 // giveBackTimeout bounds a give-back. It need not wait for the reply of a

@@ -40,7 +40,7 @@ type subscription struct {
 }
 
 // grant is a wake-up: the lock was handed to the waiter after its attempt
-// number attempt, with fence. A zero fence is a bare wake-up.
+// number attempt, with fence (zero when the waiter did not ask for one).
 type grant struct {
 	attempt int64
 	fence   uint64

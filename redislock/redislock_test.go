@@ -22,20 +22,27 @@ func TestAcquireReleaseRefresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lk.Key() != key || len(lk.Token()) < 22 || lk.Fence() == 0 {
-		t.Fatalf("handle: key %q token %q fence %d", lk.Key(), lk.Token(), lk.Fence())
+	if lk.Key() != key || len(lk.Token()) < 22 || lk.Fence() != 0 {
+		t.Fatalf("handle: key %q token %q fence %d, want no fence without WithFencing", lk.Key(), lk.Token(), lk.Fence())
 	}
 	if got := raw.Get(ctx, "dlock:lock:"+key).Val(); got != lk.Token() {
 		t.Fatalf("Redis value of the lock = %q, want the token %q", got, lk.Token())
 	}
 
-	_, err = b.TryLock(ctx, key)
-	var busy *dlock.NotAcquiredError
-	if !errors.Is(err, dlock.ErrNotAcquired) || !errors.As(err, &busy) {
-		t.Fatalf("TryLock of a held key: %v, want a *NotAcquiredError", err)
-	}
-	if busy.Key != key || busy.RetryAfter <= 0 || busy.RetryAfter > 2*time.Second {
-		t.Fatalf("busy error: key %q retry-after %v", busy.Key, busy.RetryAfter)
+	// A bare SET NX PX does not ask how long the holder has left; a
+	// scripted attempt (here a fenced one) does.
+	for _, c := range []struct {
+		opts      []dlock.Option
+		withRetry bool
+	}{{nil, false}, {[]dlock.Option{dlock.WithFencing(true)}, true}} {
+		_, err = b.TryLock(ctx, key, c.opts...)
+		var busy *dlock.NotAcquiredError
+		if !errors.Is(err, dlock.ErrNotAcquired) || !errors.As(err, &busy) {
+			t.Fatalf("TryLock of a held key: %v, want a *NotAcquiredError", err)
+		}
+		if busy.Key != key || (busy.RetryAfter > 0) != c.withRetry || busy.RetryAfter > 2*time.Second {
+			t.Fatalf("busy error: key %q retry-after %v, want one: %v", busy.Key, busy.RetryAfter, c.withRetry)
+		}
 	}
 
 	if err := lk.Refresh(ctx, 5*time.Second); err != nil {
@@ -73,12 +80,17 @@ func TestAcquireReleaseRefresh(t *testing.T) {
 	if _, err := lk.TTL(ctx); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("TTL after Unlock = %v, want ErrNotHeld", err)
 	}
-	lk2, err := b.TryLock(ctx, key)
+	// An unfenced lock leaves nothing behind but its own key, and that
+	// goes with its release.
+	if n := raw.Exists(ctx, "{dlock:lock:"+key+"}:m", "{dlock:lock:"+key+"}:q", "{dlock:lock:"+key+"}:w").Val(); n != 0 {
+		t.Fatalf("%d sibling keys left by an unfenced lock", n)
+	}
+	lk2, err := b.TryLock(ctx, key, dlock.WithFencing(true))
 	if err != nil {
 		t.Fatalf("TryLock after release: %v", err)
 	}
-	if lk2.Fence() <= lk.Fence() {
-		t.Fatalf("fence %d after %d", lk2.Fence(), lk.Fence())
+	if lk2.Fence() == 0 {
+		t.Fatal("a fenced TryLock returned no fence")
 	}
 }
 
@@ -86,14 +98,14 @@ func TestExpiryHandOver(t *testing.T) {
 	ctx := context.Background()
 	a, b := newLocker(t, shared), newLocker(t, shared)
 	key := keyFor(t)
-	lk, err := a.TryLock(ctx, key, dlock.WithLease(100*time.Millisecond))
+	lk, err := a.TryLock(ctx, key, dlock.WithLease(100*time.Millisecond), dlock.WithFencing(true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The waiter's retry interval is far longer than the lease: it must be
 	// woken by the holder's remaining TTL, not its interval.
 	start := time.Now()
-	lk2, err := b.Lock(ctx, key, dlock.WithRetry(dlock.FixedInterval(10*time.Second)), dlock.WithWait(5*time.Second))
+	lk2, err := b.Lock(ctx, key, dlock.WithRetry(dlock.FixedInterval(10*time.Second)), dlock.WithWait(5*time.Second), dlock.WithFencing(true))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // on 2 Lockers, and keep rising after the key expires.
 func TestFenceStrictlyIncreasing(t *testing.T) {
 	ctx := context.Background()
-	lockers := []*Locker{newLocker(t, shared), newLocker(t, shared)}
+	lockers := []*Locker{newLocker(t, shared, dlock.WithFencing(true)), newLocker(t, shared, dlock.WithFencing(true))}
 	key := keyFor(t)
 	const total, workers = 10000, 8
 	var (
@@ -76,7 +76,7 @@ func TestFenceStrictlyIncreasing(t *testing.T) {
 
 func TestReentrantByOwner(t *testing.T) {
 	ctx := context.Background()
-	l := newLocker(t, shared)
+	l := newLocker(t, shared, dlock.WithFencing(true))
 	raw := shared.Client(t)
 	key := keyFor(t)
 	redisKey := "dlock:lock:" + key

@@ -1,8 +1,8 @@
 -- release: give back one hold, and hand the lock to the first waiter.
 -- ARGV[1] token, ARGV[2] owner ('' for a plain lock), ARGV[3] '1' when a
 -- waiter gives up (leave the queue first; a grant that arrived is released).
--- Returns 1 released, 2 released already (a retried release whose first
--- attempt succeeded), 0 not held.
+-- Returns 1 released, 0 not held. It writes nothing else: a retried release
+-- is recognised by the client (see lock.Unlock).
 local token, owner = ARGV[1], ARGV[2]
 
 if ARGV[3] == '1' then
@@ -10,26 +10,13 @@ if ARGV[3] == '1' then
   redis.call('HDEL', waiters, token)
 end
 
-local value = token
-if owner ~= '' then value = 'o:' .. owner end
-
-local released = false
-if redis.call('GET', lock) == value then
-  if owner == '' then
-    redis.call('DEL', lock)
-    grant()
-    released = true
-  elseif redis.call('HDEL', holds, token) == 1 then
-    if redis.call('EXISTS', holds) == 0 then -- the owner's last hold
-      redis.call('DEL', lock)
-      grant()
-    end
-    released = true
-  end
+if owner == '' then
+  if redis.call('GET', lock) ~= token then return 0 end
+elseif redis.call('GET', lock) ~= 'o:' .. owner or redis.call('HDEL', holds, token) == 0 then
+  return 0
+elseif redis.call('EXISTS', holds) == 1 then
+  return 1 -- the owner holds the lock still
 end
-if released then
-  redis.call('HSET', meta, 'r', token)
-  return 1
-end
-if redis.call('HGET', meta, 'r') == token then return 2 end
-return 0
+redis.call('DEL', lock)
+grant()
+return 1

@@ -126,6 +126,13 @@ func (s *scheduler) remove(lk *lock) {
 	}
 }
 
+// deadline returns lk's local lease deadline.
+func (s *scheduler) deadline(lk *lock) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return lk.deadline
+}
+
 // refreshed records a lease set by Refresh at time sent.
 func (s *scheduler) refreshed(lk *lock, sent time.Time, ttl time.Duration) {
 	s.mu.Lock()

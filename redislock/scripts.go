@@ -49,7 +49,6 @@ const (
 const (
 	releaseNotHeld = 0
 	releaseDone    = 1
-	releaseAgain   = 2
 )
 
 // script is a Lua script sent by its SHA1. Its arguments are built by hand,

@@ -1,6 +1,8 @@
--- try: the plain, ownerless, unfair attempt: SET NX PX as in the
--- single-instance algorithm, and the fence. Keys and replies as acquire.lua
--- (KEYS[1] lock, KEYS[2] meta; ARGV[1] token, ARGV[2] ttl in ms).
+-- try: the fenced, ownerless, unfair attempt: SET NX PX as in the
+-- single-instance algorithm, and the fence. (Without a fence the attempt is
+-- the bare SET NX PX, sent without a script.)
+-- KEYS[1] lock, KEYS[2] meta; ARGV[1] token, ARGV[2] ttl in ms.
+-- Returns the fence when the lock is ours, else -1 - holder's PTTL.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return redis.call('HINCRBY', KEYS[2], 'f', 1)
 end

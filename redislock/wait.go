@@ -9,10 +9,11 @@ import (
 
 // Lock waits until it holds key. Waiters queue in Redis, and a release
 // hands the lock to the first live waiter and wakes it (and only it) on the
-// lock's channel, so a busy key changes hands at network speed:
+// channel of its Locker for that key, so a busy key changes hands at
+// network speed:
 //
 //  1. one attempt, like TryLock (the uncontended path: one round trip);
-//  2. when busy, the Locker subscribes to the key's channel (one connection
+//  2. when busy, the Locker subscribes to its channel of the key (one connection
 //     for all its waiters), then attempts again and joins the queue in the
 //     same round trip, so no release between the two can be missed;
 //  3. it sleeps until woken, or for the fallback min(next retry delay,
@@ -21,7 +22,7 @@ import (
 //     which lapses 2*delay+250ms after the last attempt so a crashed
 //     waiter cannot block the queue for longer;
 //
-// When the Locker is already subscribed to the key's channel (it waited on
+// When the Locker is already subscribed to its channel of the key (it waited on
 // the key recently), steps 1 and 2 are one: the first attempt joins the
 // queue.
 //  4. a release grants the lock to the first waiter for its claim window,
@@ -36,8 +37,9 @@ import (
 // With dlock.WithNotify(false) a waiter neither subscribes nor queues: it
 // polls at the pace of its retry strategy.
 //
-// Across processes, only the process of the waiter at the head of the
-// queue is woken; every Locker keeps its own single subscription.
+// Only the Locker of the waiter at the head of the queue is woken: every
+// Locker keeps its own single subscription connection, and hears only the
+// grants made to its own waiters.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
 	lk, o, err := l.prepare(ctx, key, opts)
 	if err != nil {
@@ -62,7 +64,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 		queue |= modeWait // a fair waiter queues even when it polls
 	}
 
-	// When this Locker is already subscribed to the key's channel (a hot
+	// When this Locker is already subscribed to its channel of the key (a hot
 	// key), the first attempt joins the queue at once; otherwise it is a
 	// plain attempt, and the waiter subscribes only if the lock is busy.
 	var (
@@ -75,25 +77,25 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 	defer func() { unwatch() }()
 	watch := func() {
 		if o.Notify {
-			wake, unwatch = l.notify.watch(ctx, lk.keys.queue, lk.token)
+			wake, unwatch = l.notify.watch(ctx, l.channel(lk), lk.token)
 		}
 	}
 	mode := base
-	if queue&modeWait != 0 && o.Notify && l.notify.ready(lk.keys.queue) {
+	if queue&modeWait != 0 && o.Notify && l.notify.ready(l.channel(lk)) {
 		watch()
 		mode, claim, n = queue, claimFor(o.Retry.Interval()), 1
 	}
 	queued := mode&modeWait != 0
 	sent = time.Now()
-	fence, retryAfter, err := l.attempt(ctx, lk, mode, claim, n)
+	held, retryAfter, err := l.attempt(ctx, lk, mode, claim, n)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, &dlock.NotAcquiredError{Key: lk.key, Err: ctx.Err()}
 		}
 		return nil, err
 	}
-	if fence > 0 {
-		return l.acquired(ctx, lk, fence)
+	if held {
+		return l.acquired(ctx, lk)
 	}
 	busy := func(cause error) error {
 		return &dlock.NotAcquiredError{Key: lk.key, RetryAfter: retryAfter, Err: cause}
@@ -130,7 +132,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 				return nil, leave(nil)
 			}
 			n, sent, claim = n+1, time.Now(), claimFor(delay)
-			fence, retryAfter, err = l.attempt(ctx, lk, queue, claim, n)
+			held, retryAfter, err = l.attempt(ctx, lk, queue, claim, n)
 			queued = queue&modeWait != 0
 			if err != nil {
 				if ctx.Err() != nil {
@@ -138,8 +140,8 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 				}
 				return nil, err // attempt gave the lock back if it had taken it
 			}
-			if fence > 0 {
-				return l.acquired(ctx, lk, fence)
+			if held {
+				return l.acquired(ctx, lk)
 			}
 		}
 		again = true
@@ -150,7 +152,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 		select {
 		case g := <-wake:
 			if lk, ok := l.granted(lk, g, n, sent, claim, o); ok {
-				return l.acquired(ctx, lk, g.fence)
+				return l.acquired(ctx, lk)
 			}
 		case <-sleep.C:
 		case <-limit:
@@ -177,16 +179,20 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 // close to its end, or one for a lock without watchdog is confirmed by the
 // next attempt instead.
 func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.Duration, o dlock.Options) (*lock, bool) {
-	if g.fence == 0 || g.attempt != n || !o.AutoRenew {
+	if g.attempt != n || !o.AutoRenew {
 		return nil, false
 	}
 	deadline := sent.Add(claim - Drift(claim))
 	if time.Until(deadline) < claim/2 {
 		return nil, false
 	}
-	lk.deadline, lk.renewNow = deadline, true
+	lk.fence, lk.deadline, lk.renewNow = g.fence, deadline, true
 	return lk, true
 }
+
+// channel is where the release that grants lk to one of this Locker's
+// waiters says so.
+func (l *Locker) channel(lk *lock) string { return lk.keys.queue + ":" + l.sub }
 
 // claimFor is how long a queue entry stays valid after an attempt followed
 // by a sleep of at most delay: a waiter that stops coming back (a crash)

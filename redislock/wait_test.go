@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // waitFor starts l.Lock in a goroutine and returns its result channel.
@@ -49,7 +50,7 @@ func queued(t testing.TB, s *redistest.Server, key string, n int64) {
 // bound only the wake-up can meet.
 func TestWakeOnRelease(t *testing.T) {
 	ctx := context.Background()
-	holder, waiter := newLocker(t, shared), newLocker(t, shared)
+	holder, waiter := newLocker(t, shared, dlock.WithFencing(true)), newLocker(t, shared, dlock.WithFencing(true))
 	key := keyFor(t)
 	lk, err := holder.TryLock(ctx, key)
 	if err != nil {
@@ -202,6 +203,87 @@ func TestFairOrder(t *testing.T) {
 	}
 }
 
+// A release wakes only the Locker of the waiter it grants the lock to:
+// each Locker hears grants on a channel of its own, so a hot key with many
+// waiting processes costs one wake-up per hand-off, not one per process.
+func TestWakeOnlyTheGrantee(t *testing.T) {
+	ctx := context.Background()
+	key := keyFor(t)
+	holder, a, b := newLocker(t, shared), newLocker(t, shared), newLocker(t, shared)
+	lk, err := holder.TryLock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := "{dlock:lock:" + key + "}:q"
+	ps := shared.Client(t).SSubscribe(ctx, queue, queue+":"+a.sub, queue+":"+b.sub)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	slow := dlock.WithRetry(dlock.FixedInterval(10 * time.Second))
+	gotA := waitFor(ctx, a, key, slow)
+	queued(t, shared, key, 1)
+	gotB := waitFor(ctx, b, key, slow)
+	queued(t, shared, key, 2)
+
+	// next returns the channel of the next grant message.
+	next := func() string {
+		t.Helper()
+		for {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			m, err := ps.Receive(rctx)
+			cancel()
+			if err != nil {
+				t.Fatalf("no grant message: %v", err)
+			}
+			if m, ok := m.(*redis.Message); ok {
+				return m.Channel
+			}
+		}
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ch := next(); ch != queue+":"+a.sub {
+		t.Fatalf("the first release told channel %q, want A's only", ch)
+	}
+	la := acquiredWithin(t, gotA, 2*time.Second, "A after the release")
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ch := next(); ch != queue+":"+b.sub {
+		t.Fatalf("A's release told channel %q, want B's only", ch)
+	}
+	acquiredWithin(t, gotB, 2*time.Second, "B after A's release").Unlock(ctx)
+}
+
+// Fences of fenced acquisitions keep rising across unfenced ones, which
+// neither take nor move the counter.
+func TestFenceAcrossUnfenced(t *testing.T) {
+	ctx := context.Background()
+	key := keyFor(t)
+	l := newLocker(t, shared)
+	var last uint64
+	for i := range 6 {
+		fenced := i%2 == 0
+		lk, err := l.TryLock(ctx, key, dlock.WithFencing(fenced))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case !fenced && lk.Fence() != 0:
+			t.Errorf("acquisition %d: unfenced, fence %d", i, lk.Fence())
+		case fenced && lk.Fence() <= last:
+			t.Errorf("acquisition %d: fence %d after %d", i, lk.Fence(), last)
+		case fenced:
+			last = lk.Fence()
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A fair newcomer does not take a free lock while a live waiter queues:
 // it hands the lock to the head of the queue instead.
 func TestFairNoBarging(t *testing.T) {
@@ -216,8 +298,8 @@ func TestFairNoBarging(t *testing.T) {
 	raw := shared.Client(t)
 	raw.Set(ctx, "dlock:lock:"+key, "holder", time.Minute)
 	head := l.newLock(key, k, "queued-waiter", "", 10*time.Second)
-	if fence, _, err := l.attempt(ctx, head, modeFair|modeWait, 10*time.Second, 1); err != nil || fence != 0 {
-		t.Fatalf("the head's attempt: %v, %v", fence, err)
+	if held, _, err := l.attempt(ctx, head, modeFair|modeWait, 10*time.Second, 1); err != nil || held {
+		t.Fatalf("the head's attempt: held %v, %v", held, err)
 	}
 	raw.Del(ctx, "dlock:lock:"+key) // the holder's lease ran out
 	if _, err := newLocker(t, shared).TryLock(ctx, key, dlock.WithFair(true)); !errors.Is(err, dlock.ErrNotAcquired) {

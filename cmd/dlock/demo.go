@@ -101,7 +101,7 @@ func (d *demo) play(ctx context.Context, addr string) error {
 	workers := make([]*worker, demoWorkers)
 	for i := range workers {
 		c := redis.NewClient(&redis.Options{Addr: addr})
-		l, err := redislock.New(c, dlock.WithTTL(demoTTL))
+		l, err := redislock.New(c, dlock.WithTTL(demoTTL), dlock.WithFencing(true))
 		if err != nil {
 			c.Close()
 			return err

@@ -120,7 +120,7 @@ func cmdStatus(e *env, args []string) int {
 	case info.fenceUnknown:
 		fence = "- (" + be.name() + " keeps no fence of a free lock)"
 	case info.fence == 0:
-		fence = "0 (never acquired)"
+		fence = "0 (never acquired with a fence)"
 	}
 	fmt.Fprintf(w, "fence:\t%s\n", fence)
 	if info.waitersUnknown {

@@ -20,7 +20,7 @@ func TestStatus(t *testing.T) {
 	args := func(a ...string) []string { return append([]string{a[0], "--prefix", prefix}, a[1:]...) }
 
 	res := dlockIn(t, args("status", "job"))
-	if res.code != 0 || res.stdout != "key:      job\nstate:    free\nfence:    0 (never acquired)\nwaiters:  0\n" {
+	if res.code != 0 || res.stdout != "key:      job\nstate:    free\nfence:    0 (never acquired with a fence)\nwaiters:  0\n" {
 		t.Fatalf("status of a fresh key: exit %d, stdout %q", res.code, res.stdout)
 	}
 

@@ -142,7 +142,7 @@ func (b *syncBuffer) String() string {
 // newLocker returns a Locker on the shared server, closed when t ends.
 func newLocker(t *testing.T, opts ...dlock.Option) *redislock.Locker {
 	t.Helper()
-	l, err := redislock.New(srv.Client(t), opts...)
+	l, err := redislock.New(srv.Client(t), append([]dlock.Option{dlock.WithFencing(true)}, opts...)...) // as dlock run
 	if err != nil {
 		t.Fatal(err)
 	}

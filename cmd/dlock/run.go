@@ -46,7 +46,7 @@ Exit codes: CMD's own; 2 usage; 69 Redis or etcd unreachable; 75 busy; 76
 lock lost; 126 CMD not executable; 127 CMD not found; 128+N signal N.`,
 	"status": `
 Prints whether KEY is held, its remaining lease (ttl), its fencing counter
-(the fence of its latest acquisition), its owner when it is an owner's
+(the fence of its latest fenced acquisition: run fences every one), its owner when it is an owner's
 reentrant lock, and the waiters queued for it. It never prints tokens.
 etcd keeps no fence of a free lock and does not count waiters: status
 prints "-" for them.`,
@@ -228,7 +228,7 @@ func cmdRun(e *env, args []string) int {
 	}
 	defer be.close()
 
-	opts := []dlock.Option{dlock.WithFair(c.fair)}
+	opts := []dlock.Option{dlock.WithFair(c.fair), dlock.WithFencing(true)} // DLOCK_FENCE
 	if c.owner != "" {
 		opts = append(opts, dlock.WithOwnerID(c.owner))
 	}

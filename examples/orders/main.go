@@ -73,7 +73,8 @@ func run(ctx context.Context, listen, addr string, out io.Writer) error {
 	}
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	defer client.Close()
-	locker, err := redislock.New(client)
+	// Fenced: the handler passes its fence to the database with the write.
+	locker, err := redislock.New(client, dlock.WithFencing(true))
 	if err != nil {
 		return err
 	}
