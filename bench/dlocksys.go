@@ -15,24 +15,27 @@ import (
 func dlockSystems(p int) []system {
 	switch p {
 	case partUncontended:
-		return []system{dlockSys{}, dlockSys{lease: true}, dlockSys{fair: true}}
+		return []system{dlockSys{}, dlockSys{fenced: true}, dlockSys{lease: true}, dlockSys{fair: true}}
 	case partHot:
-		return []system{dlockSys{}, dlockSys{fair: true}, dlockSys{poll: true}}
+		return []system{dlockSys{}, dlockSys{fenced: true}, dlockSys{fair: true}, dlockSys{poll: true}}
 	default:
 		return []system{dlockSys{}}
 	}
 }
 
 // dlockSys is dlock's Redis driver with default options (watchdog on,
-// fencing token, waiters woken on release), or with the watchdog off
-// (lease: the TTL is pinned), in fair mode, or with wake-on-release off
-// (poll: waiters poll at the default retry interval, 100ms).
+// waiters woken on release, no fencing token), or with a fencing token on
+// every acquisition (fenced: all three on), with the watchdog off (lease:
+// the TTL is pinned), in fair mode, or with wake-on-release off (poll:
+// waiters poll at the default retry interval, 100ms).
 type dlockSys struct {
-	lease, fair, poll bool
+	fenced, lease, fair, poll bool
 }
 
 func (s dlockSys) name() string {
 	switch {
+	case s.fenced:
+		return "dlock fenced"
 	case s.lease:
 		return "dlock lease (no watchdog)"
 	case s.fair:
@@ -78,6 +81,9 @@ func (p *dlockParty) options(ttl time.Duration) []dlock.Option {
 		o = append(o, dlock.WithLease(ttl))
 	case ttl != dlock.DefaultTTL:
 		o = append(o, dlock.WithTTL(ttl))
+	}
+	if p.s.fenced {
+		o = append(o, dlock.WithFencing(true))
 	}
 	if p.s.fair {
 		o = append(o, dlock.WithFair(true))
