@@ -8,14 +8,14 @@
 //
 // # Round trips
 //
-// Acquiring is one Lua script in one round trip: on the plain path
-// (try.lua) SET NX PX and the fence increment, or the holder's remaining
-// lease when busy; with an owner, in fair mode or while waiting
-// (acquire.lua) the same plus reentry and the queue. Releasing is one
-// (release.lua): compare-and-delete, the release latch, and the hand-over
-// to the first waiter. Scripts go by EVALSHA and fall back to EVAL on
-// NOSCRIPT. A contended acquisition costs two more: joining the queue and
-// confirming the grant.
+// Acquiring is one round trip: on the plain path a bare SET NX PX (with
+// dlock.WithFencing, try.lua: SET NX PX and the fence increment, or the
+// holder's remaining lease when busy); with an owner, in fair mode or while
+// waiting, acquire.lua: the same plus reentry and the queue. Releasing is
+// one (release.lua): compare-and-delete and the hand-over to the first
+// waiter. Scripts go by EVALSHA and fall back to EVAL on NOSCRIPT. A
+// contended acquisition costs one more, joining the queue: the grant
+// reaches the waiter by pub/sub, and its watchdog extends it.
 //
 // # Keys and wire compatibility
 //
@@ -35,7 +35,7 @@
 // # Cluster
 //
 // Every script touches one slot. Waiters are woken through sharded pub/sub
-// (SSUBSCRIBE on the lock's queue key); the Locker keeps one subscription
+// (SSUBSCRIBE to "<queue key>:<subscriber id>"); the Locker keeps one subscription
 // connection, so in a Cluster it is woken only for keys of the shard it
 // subscribed to first, and waiters on other shards fall back to their
 // retry timer. Requires Redis 7.0 or later (SPUBLISH).

@@ -20,9 +20,10 @@ import (
 //     '}', and keys for which it cannot hold are rejected with
 //     dlock.ErrInvalidKey.
 //
-// s is one letter: m (meta: fence counter, queue sequence, release latch),
-// h (the holds of an owner's lock), q (the wait queue, also the channel that
-// wakes waiters) and w (the waiters' entries). The two forms never produce
+// s is one letter: m (meta: the fence counter of fenced acquisitions),
+// h (the holds of an owner's lock), q (the wait queue; "<q>:<subscriber
+// id>" is the channel that wakes one Locker's waiters) and w (the waiters'
+// entries). The two forms never produce
 // the same name for different locks, and no sibling is a lock key, because
 // a prefix may not contain braces.
 type keys struct {
