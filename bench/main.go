@@ -47,6 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "length of one uncontended cell")
 	fs.DurationVar(&cfg.hotDuration, "hot-duration", cfg.hotDuration, "length of one hot-key cell")
 	fs.IntVar(&cfg.repeats, "repeats", cfg.repeats, "repeats of every uncontended cell")
+	fs.IntVar(&cfg.slices, "slices", cfg.slices, "interleaved slices an uncontended cell is measured in")
 	fs.IntVar(&cfg.hotRepeats, "hot-repeats", cfg.hotRepeats, "repeats of every hot-key cell")
 	fs.DurationVar(&cfg.hold, "hold", cfg.hold, "how long a hot-key holder keeps the lock")
 	fs.IntVar(&cfg.holdLocks, "hold-locks", cfg.holdLocks, "locks held at once in part 4")

@@ -16,6 +16,7 @@ import (
 // config says what to measure and for how long.
 type config struct {
 	duration    time.Duration // one uncontended cell
+	slices      int           // the uncontended cell is measured in this many interleaved slices
 	hotDuration time.Duration // one hot-key cell
 	repeats     int
 	hotRepeats  int
@@ -32,8 +33,9 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		duration:    500 * time.Millisecond,
+		slices:      5,
 		hotDuration: 3 * time.Second,
-		repeats:     10,
+		repeats:     15,
 		hotRepeats:  3,
 		goroutines:  []int{1, 8, 64},
 		contenders:  []int{2, 8, 32},
@@ -76,6 +78,8 @@ func (c *config) check() error {
 		return errors.New("durations must be positive")
 	case c.repeats < 1 || c.hotRepeats < 1:
 		return errors.New("repeats must be at least 1")
+	case c.slices < 1:
+		return errors.New("slices must be at least 1")
 	case c.hold < 0:
 		return errors.New("-hold must not be negative")
 	case c.holdLocks < 1:
@@ -151,14 +155,14 @@ func measure(ctx context.Context, cfg config) (*results, error) {
 	}
 	for r := range cfg.repeats {
 		for _, g := range cfg.goroutines {
-			for _, s := range rotate(us, r) {
-				c, err := uncontended(ctx, srv.Addr(), admin, s, g, cfg.duration, cfg.ttl)
-				if err != nil {
-					return nil, fmt.Errorf("uncontended: %w", err)
-				}
-				cfg.logf("uncontended  repeat %d  %3d goroutines  %-24s %8.0f cycles/s  %5.1f allocs/cycle", r+1, g, c.sys, c.rate(), c.allocsPer())
-				res.uncont = append(res.uncont, c)
+			cells, err := uncontendedRepeat(ctx, srv.Addr(), admin, rotate(us, r), g, cfg.duration, cfg.ttl, cfg.slices)
+			if err != nil {
+				return nil, fmt.Errorf("uncontended: %w", err)
 			}
+			for _, c := range cells {
+				cfg.logf("uncontended  repeat %d  %3d goroutines  %-24s %8.0f cycles/s  %5.1f allocs/cycle", r+1, g, c.sys, c.rate(), c.allocsPer())
+			}
+			res.uncont = append(res.uncont, cells...)
 		}
 	}
 

@@ -131,13 +131,16 @@ func (r *results) markdown(b *strings.Builder) {
 	for _, v := range versions() {
 		p("| %s | %s |", v[0], v[1])
 	}
-	p("| settings | uncontended cells %v × %d repeats; hot-key cells %v × %d repeats, hold %v; TTL %v; part 4: %d locks, TTL %v, window %v |",
-		cfg.duration, cfg.repeats, cfg.hotDuration, cfg.hotRepeats, cfg.hold, cfg.ttl, cfg.holdLocks, cfg.holdTTL, cfg.holdWindow)
+	p("| settings | uncontended cells %v in %d slices × %d repeats; hot-key cells %v × %d repeats, hold %v; TTL %v; part 4: %d locks, TTL %v, window %v |",
+		cfg.duration, cfg.slices, cfg.repeats, cfg.hotDuration, cfg.hotRepeats, cfg.hold, cfg.ttl, cfg.holdLocks, cfg.holdTTL, cfg.holdWindow)
 	p("")
 	p("## Method")
 	p("")
 	p("- **Interleaving.** Each repeat runs every system once per concurrency level, in an order rotated by one at every")
-	p("  repeat. Tables give the median over the repeats and, in brackets, the min–max.")
+	p("  repeat. In part 1 every system's parties stay open through a repeat and its cell is measured in %d slices of", cfg.slices)
+	p("  %v, taking turns with the other systems' slices (rotated again at every slice): load from other work on this", cfg.duration/time.Duration(cfg.slices))
+	p("  shared machine then falls on every system alike, and a ratio compares cells measured over the same second.")
+	p("  Tables give the median over the repeats and, in brackets, the min–max.")
 	p("- **Floor.** Raw go-redis: `SET key token NX PX ttl` with a 128-bit random token, then an `EVALSHA` compare-and-delete;")
 	p("  the least a correct single-instance lock can do (two round trips).")
 	p("- **Clients.** Every party has its own go-redis client (pool of 80 connections, 4 in the hot key). Round trips are")

@@ -155,6 +155,17 @@ func (m *meter) stop(ctx context.Context) error {
 	return nil
 }
 
+// add sums o into m.
+func (m *meter) add(o *meter) {
+	for k, v := range o.server.calls {
+		m.server.calls[k] += v
+	}
+	m.server.cpu += o.server.cpu
+	m.allocs += o.allocs
+	m.cpu += o.cpu
+	m.wall += o.wall
+}
+
 // redisVersion asks the server for its version.
 func redisVersion(ctx context.Context, c *redis.Client) string {
 	txt, err := c.Info(ctx, "server").Result()

@@ -38,75 +38,154 @@ func (c cell) rttPer() float64       { return c.per(float64(c.rtt)) }
 func (c cell) redisCPUPer() float64  { return c.per(float64(c.m.server.cpu.Microseconds())) }
 func (c cell) clientCPUPer() float64 { return c.per(float64(c.m.cpu.Microseconds())) }
 
-// uncontended measures lock+unlock cycles of one system: g goroutines share
-// one party (one client), each on a key of its own, for d. It makes one
-// acquisition attempt per cycle (nobody else wants the key) with TTL ttl.
-func uncontended(ctx context.Context, addr string, admin *redis.Client, sys system, g int, d, ttl time.Duration) (cell, error) {
-	var rtt counter
-	p, err := sys.party(clientOptions(addr), &rtt)
+// A runner measures lock+unlock cycles of one system: g goroutines share
+// one party (one client), each on a key of its own, making one acquisition
+// attempt per cycle (nobody else wants the key) with TTL ttl. It stays
+// open between runs, so that a cell can be measured in slices interleaved
+// with the other systems' slices.
+type runner struct {
+	sys   system
+	p     party
+	rtt   *counter
+	keys  []string
+	ttl   time.Duration
+	admin *redis.Client
+}
+
+// openRunner makes the party and warms it up: it opens the connections
+// and loads the scripts.
+func openRunner(ctx context.Context, addr string, admin *redis.Client, sys system, g int, ttl time.Duration) (*runner, error) {
+	rtt := &counter{}
+	p, err := sys.party(clientOptions(addr), rtt)
 	if err != nil {
-		return cell{}, fmt.Errorf("%s: %w", sys.name(), err)
+		return nil, fmt.Errorf("%s: %w", sys.name(), err)
 	}
-	defer p.close()
-	keys := make([]string, g)
-	for i := range keys {
-		keys[i] = "bench:u:" + strconv.Itoa(g) + ":" + strconv.Itoa(i)
+	r := &runner{sys: sys, p: p, rtt: rtt, keys: make([]string, g), ttl: ttl, admin: admin}
+	for i := range r.keys {
+		r.keys[i] = "bench:u:" + strconv.Itoa(g) + ":" + strconv.Itoa(i)
 	}
-	cycle := func(key string) error {
-		l, err := p.lock(ctx, key, ttl, false)
-		if err != nil {
-			return err
+	if err := r.each(func(key string, stop *atomic.Bool) (int64, error) {
+		for range 5 {
+			if err := r.cycle(ctx, key); err != nil {
+				return 0, err
+			}
 		}
-		return l.unlock(ctx)
+		return 5, nil
+	}, nil); err != nil {
+		p.close()
+		return nil, fmt.Errorf("%s warm-up: %w", sys.name(), err)
 	}
-	// Warm up: open the connections and load the scripts.
-	var wg sync.WaitGroup
-	errs := make([]error, g)
-	for i := range g {
+	return r, nil
+}
+
+func (r *runner) cycle(ctx context.Context, key string) error {
+	l, err := r.p.lock(ctx, key, r.ttl, false)
+	if err != nil {
+		return err
+	}
+	return l.unlock(ctx)
+}
+
+// each runs f on every key in a goroutine of its own, adds up the cycles
+// they report into ops (when not nil) and returns the first error.
+func (r *runner) each(f func(key string, stop *atomic.Bool) (int64, error), ops *atomic.Int64) error {
+	var (
+		wg   sync.WaitGroup
+		stop atomic.Bool
+	)
+	errs := make([]error, len(r.keys))
+	for i, key := range r.keys {
 		wg.Go(func() {
-			for range 5 {
-				if errs[i] = cycle(keys[i]); errs[i] != nil {
-					return
-				}
+			n, err := f(key, &stop)
+			if err != nil {
+				errs[i] = err
+				stop.Store(true)
+			}
+			if ops != nil {
+				ops.Add(n)
 			}
 		})
 	}
 	wg.Wait()
-	if err := firstErr(errs); err != nil {
-		return cell{}, fmt.Errorf("%s warm-up: %w", sys.name(), err)
-	}
+	return firstErr(errs)
+}
 
-	m, err := startMeter(ctx, admin)
+// run measures cycles for d.
+func (r *runner) run(ctx context.Context, d time.Duration) (cell, error) {
+	m, err := startMeter(ctx, r.admin)
 	if err != nil {
 		return cell{}, err
 	}
-	rtt.reset()
-	var stop atomic.Bool
+	r.rtt.reset()
 	var ops atomic.Int64
-	timer := time.AfterFunc(d, func() { stop.Store(true) })
+	var over atomic.Bool
+	timer := time.AfterFunc(d, func() { over.Store(true) })
 	defer timer.Stop()
-	for i := range g {
-		wg.Go(func() {
-			var n int64
-			for !stop.Load() {
-				if errs[i] = cycle(keys[i]); errs[i] != nil {
-					stop.Store(true)
-					break
-				}
-				n++
+	err = r.each(func(key string, stop *atomic.Bool) (int64, error) {
+		var n int64
+		for !over.Load() && !stop.Load() {
+			if err := r.cycle(ctx, key); err != nil {
+				return n, err
 			}
-			ops.Add(n)
-		})
-	}
-	wg.Wait()
-	r, cmds := rtt.n.Load(), rtt.cmds.Load()
+			n++
+		}
+		return n, nil
+	}, &ops)
+	rtt, cmds := r.rtt.n.Load(), r.rtt.cmds.Load()
 	if err := m.stop(ctx); err != nil {
 		return cell{}, err
 	}
-	if err := firstErr(errs); err != nil {
-		return cell{}, fmt.Errorf("%s: %w", sys.name(), err)
+	if err != nil {
+		return cell{}, fmt.Errorf("%s: %w", r.sys.name(), err)
 	}
-	return cell{sys: sys.name(), n: g, ops: ops.Load(), wall: m.wall, rtt: r, cmds: cmds, m: m}, nil
+	return cell{sys: r.sys.name(), n: len(r.keys), ops: ops.Load(), wall: m.wall, rtt: rtt, cmds: cmds, m: m}, nil
+}
+
+func (r *runner) close() error { return r.p.close() }
+
+// add sums the slice o into c.
+func (c *cell) add(o cell) {
+	if c.m == nil {
+		*c = o
+		return
+	}
+	c.ops += o.ops
+	c.wall += o.wall
+	c.rtt += o.rtt
+	c.cmds += o.cmds
+	c.m.add(o.m)
+}
+
+// uncontendedRepeat measures one repeat of every system at g goroutines:
+// each system's cell is made of slices slices of d/slices, interleaved with
+// the other systems' in the order order, so that every system sees the
+// same machine (this one is shared, and its load changes by the second).
+func uncontendedRepeat(ctx context.Context, addr string, admin *redis.Client, order []system, g int, d, ttl time.Duration, slices int) ([]cell, error) {
+	runners := make([]*runner, 0, len(order))
+	defer func() {
+		for _, r := range runners {
+			r.close()
+		}
+	}()
+	for _, s := range order {
+		r, err := openRunner(ctx, addr, admin, s, g, ttl)
+		if err != nil {
+			return nil, err
+		}
+		runners = append(runners, r)
+	}
+	cells := make([]cell, len(order))
+	for k := range slices {
+		for i := range order {
+			i = (i + k) % len(order) // rotate the order in every slice too
+			c, err := runners[i].run(ctx, d/time.Duration(slices))
+			if err != nil {
+				return nil, err
+			}
+			cells[i].add(c)
+		}
+	}
+	return cells, nil
 }
 
 func firstErr(errs []error) error {
