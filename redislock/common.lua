@@ -1,4 +1,5 @@
--- Shared by acquire.lua, release.lua and force.lua; Go prepends it.
+-- Shared by acquire.lua, release.lua and force.lua; Go prepends it (to
+-- release.lua, after release_head.lua).
 --
 -- KEYS[1] lock      the lock itself: a string, the token of a plain lock or
 --                   "o:<owner>" of an owner's (reentrant) lock

@@ -1,11 +1,11 @@
--- release: give back one hold, and hand the lock to the first waiter.
--- ARGV[1] token, ARGV[2] owner ('' for a plain lock), ARGV[3] '1' when a
--- waiter gives up (leave the queue first; a grant that arrived is released).
--- Returns 1 released, 0 not held. It writes nothing else: a retried release
--- is recognised by the client (see lock.Unlock).
-local token, owner = ARGV[1], ARGV[2]
+-- release, second part: hand the lock to the first waiter, and the
+-- releases of an owner's hold or of a waiter that gives up.
+if deleted then
+  grant()
+  return 1
+end
 
-if ARGV[3] == '1' then
+if giveup then
   redis.call('ZREM', queue, token)
   redis.call('HDEL', waiters, token)
 end

@@ -16,6 +16,8 @@ var (
 	tryLua string
 	//go:embed acquire.lua
 	acquireLua string
+	//go:embed release_head.lua
+	releaseHeadLua string
 	//go:embed release.lua
 	releaseLua string
 	//go:embed lease.lua
@@ -32,7 +34,7 @@ var (
 var (
 	tryScript     = newScript(tryLua)
 	acquireScript = newScript(commonLua + acquireLua)
-	releaseScript = newScript(commonLua + releaseLua)
+	releaseScript = newScript(releaseHeadLua + commonLua + releaseLua)
 	refreshScript = newScript(leaseLua + refreshLua)
 	renewScript   = newScript(leaseLua + renewLua)
 	ttlScript     = newScript(ttlLua)
