@@ -39,7 +39,9 @@ const (
 	// Reentrancy: holds for one owner id (dlock.WithOwner) succeed while
 	// the owner holds the key, from any Locker, and are counted exactly.
 	Reentrancy Capabilities = 1 << iota
-	// Fencing: Lock.Fence grows strictly with every acquisition of a key.
+	// Fencing: Lock.Fence grows strictly with every acquisition of a key
+	// (a driver that fences on request only, as Redis does, claims it for
+	// Lockers made with dlock.WithFencing(true)).
 	Fencing
 	// RetryAfter: a busy TryLock says how long the holder's lease has left.
 	RetryAfter
