@@ -64,7 +64,7 @@ func openRunner(ctx context.Context, addr string, admin *redis.Client, sys syste
 	for i := range r.keys {
 		r.keys[i] = "bench:u:" + strconv.Itoa(g) + ":" + strconv.Itoa(i)
 	}
-	if err := r.each(func(key string, stop *atomic.Bool) (int64, error) {
+	if err := r.each(func(key string, _ *atomic.Bool) (int64, error) {
 		for range 5 {
 			if err := r.cycle(ctx, key); err != nil {
 				return 0, err
@@ -176,8 +176,8 @@ func uncontendedRepeat(ctx context.Context, addr string, admin *redis.Client, or
 	}
 	cells := make([]cell, len(order))
 	for k := range slices {
-		for i := range order {
-			i = (i + k) % len(order) // rotate the order in every slice too
+		for j := range order {
+			i := (j + k) % len(order) // rotate the order in every slice too
 			c, err := runners[i].run(ctx, d/time.Duration(slices))
 			if err != nil {
 				return nil, err
