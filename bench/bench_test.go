@@ -40,8 +40,10 @@ func TestMeasure(t *testing.T) {
 		t.Errorf("uncontended cells: got %d, want %d", got, want)
 	}
 	for _, c := range res.uncont {
-		if c.ops <= 0 || c.rtt < 2*c.ops || c.cmds < 2*c.ops || c.m.server.total() < c.cmds {
-			t.Errorf("uncontended %s/%d: %d cycles, %d round trips, %d commands sent, %d run: want cycles > 0, 2 round trips and commands a cycle at least, and no fewer run than sent",
+		// dlock's goroutines share round trips: a pipeline carries several
+		// commands, so only the commands are 2 a cycle at least.
+		if c.ops <= 0 || c.rtt <= 0 || c.rtt > c.cmds || c.cmds < 2*c.ops || c.m.server.total() < c.cmds {
+			t.Errorf("uncontended %s/%d: %d cycles, %d round trips, %d commands sent, %d run: want cycles > 0, 2 commands a cycle at least, no more round trips than commands, and no fewer run than sent",
 				c.sys, c.n, c.ops, c.rtt, c.cmds, c.m.server.total())
 		}
 		if c.m.allocs == 0 {

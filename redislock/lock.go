@@ -153,7 +153,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	case stateLost:
 		return lk.Err()
 	}
-	n, err := releaseScript.run(ctx, lk.l.client, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "0").Int64()
+	n, err := releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "0").Int64()
 	if err != nil {
 		lk.releasing = true
 		return dlock.KeyError(lk.key, fmt.Errorf("release: %w", err))
@@ -193,7 +193,7 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	sent := time.Now()
-	n, err := refreshScript.run(ctx, lk.l.client, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, ttl.Milliseconds()).Int64()
+	n, err := refreshScript.run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, ttl.Milliseconds()).Int64()
 	if err != nil {
 		return dlock.KeyError(lk.key, fmt.Errorf("refresh: %w", err))
 	}
@@ -209,7 +209,7 @@ func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := lk.check(); err != nil {
 		return 0, err
 	}
-	n, err := ttlScript.run(ctx, lk.l.client, lk.leaseKeys(), lk.tokenArg, lk.ownerArg).Int64()
+	n, err := ttlScript.run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg).Int64()
 	if err != nil {
 		return 0, dlock.KeyError(lk.key, fmt.Errorf("ttl: %w", err))
 	}

@@ -20,6 +20,7 @@ import (
 // renewer, and the subscriber that wakes waiters.
 type Locker struct {
 	client redis.UniversalClient
+	send   processor // the client, or a coalescer in front of it
 	opts   dlock.Options
 	log    *slog.Logger
 
@@ -58,6 +59,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	}
 	l := &Locker{
 		client: client,
+		send:   newProcessor(client),
 		opts:   o,
 		log:    o.Logger,
 		quit:   make(chan struct{}),
@@ -259,18 +261,18 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Dur
 	switch {
 	case mode == modeTry && lk.owner == "" && !lk.fenced:
 		set := redis.NewBoolCmd(ctx, "set", lk.keyArgs[0], lk.tokenArg, "px", ttl, "nx")
-		_ = l.client.Process(ctx, set) // the error is set's
+		_ = l.send.Process(ctx, set) // the error is set's
 		if err = set.Err(); err == nil && !set.Val() {
 			return false, 0, nil
 		}
 	case mode == modeTry && lk.owner == "":
-		r, err = tryScript.run(ctx, l.client, lk.keyArgs[:2], lk.tokenArg, ttl).Int64()
+		r, err = tryScript.run(ctx, l.send, lk.keyArgs[:2], lk.tokenArg, ttl).Int64()
 	default:
 		fenced := "0"
 		if lk.fenced {
 			fenced = "1"
 		}
-		r, err = acquireScript.run(ctx, l.client, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, mode, claim.Milliseconds(), n, fenced, l.sub).Int64()
+		r, err = acquireScript.run(ctx, l.send, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, mode, claim.Milliseconds(), n, fenced, l.sub).Int64()
 	}
 	if err != nil {
 		if !errors.As(err, new(redis.Error)) {
@@ -300,5 +302,5 @@ const giveBackTimeout = 500 * time.Millisecond
 func (l *Locker) giveBack(ctx context.Context, lk *lock) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
-	releaseScript.run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "1")
+	releaseScript.run(rctx, l.send, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "1")
 }

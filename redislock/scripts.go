@@ -66,11 +66,6 @@ func newScript(src string) *script {
 	return &script{src: src, hash: hex.EncodeToString(sum[:])}
 }
 
-// doer is what runs a command: a client or a pipeline.
-type doer interface {
-	Do(ctx context.Context, args ...any) *redis.Cmd
-}
-
 // args builds "EVALSHA hash numkeys keys... args...".
 func (s *script) args(keys []any, args ...any) []any {
 	cmd := make([]any, 0, 3+len(keys)+len(args))
@@ -81,12 +76,14 @@ func (s *script) args(keys []any, args ...any) []any {
 
 // run sends EVALSHA and, on NOSCRIPT (after a restart, a failover or
 // SCRIPT FLUSH), the same call as EVAL: one round trip in the normal case.
-func (s *script) run(ctx context.Context, c doer, keys []any, args ...any) *redis.Cmd {
-	cmd := c.Do(ctx, s.args(keys, args...)...)
+func (s *script) run(ctx context.Context, p processor, keys []any, args ...any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, s.args(keys, args...)...)
+	_ = p.Process(ctx, cmd) // the error is cmd's
 	if isNoScript(cmd.Err()) {
 		eval := cmd.Args()
 		eval[0], eval[1] = "eval", s.src
-		cmd = c.Do(ctx, eval...)
+		cmd = redis.NewCmd(ctx, eval...)
+		_ = p.Process(ctx, cmd)
 	}
 	return cmd
 }

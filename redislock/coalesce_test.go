@@ -1,0 +1,271 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// gate is a go-redis hook that holds every command sent alone until open
+// is closed, and records the size of every pipeline.
+type gate struct {
+	open    chan struct{}
+	held    atomic.Int32 // commands sent alone, waiting at the gate
+	mu      sync.Mutex
+	batches []int
+}
+
+func newGate() *gate { return &gate{open: make(chan struct{})} }
+
+func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		g.held.Add(1)
+		<-g.open
+		return next(ctx, cmd)
+	}
+}
+
+func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		g.mu.Lock()
+		g.batches = append(g.batches, len(cmds))
+		g.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// gated returns a coalescer over a client of the shared server whose
+// commands wait at g.
+func gated(t *testing.T, g *gate) *coalescer {
+	t.Helper()
+	c := shared.Client(t)
+	c.AddHook(g)
+	co, ok := newProcessor(c).(*coalescer)
+	if !ok {
+		t.Fatal("a *redis.Client got no coalescer")
+	}
+	return co
+}
+
+func (c *coalescer) state() (flushing, queued int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.flushing, len(c.queue)
+}
+
+// incr sends INCR key through p from a goroutine of its own and delivers
+// the command once answered.
+func incr(ctx context.Context, p processor, key string) <-chan *redis.IntCmd {
+	done := make(chan *redis.IntCmd, 1)
+	go func() {
+		cmd := redis.NewIntCmd(ctx, "incr", key)
+		_ = p.Process(ctx, cmd)
+		done <- cmd
+	}()
+	return done
+}
+
+// fillFlushes starts maxFlushes commands that go out alone and waits until
+// all of them are held at the gate.
+func fillFlushes(t *testing.T, co *coalescer, g *gate, key string) []<-chan *redis.IntCmd {
+	t.Helper()
+	var first []<-chan *redis.IntCmd
+	for range maxFlushes {
+		first = append(first, incr(context.Background(), co, key))
+	}
+	eventually(t, 5*time.Second, "every flush at the gate", func() bool { return g.held.Load() == maxFlushes })
+	return first
+}
+
+// Commands that find every flush busy leave together in one pipeline, sent
+// by the goroutine of the first of them.
+func TestCoalesceQueued(t *testing.T) {
+	ctx := context.Background()
+	g := newGate()
+	co := gated(t, g)
+	key := keyFor(t)
+	first := fillFlushes(t, co, g, key)
+	const queued = 10
+	var rest []<-chan *redis.IntCmd
+	for range queued {
+		rest = append(rest, incr(ctx, co, key))
+	}
+	eventually(t, 5*time.Second, "commands queued", func() bool { _, q := co.state(); return q == queued })
+	close(g.open)
+
+	seen := map[int64]bool{}
+	for i, ch := range append(first, rest...) {
+		cmd := within(t, ch, 5*time.Second, "a reply")
+		n, err := cmd.Result()
+		if err != nil || n < 1 || n > maxFlushes+queued || seen[n] {
+			t.Fatalf("command %d: INCR = %d, %v: want a new value in 1..%d", i, n, err, maxFlushes+queued)
+		}
+		seen[n] = true
+	}
+	// At most maxFlushes queued commands are handed a flush before the
+	// first of them takes the queue: that one sends the rest with its own.
+	g.mu.Lock()
+	batches := append([]int(nil), g.batches...)
+	g.mu.Unlock()
+	biggest := 0
+	for _, n := range batches {
+		biggest = max(biggest, n)
+	}
+	if biggest < queued-maxFlushes+1 {
+		t.Fatalf("pipelines %v: want one of %d commands or more", batches, queued-maxFlushes+1)
+	}
+	if f, q := co.state(); f != 0 || q != 0 {
+		t.Fatalf("after the replies: %d flushes, %d queued; want none", f, q)
+	}
+}
+
+// A command whose context ends while it waits in the queue is never sent.
+func TestCoalesceCancelQueued(t *testing.T) {
+	g := newGate()
+	co := gated(t, g)
+	key := keyFor(t)
+	first := fillFlushes(t, co, g, key)
+	ctx, cancel := context.WithCancel(context.Background())
+	late := incr(ctx, co, key)
+	eventually(t, 5*time.Second, "a command queued", func() bool { _, q := co.state(); return q == 1 })
+	cancel()
+	if err := within(t, late, 5*time.Second, "the cancelled command").Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled while queued: %v, want context.Canceled", err)
+	}
+	if _, q := co.state(); q != 0 {
+		t.Fatalf("%d commands queued after the cancellation, want 0", q)
+	}
+	close(g.open)
+	for _, ch := range first {
+		if err := within(t, ch, 5*time.Second, "a reply").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := shared.Client(t).Get(context.Background(), key).Int(); err != nil || n != maxFlushes {
+		t.Fatalf("the counter is %d (%v), want %d: the cancelled command was sent", n, err, maxFlushes)
+	}
+	if f, q := co.state(); f != 0 || q != 0 {
+		t.Fatalf("after the replies: %d flushes, %d queued; want none", f, q)
+	}
+}
+
+// Under load with contexts that end at random, a command either gets its
+// reply or was never sent, and no flush is lost: the counter ends equal to
+// the replies, and the coalescer idle.
+func TestCoalesceCancelStress(t *testing.T) {
+	c := shared.Client(t)
+	co, ok := newProcessor(c).(*coalescer)
+	if !ok {
+		t.Fatal("a *redis.Client got no coalescer")
+	}
+	key := keyFor(t)
+	const goroutines, each = 64, 100
+	var (
+		wg      sync.WaitGroup
+		replies atomic.Int64
+		mu      sync.Mutex
+		seen    = map[int64]bool{}
+	)
+	errs := make(chan error, goroutines)
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(300))*time.Microsecond)
+				cmd := redis.NewIntCmd(ctx, "incr", key)
+				err := co.Process(ctx, cmd)
+				cancel()
+				switch {
+				case err == nil:
+					replies.Add(1)
+					mu.Lock()
+					dup := seen[cmd.Val()]
+					seen[cmd.Val()] = true
+					mu.Unlock()
+					if dup {
+						errs <- errors.New("two replies with the same count")
+						return
+					}
+				case !errors.Is(err, context.DeadlineExceeded):
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	n, err := c.Get(context.Background(), key).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatal(err)
+	}
+	if n != replies.Load() {
+		t.Fatalf("the counter is %d, the replies %d: a command without reply was sent", n, replies.Load())
+	}
+	t.Logf("%d of %d commands answered", n, goroutines*each)
+	if f, q := co.state(); f != 0 || q != 0 {
+		t.Fatalf("after the load: %d flushes, %d queued; want none", f, q)
+	}
+}
+
+// A cluster client sends on its own: a cluster pipeline waits for its
+// slowest node.
+func TestCoalesceNotForCluster(t *testing.T) {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{shared.Addr()}})
+	defer cc.Close()
+	if _, ok := newProcessor(cc).(*coalescer); ok {
+		t.Fatal("a cluster client got a coalescer")
+	}
+}
+
+// Many goroutines of one Locker lock and unlock keys of their own at once,
+// after SCRIPT FLUSH: every cycle succeeds (the release falls back to
+// EVAL inside pipelines) and every key is gone at the end.
+func TestCoalescedLocker(t *testing.T) {
+	ctx := context.Background()
+	l := newLocker(t, shared)
+	if err := shared.ScriptFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	base := keyFor(t)
+	const goroutines, cycles = 64, 20
+	errs := make(chan error, goroutines)
+	var wg sync.WaitGroup
+	for i := range goroutines {
+		wg.Go(func() {
+			key := base + ":" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+			for range cycles {
+				lk, err := l.TryLock(ctx, key)
+				if err == nil {
+					err = lk.Unlock(ctx)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	keys, err := shared.Client(t).Keys(ctx, "*"+base+"*").Result()
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("keys left: %v (%v)", keys, err)
+	}
+	if f, q := l.send.(*coalescer).state(); f != 0 || q != 0 {
+		t.Fatalf("after the cycles: %d flushes, %d queued; want none", f, q)
+	}
+}
