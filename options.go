@@ -206,6 +206,12 @@ func (o Options) Apply(opts ...Option) (Options, error) {
 	if len(opts) == 0 {
 		return o, nil
 	}
+	return o.apply(opts)
+}
+
+// apply is Apply with options. It is apart so that o escapes to the heap
+// (an option takes its address) only when there are options.
+func (o Options) apply(opts []Option) (Options, error) {
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
