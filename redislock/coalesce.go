@@ -33,8 +33,8 @@ const maxFlushes = 4
 // the others in one pipeline and wakes them. Alone, a command goes out at
 // once, straight through the client, with the caller's context.
 //
-// A pipeline is sent with its flusher's context without its cancellation:
-// it ends within the client's read and write timeouts. A caller whose
+// A pipeline is sent with a context of its own, cancelled by no caller: it
+// ends within the client's read and write timeouts. A caller whose
 // context ends while its command waits in the queue takes it out (it is
 // never sent) and returns the context's error; one whose command is on the
 // wire waits for the reply, as the client does by default.
@@ -44,8 +44,16 @@ type coalescer struct {
 	mu       sync.Mutex
 	flushing int        // sends on the wire
 	queue    []*pending // commands waiting for a flush, in arrival order
+	spare    []*pending // an empty array for the next queue, or nil
 
-	pool sync.Pool // of *pending
+	pending sync.Pool // of *pending
+	batches sync.Pool // of *batch
+}
+
+// batch is a pipeline and the commands to put in it, kept for reuse.
+type batch struct {
+	pipe redis.Pipeliner
+	cmds []redis.Cmder
 }
 
 // pending is a command waiting in a coalescer's queue.
@@ -69,7 +77,10 @@ func newProcessor(client redis.UniversalClient) processor {
 	if !ok {
 		return client
 	}
-	return &coalescer{client: c, pool: sync.Pool{New: func() any { return &pending{done: make(chan bool, 1)} }}}
+	co := &coalescer{client: c}
+	co.pending.New = func() any { return &pending{done: make(chan bool, 1)} }
+	co.batches.New = func() any { return &batch{pipe: c.Pipeline()} }
+	return co
 }
 
 // Process sends cmd, alone or with others, and waits for its reply. The
@@ -83,7 +94,7 @@ func (c *coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 		c.flush(ctx, cmd, queue)
 		return cmd.Err()
 	}
-	p := c.pool.Get().(*pending)
+	p := c.pending.Get().(*pending)
 	p.cmd, p.sent = cmd, false
 	c.queue = append(c.queue, p)
 	c.mu.Unlock()
@@ -121,7 +132,7 @@ func (c *coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 // take empties the queue into a batch to send. Called with c.mu held.
 func (c *coalescer) take() []*pending {
 	queue := c.queue
-	c.queue = nil
+	c.queue, c.spare = c.spare, nil
 	for _, p := range queue {
 		p.sent = true
 	}
@@ -130,7 +141,7 @@ func (c *coalescer) take() []*pending {
 
 func (c *coalescer) release(p *pending) {
 	p.cmd = nil
-	c.pool.Put(p)
+	c.pending.Put(p)
 }
 
 // flush sends own (when not nil) and the commands of queue, then hands the
@@ -140,20 +151,30 @@ func (c *coalescer) flush(ctx context.Context, own redis.Cmder, queue []*pending
 	case len(queue) == 0 && own != nil:
 		_ = c.client.Process(ctx, own) // the error is own's
 	case len(queue) > 0:
-		ctx = context.WithoutCancel(ctx)
-		pipe := c.client.Pipeline()
+		// The pipeline is nobody's in particular: no caller's context
+		// cancels it or carries its values.
+		ctx := context.Background()
+		b := c.batches.Get().(*batch)
 		if own != nil {
-			_ = pipe.Process(ctx, own)
+			b.cmds = append(b.cmds, own)
 		}
 		for _, p := range queue {
-			_ = pipe.Process(ctx, p.cmd)
+			b.cmds = append(b.cmds, p.cmd)
 		}
-		_, _ = pipe.Exec(ctx) // every command has its own error
+		_ = b.pipe.BatchProcess(ctx, b.cmds...)
+		_, _ = b.pipe.Exec(ctx) // every command has its own error
+		clear(b.cmds)
+		b.cmds = b.cmds[:0]
+		c.batches.Put(b)
 		for _, p := range queue {
 			p.done <- false
 		}
 	}
 	c.mu.Lock()
+	if queue != nil && c.spare == nil {
+		clear(queue)
+		c.spare = queue[:0]
+	}
 	if len(c.queue) == 0 {
 		c.flushing--
 		c.mu.Unlock()
