@@ -98,5 +98,7 @@ if wait then
     redis.call('PEXPIRE', waiters, 2 * claim)
   end
 end
-if pttl < 0 then pttl = 0 end
+-- 0 means unknown (a key without TTL); a lease in its last millisecond
+-- is 1, so that the waiter looks again at once, not after its interval
+if pttl < 0 then pttl = 0 elseif pttl == 0 then pttl = 1 end
 return -1 - pttl

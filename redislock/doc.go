@@ -17,6 +17,14 @@
 // contended acquisition costs one more, joining the queue: the grant
 // reaches the waiter by pub/sub, and its watchdog extends it.
 //
+// The goroutines of one Locker share round trips. On a client of one
+// server (not a Cluster client), at most four commands are on the wire at
+// once; the commands issued meanwhile wait and leave together, in one
+// pipeline, as soon as one of the four is answered. A Locker alone sends
+// each command at once, as a plain client would; 64 goroutines locking
+// keys of their own make a few round trips instead of 128, and the client
+// and the server spend a fraction of the CPU (see bench/RESULTS.md).
+//
 // # Keys and wire compatibility
 //
 // A lock on key K is the string "<prefix>:lock:<K>" holding the token, so

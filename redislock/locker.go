@@ -294,7 +294,9 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Dur
 
 // giveBackTimeout bounds a give-back. It need not wait for the reply of a
 // server that does not answer: once written, the release runs after the
-// attempt it undoes.
+// attempt it undoes. It goes straight to the client, not through the
+// coalescer, so that it is written at once even when every flush waits on
+// that server.
 const giveBackTimeout = 500 * time.Millisecond
 
 // giveBack releases whatever an interrupted attempt of lk may hold, and
@@ -302,5 +304,5 @@ const giveBackTimeout = 500 * time.Millisecond
 func (l *Locker) giveBack(ctx context.Context, lk *lock) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
-	releaseScript.run(rctx, l.send, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "1")
+	releaseScript.run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "1")
 }

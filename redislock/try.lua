@@ -7,5 +7,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return redis.call('HINCRBY', KEYS[2], 'f', 1)
 end
 local pttl = redis.call('PTTL', KEYS[1])
-if pttl < 0 then pttl = 0 end
+-- 0 means unknown (a key without TTL); a lease in its last millisecond
+-- is 1, so that the waiter looks again at once, not after its interval
+if pttl < 0 then pttl = 0 elseif pttl == 0 then pttl = 1 end
 return -1 - pttl
