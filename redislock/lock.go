@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/redis/go-redis/v9"
 )
 
 // The states of a lock handle.
@@ -153,7 +154,13 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	case stateLost:
 		return lk.Err()
 	}
-	n, err := releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "0").Int64()
+	var release *redis.Cmd
+	if lk.owner == "" {
+		release = releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg)
+	} else {
+		release = releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "0")
+	}
+	n, err := release.Int64()
 	if err != nil {
 		lk.releasing = true
 		return dlock.KeyError(lk.key, fmt.Errorf("release: %w", err))
