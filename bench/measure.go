@@ -32,8 +32,11 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		duration:    500 * time.Millisecond,
-		slices:      20, // 25ms each: finer turns cancel more of the machine's drift (a single goroutine's ratio spread 0.73–1.21 in 5 slices, 0.91–1.17 in 20)
+		duration: 500 * time.Millisecond,
+		// 25ms each: finer turns cancel more of the machine's drift (the
+		// per-repeat ratio of one goroutine spread 0.73–1.21 in 5 slices,
+		// 0.91–1.17 in 20)
+		slices:      20,
 		hotDuration: 3 * time.Second,
 		repeats:     15,
 		hotRepeats:  3,
