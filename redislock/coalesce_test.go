@@ -169,42 +169,32 @@ func TestCoalesceCancelStress(t *testing.T) {
 	key := keyFor(t)
 	const goroutines, each = 64, 100
 	var (
-		wg      sync.WaitGroup
 		replies atomic.Int64
 		mu      sync.Mutex
 		seen    = map[int64]bool{}
 	)
-	errs := make(chan error, goroutines)
-	for range goroutines {
-		wg.Go(func() {
-			for range each {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(300))*time.Microsecond)
-				cmd := redis.NewIntCmd(ctx, "incr", key)
-				err := co.Process(ctx, cmd)
-				cancel()
-				switch {
-				case err == nil:
-					replies.Add(1)
-					mu.Lock()
-					dup := seen[cmd.Val()]
-					seen[cmd.Val()] = true
-					mu.Unlock()
-					if dup {
-						errs <- errors.New("two replies with the same count")
-						return
-					}
-				case !errors.Is(err, context.DeadlineExceeded):
-					errs <- err
-					return
+	parallel(t, goroutines, func(int) error {
+		for range each {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(300))*time.Microsecond)
+			cmd := redis.NewIntCmd(ctx, "incr", key)
+			err := co.Process(ctx, cmd)
+			cancel()
+			switch {
+			case err == nil:
+				replies.Add(1)
+				mu.Lock()
+				dup := seen[cmd.Val()]
+				seen[cmd.Val()] = true
+				mu.Unlock()
+				if dup {
+					return errors.New("two replies with the same count")
 				}
+			case !errors.Is(err, context.DeadlineExceeded):
+				return err
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 	n, err := c.Get(context.Background(), key).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		t.Fatal(err)
@@ -239,33 +229,42 @@ func TestCoalescedLocker(t *testing.T) {
 	}
 	base := keyFor(t)
 	const goroutines, cycles = 64, 20
-	errs := make(chan error, goroutines)
-	var wg sync.WaitGroup
-	for i := range goroutines {
-		wg.Go(func() {
-			key := base + ":" + string(rune('a'+i%26)) + string(rune('a'+i/26))
-			for range cycles {
-				lk, err := l.TryLock(ctx, key)
-				if err == nil {
-					err = lk.Unlock(ctx)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
+	parallel(t, goroutines, func(i int) error {
+		key := base + ":" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		for range cycles {
+			lk, err := l.TryLock(ctx, key)
+			if err == nil {
+				err = lk.Unlock(ctx)
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	keys, err := shared.Client(t).Keys(ctx, "*"+base+"*").Result()
 	if err != nil || len(keys) != 0 {
 		t.Fatalf("keys left: %v (%v)", keys, err)
 	}
 	if f, q := l.send.(*coalescer).state(); f != 0 || q != 0 {
 		t.Fatalf("after the cycles: %d flushes, %d queued; want none", f, q)
+	}
+}
+
+// parallel runs f(0)…f(n-1) in goroutines of their own and fails t with
+// the first error.
+func parallel(t *testing.T, n int, f func(i int) error) {
+	t.Helper()
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs <- f(i) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
