@@ -139,6 +139,7 @@ func (c *coalescer) take() []*pending {
 	return queue
 }
 
+// release puts p back for reuse, once nobody else holds it.
 func (c *coalescer) release(p *pending) {
 	p.cmd = nil
 	c.pending.Put(p)
