@@ -110,8 +110,43 @@ func (b *backendFlags) connect(e *env, name string, opts ...dlock.Option) (backe
 	return b.connectRedis(e, name, opts...)
 }
 
+// operator is what a driver's Locker offers status, ls and unlock, in the
+// driver's own Info.
+type operator[I any] interface {
+	Inspect(ctx context.Context, key string) (I, error)
+	List(ctx context.Context, pattern string) ([]I, error)
+	ForceUnlock(ctx context.Context, key string) (I, error)
+}
+
+// views are a backend's inspect, list and forceUnlock: an operator's calls,
+// their Info turned into lockInfo by conv.
+type views[I any] struct {
+	op   operator[I]
+	conv func(I) lockInfo
+}
+
+func (v views[I]) inspect(ctx context.Context, key string) (lockInfo, error) {
+	i, err := v.op.Inspect(ctx, key)
+	return v.conv(i), err
+}
+
+func (v views[I]) list(ctx context.Context, pattern string) ([]lockInfo, error) {
+	is, err := v.op.List(ctx, pattern)
+	out := make([]lockInfo, 0, len(is))
+	for _, i := range is {
+		out = append(out, v.conv(i))
+	}
+	return out, err
+}
+
+func (v views[I]) forceUnlock(ctx context.Context, key string) (lockInfo, error) {
+	i, err := v.op.ForceUnlock(ctx, key)
+	return v.conv(i), err
+}
+
 // redisBackend is a connected Redis client and the Locker over it.
 type redisBackend struct {
+	views[redislock.Info]
 	client redis.UniversalClient
 	l      *redislock.Locker
 }
@@ -126,25 +161,6 @@ func (b *redisBackend) close() {
 
 func fromRedis(i redislock.Info) lockInfo {
 	return lockInfo{key: i.Key, held: i.Held, owner: i.Owner, holds: i.Holds, ttl: i.TTL, fence: i.Fence, waiters: i.Waiters}
-}
-
-func (b *redisBackend) inspect(ctx context.Context, key string) (lockInfo, error) {
-	i, err := b.l.Inspect(ctx, key)
-	return fromRedis(i), err
-}
-
-func (b *redisBackend) list(ctx context.Context, pattern string) ([]lockInfo, error) {
-	is, err := b.l.List(ctx, pattern)
-	out := make([]lockInfo, 0, len(is))
-	for _, i := range is {
-		out = append(out, fromRedis(i))
-	}
-	return out, err
-}
-
-func (b *redisBackend) forceUnlock(ctx context.Context, key string) (lockInfo, error) {
-	i, err := b.l.ForceUnlock(ctx, key)
-	return fromRedis(i), err
 }
 
 // connectRedis opens the Redis backend and checks that Redis answers
@@ -178,7 +194,7 @@ func (b *backendFlags) connectRedis(e *env, name string, opts ...dlock.Option) (
 		fmt.Fprintf(e.stderr, "dlock: cannot reach Redis at %s: %v\n", cfg.addrs(), err)
 		return nil, exitUnavailable
 	}
-	return &redisBackend{client: client, l: locker}, 0
+	return &redisBackend{views: views[redislock.Info]{locker, fromRedis}, client: client, l: locker}, 0
 }
 
 // redisConfig is the parsed form of a --redis URL: exactly one of the

@@ -17,6 +17,7 @@ import (
 
 // etcdBackend is a connected etcd client and the Locker over it.
 type etcdBackend struct {
+	views[etcdlock.Info]
 	client *clientv3.Client
 	l      *etcdlock.Locker
 }
@@ -32,25 +33,6 @@ func (b *etcdBackend) close() {
 func fromEtcd(i etcdlock.Info) lockInfo {
 	return lockInfo{key: i.Key, held: i.Held, owner: i.Owner, holds: i.Holds, ttl: i.TTL, fence: i.Fence,
 		fenceUnknown: !i.Held, waitersUnknown: true}
-}
-
-func (b *etcdBackend) inspect(ctx context.Context, key string) (lockInfo, error) {
-	i, err := b.l.Inspect(ctx, key)
-	return fromEtcd(i), err
-}
-
-func (b *etcdBackend) list(ctx context.Context, pattern string) ([]lockInfo, error) {
-	is, err := b.l.List(ctx, pattern)
-	out := make([]lockInfo, 0, len(is))
-	for _, i := range is {
-		out = append(out, fromEtcd(i))
-	}
-	return out, err
-}
-
-func (b *etcdBackend) forceUnlock(ctx context.Context, key string) (lockInfo, error) {
-	i, err := b.l.ForceUnlock(ctx, key)
-	return fromEtcd(i), err
 }
 
 // etcdConfig is the parsed form of --etcd and the etcd environment.
@@ -159,5 +141,5 @@ func (b *backendFlags) connectEtcd(e *env, name string, opts ...dlock.Option) (b
 		fmt.Fprintf(e.stderr, "dlock: cannot reach etcd at %s: %v\n", where, err)
 		return nil, exitUnavailable
 	}
-	return &etcdBackend{client: client, l: locker}, 0
+	return &etcdBackend{views: views[etcdlock.Info]{locker, fromEtcd}, client: client, l: locker}, 0
 }
