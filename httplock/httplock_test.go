@@ -13,13 +13,13 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/httplock"
 	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/dlock-go/dlock/internal/syncbuf"
 	"github.com/dlock-go/dlock/keytmpl"
 	"github.com/dlock-go/dlock/redislock"
 	"github.com/redis/go-redis/v9"
@@ -454,7 +454,7 @@ func TestLostLockCancelsRequest(t *testing.T) {
 	s := redistest.Start(t)
 	c := s.Client(t)
 	l := newLocker(t, c)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	got := make(chan string, 2)
 	mux := http.NewServeMux()
 	mux.Handle("POST /orders/{orderId}/pay", mustNew(t, l, "order:{orderId}",
@@ -569,7 +569,7 @@ func TestServiceUnavailableWhenRedisPaused(t *testing.T) {
 	c := redis.NewClient(opts)
 	t.Cleanup(func() { c.Close() })
 	l := newLocker(t, c)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	mux := http.NewServeMux()
 	mux.Handle("POST /orders/{orderId}/pay", mustNew(t, l, "order:{orderId}", httplock.WithTTL(time.Second),
 		httplock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))(http.HandlerFunc(
@@ -618,24 +618,6 @@ func TestServiceUnavailableWhenRedisPaused(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // poll interval; the deadline bounds the wait
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestOwnerReentrancy(t *testing.T) {

@@ -1,38 +1,19 @@
 package redislock
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the Locker's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestLogging(t *testing.T) {
 	ctx := context.Background()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	l := newLocker(t, shared, dlock.WithLogger(logger))
 	key := keyFor(t)

@@ -9,13 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/etcdlock/etcdtest"
 	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/dlock-go/dlock/internal/syncbuf"
 	"github.com/dlock-go/dlock/redislock"
 	"github.com/redis/go-redis/v9"
 )
@@ -92,7 +92,7 @@ func dlockProc(t *testing.T, args ...string) result {
 // it. vars are extra environment variables ("NAME=value").
 func dlockIn(t *testing.T, args []string, vars ...string) result {
 	t.Helper()
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	e := &env{
 		stdout: &out,
 		stderr: &errb,
@@ -118,25 +118,6 @@ func dlockIn(t *testing.T, args []string, vars ...string) result {
 		t.Fatalf("dlock %q did not finish within a minute; stderr: %s", args, errb.String())
 		return result{}
 	}
-}
-
-// syncBuffer is a bytes.Buffer that a child's output copier and the test
-// may use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // newLocker returns a Locker on the shared server, closed when t ends.

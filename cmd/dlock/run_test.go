@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/syncbuf"
 )
 
 // Eight dlock processes run twenty jobs each on one key.
@@ -158,11 +159,11 @@ func TestRunCommandNotRunnable(t *testing.T) {
 }
 
 // startProc starts the dlock binary; its stdout is read line by line.
-func startProc(t *testing.T, args ...string) (*exec.Cmd, *bufio.Scanner, *syncBuffer) {
+func startProc(t *testing.T, args ...string) (*exec.Cmd, *bufio.Scanner, *syncbuf.Buffer) {
 	t.Helper()
 	cmd := exec.Command(binPath, args...)
 	cmd.Env = append(os.Environ(), "DLOCK_REDIS_URL="+redisURL())
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
