@@ -127,14 +127,7 @@ func TestUnlock(t *testing.T) {
 	if held(t, l, "stuck") {
 		t.Fatal("the lock is still held after unlock --force")
 	}
-	select {
-	case <-lk.Done():
-		if !errors.Is(lk.Err(), dlock.ErrLockLost) {
-			t.Fatalf("the evicted holder's Err() = %v, want ErrLockLost", lk.Err())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the evicted holder never learned it lost the lock")
-	}
+	evicted(t, lk)
 
 	res = dlockIn(t, []string{"unlock", "--prefix", "ul", "--force", "stuck"})
 	if res.code != exitFailure || !strings.Contains(oneLine(t, res.stderr), "not held; nothing deleted") {
@@ -148,5 +141,18 @@ func TestUnlock(t *testing.T) {
 	var j lockJSON
 	if err := json.Unmarshal([]byte(res.stdout), &j); err != nil || j.Owner != "deploy-9" || j.Holds != 1 || !j.Held {
 		t.Fatalf("unlock --force --json: %q (%v)", res.stdout, err)
+	}
+}
+
+// evicted fails t unless lk learns within 10s that it lost the lock.
+func evicted(t *testing.T, lk dlock.Lock) {
+	t.Helper()
+	select {
+	case <-lk.Done():
+		if !errors.Is(lk.Err(), dlock.ErrLockLost) {
+			t.Fatalf("the evicted holder's Err() = %v, want ErrLockLost", lk.Err())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the evicted holder never learned it lost the lock")
 	}
 }
