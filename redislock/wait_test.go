@@ -27,6 +27,20 @@ func waitFor(ctx context.Context, l *Locker, key string, opts ...dlock.Option) <
 	return got
 }
 
+// heldWithWaiter has holder take key and waiter wait for it, retrying every
+// retry, until the waiter is queued. It returns the holder's lock and where
+// the waiter's will arrive.
+func heldWithWaiter(t testing.TB, holder, waiter *Locker, key string, retry time.Duration) (dlock.Lock, <-chan dlock.Lock) {
+	t.Helper()
+	lk, err := holder.TryLock(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitFor(context.Background(), waiter, key, dlock.WithRetry(dlock.FixedInterval(retry)))
+	queued(t, shared, key, 1)
+	return lk, got
+}
+
 // acquiredWithin fails t unless the Lock started by waitFor succeeds
 // within d, and returns its lock.
 func acquiredWithin(t testing.TB, got <-chan dlock.Lock, d time.Duration, what string) dlock.Lock {
@@ -52,12 +66,7 @@ func TestWakeOnRelease(t *testing.T) {
 	ctx := context.Background()
 	holder, waiter := newLocker(t, shared, dlock.WithFencing(true)), newLocker(t, shared, dlock.WithFencing(true))
 	key := keyFor(t)
-	lk, err := holder.TryLock(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := waitFor(ctx, waiter, key, dlock.WithRetry(dlock.FixedInterval(10*time.Second)))
-	queued(t, shared, key, 1)
+	lk, got := heldWithWaiter(t, holder, waiter, key, 10*time.Second)
 	released := time.Now()
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -112,12 +121,7 @@ func TestLostWakeUp(t *testing.T) {
 	t.Run("dropped", func(t *testing.T) {
 		holder, waiter := newLocker(t, shared), newLocker(t, shared)
 		waiter.notify.drop.Store(true)
-		lk, err := holder.TryLock(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := waitFor(ctx, waiter, key, dlock.WithRetry(dlock.FixedInterval(300*time.Millisecond)))
-		queued(t, shared, key, 1)
+		lk, got := heldWithWaiter(t, holder, waiter, key, 300*time.Millisecond)
 		lk.Unlock(ctx)
 		next := acquiredWithin(t, got, 3*time.Second, "the waiter whose wake-up was dropped")
 		next.Unlock(ctx)
@@ -125,12 +129,7 @@ func TestLostWakeUp(t *testing.T) {
 
 	t.Run("subscriber killed", func(t *testing.T) {
 		holder, waiter := newLocker(t, shared), newLocker(t, shared)
-		lk, err := holder.TryLock(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := waitFor(ctx, waiter, key, dlock.WithRetry(dlock.FixedInterval(300*time.Millisecond)))
-		queued(t, shared, key, 1)
+		lk, got := heldWithWaiter(t, holder, waiter, key, 300*time.Millisecond)
 		if err := shared.Client(t).Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -384,13 +383,8 @@ func TestGrantExtended(t *testing.T) {
 	ctx := context.Background()
 	holder, waiter := newLocker(t, shared), newLocker(t, shared)
 	key := keyFor(t)
-	lk, err := holder.TryLock(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// claim window 2*100ms+250ms: the grant alone would lapse in 450ms
-	got := waitFor(ctx, waiter, key, dlock.WithRetry(dlock.FixedInterval(100*time.Millisecond)))
-	queued(t, shared, key, 1)
+	lk, got := heldWithWaiter(t, holder, waiter, key, 100*time.Millisecond)
 	lk.Unlock(ctx)
 	next := acquiredWithin(t, got, 2*time.Second, "the waiter")
 	time.Sleep(time.Second) // twice the claim window: the load under test
