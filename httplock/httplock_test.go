@@ -189,14 +189,20 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
-func TestConcurrentRequestsOneKey(t *testing.T) {
-	const n = 8
+// gatedOrders serves POST /orders/{orderId}/pay with a gate behind the lock
+// "order:{orderId}", on a Redis server of its own.
+func gatedOrders(t *testing.T) (*redistest.Server, *gate, *httptest.Server) {
+	t.Helper()
 	s := redistest.Start(t)
-	l := newLocker(t, s.Client(t))
 	g := newGate()
 	mux := http.NewServeMux()
-	mux.Handle("POST /orders/{orderId}/pay", mustNew(t, l, "order:{orderId}")(g))
-	srv := serve(t, mux)
+	mux.Handle("POST /orders/{orderId}/pay", mustNew(t, newLocker(t, s.Client(t)), "order:{orderId}")(g))
+	return s, g, serve(t, mux)
+}
+
+func TestConcurrentRequestsOneKey(t *testing.T) {
+	const n = 8
+	s, g, srv := gatedOrders(t)
 
 	answers := make(chan answer, n)
 	for range n {
@@ -246,12 +252,7 @@ func TestConcurrentRequestsOneKey(t *testing.T) {
 
 func TestDifferentKeysInParallel(t *testing.T) {
 	const n = 4
-	s := redistest.Start(t)
-	l := newLocker(t, s.Client(t))
-	g := newGate()
-	mux := http.NewServeMux()
-	mux.Handle("POST /orders/{orderId}/pay", mustNew(t, l, "order:{orderId}")(g))
-	srv := serve(t, mux)
+	_, g, srv := gatedOrders(t)
 
 	answers := make(chan answer, n)
 	for i := range n {
