@@ -73,20 +73,29 @@ func inspectCommand(e *env, name string, args []string, extra func(*flag.FlagSet
 	return f, fs.Args(), 0
 }
 
+// keyArg returns the one KEY argument of command name, or a usage error's
+// exit code when pos is not exactly one valid key.
+func keyArg(e *env, name string, pos []string) (string, int) {
+	switch {
+	case len(pos) == 0:
+		return "", usageError(e, name, "missing KEY")
+	case len(pos) > 1:
+		return "", usageError(e, name, "unexpected argument %q after KEY", pos[1])
+	}
+	if err := dlock.CheckKey(pos[0]); err != nil {
+		return "", usageError(e, name, "KEY: %v", trimDlock(err))
+	}
+	return pos[0], 0
+}
+
 func cmdStatus(e *env, args []string) int {
 	f, pos, code := inspectCommand(e, "status", args, nil)
 	if f == nil {
 		return code
 	}
-	switch {
-	case len(pos) == 0:
-		return usageError(e, "status", "missing KEY")
-	case len(pos) > 1:
-		return usageError(e, "status", "unexpected argument %q after KEY", pos[1])
-	}
-	key := pos[0]
-	if err := dlock.CheckKey(key); err != nil {
-		return usageError(e, "status", "KEY: %v", trimDlock(err))
+	key, code := keyArg(e, "status", pos)
+	if code != 0 {
+		return code
 	}
 	be, code := f.backend.connect(e, "status")
 	if be == nil {
@@ -195,15 +204,9 @@ func cmdUnlock(e *env, args []string) int {
 	if f == nil {
 		return code
 	}
-	switch {
-	case len(pos) == 0:
-		return usageError(e, "unlock", "missing KEY")
-	case len(pos) > 1:
-		return usageError(e, "unlock", "unexpected argument %q after KEY", pos[1])
-	}
-	key := pos[0]
-	if err := dlock.CheckKey(key); err != nil {
-		return usageError(e, "unlock", "KEY: %v", trimDlock(err))
+	key, code := keyArg(e, "unlock", pos)
+	if code != 0 {
+		return code
 	}
 	if !force {
 		return usageError(e, "unlock", "refusing to delete the lock %q without --force: its holder may still be working (see `dlock status %s`)", key, key)
