@@ -19,11 +19,20 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// TB is the part of testing.TB that the harness uses. It is declared here so
+// that a program (the CLI's demo) can start a server without linking the
+// testing package.
+type TB interface {
+	Helper()
+	TempDir() string
+	Cleanup(func())
+	Fatalf(format string, args ...any)
+}
 
 // Binary is the name of the server executable looked up on PATH.
 const Binary = "redis-server"
@@ -55,13 +64,13 @@ type Server struct {
 
 // Start starts a server and stops it when t ends. It fails t when no
 // redis-server binary is installed: `make test` installs one.
-func Start(t testing.TB) *Server {
+func Start(t TB) *Server {
 	t.Helper()
 	return StartConfig(t, Config{})
 }
 
 // StartConfig is Start with a Config.
-func StartConfig(t testing.TB, cfg Config) *Server {
+func StartConfig(t TB, cfg Config) *Server {
 	t.Helper()
 	dir := t.TempDir()
 	s, err := New(dir, cfg)
@@ -104,7 +113,7 @@ func (s *Server) Options() *redis.Options {
 }
 
 // Client returns a new client of the server, closed when t ends.
-func (s *Server) Client(t testing.TB) *redis.Client {
+func (s *Server) Client(t TB) *redis.Client {
 	c := redis.NewClient(s.Options())
 	t.Cleanup(func() { c.Close() })
 	return c
