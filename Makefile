@@ -4,8 +4,10 @@ GO ?= go
 # Every module of the workspace, as directories.
 MODULES = $(shell $(GO) list -m -f '{{.Dir}}')
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+STATICCHECK_VERSION = v0.8.2
+STATICCHECK = $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: help demo test deps vet bench fuzz lint
+.PHONY: help demo test deps staticcheck-dep vet bench fuzz lint
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -19,9 +21,14 @@ deps: ## install redis-server when it is missing (Debian, apt-get)
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
 	@command -v redis-server >/dev/null
 
-vet: ## gofmt check and go vet over every module
+staticcheck-dep:
+	@[ -x $(STATICCHECK) ] && $(STATICCHECK) -version | grep -q $(STATICCHECK_VERSION:v%=%) || { \
+	  echo "installing staticcheck $(STATICCHECK_VERSION)"; \
+	  $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); }
+
+vet: staticcheck-dep ## gofmt check, go vet and staticcheck over every module
 	@out=$$(gofmt -l $(MODULES)); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
-	@for d in $(MODULES); do (cd $$d && $(GO) vet ./...) || exit 1; done
+	@for d in $(MODULES); do (cd $$d && $(GO) vet ./... && $(STATICCHECK) ./...) || exit 1; done
 
 test: deps vet ## install what the tests need, vet, and run every module's tests with -race
 	@for d in $(MODULES); do (cd $$d && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done

@@ -1,11 +1,11 @@
 module github.com/dlock-go/dlock/cmd/dlock
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/dlock-go/dlock v0.0.0
-	github.com/dlock-go/dlock/etcdlock v0.0.0
+	github.com/dlock-go/dlock v0.0.0-00010101000000-000000000000
+	github.com/dlock-go/dlock/etcdlock v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/zap v1.27.1
@@ -72,8 +72,3 @@ require (
 	k8s.io/utils v0.0.0-20260108192941-914a6e750570 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-// The CLI is built from the same tree as the library.
-replace github.com/dlock-go/dlock => ../..
-
-replace github.com/dlock-go/dlock/etcdlock => ../../etcdlock

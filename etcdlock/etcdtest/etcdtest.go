@@ -37,13 +37,12 @@ type Cluster struct {
 }
 
 type member struct {
-	name       string
-	dir        string
-	peerURL    url.URL
-	clientURL  url.URL
-	mu         sync.Mutex
-	etcd       *embed.Etcd // nil while stopped
-	closedOnce bool
+	name      string
+	dir       string
+	peerURL   url.URL
+	clientURL url.URL
+	mu        sync.Mutex
+	etcd      *embed.Etcd // nil while stopped
 }
 
 // Start starts a one-member cluster that is stopped when t ends.
