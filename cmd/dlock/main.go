@@ -56,26 +56,6 @@ func main() {
 	os.Exit(code)
 }
 
-// A command is one verb of dlock.
-type command struct {
-	name, args, short string
-	run               func(e *env, args []string) int
-}
-
-var commands []*command // filled by init: the table refers to help, which reads it
-
-func init() {
-	commands = []*command{
-		{"run", "[flags] KEY -- CMD [ARGS...]", "run CMD while holding the lock KEY", cmdRun},
-		{"status", "[flags] KEY", "show whether KEY is held, its lease, fence and owner", cmdStatus},
-		{"ls", "[flags] [PATTERN]", "list the held locks (SCAN, never KEYS)", cmdList},
-		{"unlock", "--force [flags] KEY", "delete a stuck lock, whoever holds it", cmdUnlock},
-		{"demo", "", "watch workers contend for one lock on a private Redis", cmdDemo},
-		{"version", "", "print the version", cmdVersion},
-		{"help", "[COMMAND]", "show the help of a command", cmdHelp},
-	}
-}
-
 func dlockMain(e *env, args []string) int {
 	if len(args) == 0 {
 		usage(e.stderr)
@@ -99,25 +79,6 @@ func dlockMain(e *env, args []string) int {
 	return exitUsage
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, "usage: dlock COMMAND [ARGS]\n\n")
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.short)
-	}
-	fmt.Fprint(w, "\nRun `dlock help COMMAND` for its flags. The Redis server comes from --redis URL\n"+
-		"or DLOCK_REDIS_URL (default "+defaultRedisURL+"); an etcd cluster, used\n"+
-		"instead, from --etcd ENDPOINTS or DLOCK_ETCD_ENDPOINTS.\n")
-}
-
-func lookup(name string) *command {
-	for _, c := range commands {
-		if c.name == name {
-			return c
-		}
-	}
-	return nil
-}
-
 // flagSet returns the flag set of command name, which prints its usage to
 // stderr (or stdout for -h).
 func flagSet(e *env, name string) *flag.FlagSet {
@@ -131,8 +92,8 @@ func flagSet(e *env, name string) *flag.FlagSet {
 func commandUsage(w io.Writer, fs *flag.FlagSet, name string) {
 	c := lookup(name)
 	fmt.Fprintf(w, "usage: dlock %s %s\n\n%s.\n", c.name, c.args, upperFirst(c.short))
-	if long := longHelp[name]; long != "" {
-		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(long))
+	if c.long != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.long))
 	}
 	if fs != nil {
 		n := 0
@@ -244,7 +205,11 @@ func cmdHelp(e *env, args []string) int {
 		if c := lookup(args[0]); c != nil {
 			return c.run(e, []string{"-h"})
 		}
-		fmt.Fprintf(e.stderr, "dlock help: unknown command %q\n", args[0])
+		if t := lookupTopic(args[0]); t != nil {
+			fmt.Fprintf(e.stdout, "%s\n\n%s\n", upperFirst(t.short)+".", strings.TrimSpace(t.text))
+			return exitOK
+		}
+		fmt.Fprintf(e.stderr, "dlock help: unknown command or topic %q\n", args[0])
 		return exitUsage
 	}
 	return usageError(e, "help", "too many arguments")

@@ -21,55 +21,6 @@ import (
 // process cannot be relied on to renew much faster.
 const minTTL = 100 * time.Millisecond
 
-var longHelp = map[string]string{
-	"run": `
-Acquires KEY, runs CMD with the lock held and renewed every ttl/3, releases
-it when CMD ends, and exits with CMD's exit code (128+N when CMD died of
-signal N). CMD gets DLOCK_KEY, DLOCK_TOKEN and DLOCK_FENCE in its
-environment; DLOCK_FENCE grows with every acquisition of KEY, so a store
-can refuse the writes of a holder that lost the lock.
-
-Flags go before KEY. Put -- between KEY and CMD when CMD has flags.
-
-When the lock is busy, or --wait runs out, dlock prints one line naming KEY
-and the holder's remaining lease, and exits with --conflict-exit-code.
-When the lock is lost while CMD runs, dlock sends CMD SIGTERM, then SIGKILL
-after --kill-grace, and exits with --lost-exit-code. SIGINT, SIGTERM and
-SIGHUP sent to dlock are forwarded to CMD; the lock is released after CMD
-exits. If dlock itself is killed, CMD gets SIGTERM (Linux) and the lock
-frees when its lease runs out.
-
-With --etcd, the lease is whole seconds: --ttl must be at least 1s, and a
-fractional one is rounded up (1.5s becomes 2s); --fair is not available.
-
-Exit codes: CMD's own; 2 usage; 69 Redis or etcd unreachable; 75 busy; 76
-lock lost; 126 CMD not executable; 127 CMD not found; 128+N signal N.`,
-	"status": `
-Prints whether KEY is held, its remaining lease (ttl), its fencing counter
-(the fence of its latest fenced acquisition: run fences every one), its owner when it is an owner's
-reentrant lock, and the waiters queued for it. It never prints tokens.
-etcd keeps no fence of a free lock and does not count waiters: status
-prints "-" for them.`,
-	"ls": `
-Lists the held locks whose key matches PATTERN (Redis glob syntax; default
-all), with their remaining lease, fence and owner. On Redis it walks the
-keyspace with SCAN, never KEYS, so it does not block a busy server; on etcd
-it reads the prefix's range in pages of 500 keys.`,
-	"unlock": `
-Deletes KEY's lock whoever holds it (on etcd, every hold of it, in one
-transaction), and hands it to the first waiter. This breaks the mutual
-exclusion the lock gave its holder, if alive: the holder learns at its next
-renewal (on etcd, at once) that it lost the lock, and dlock run then stops
-its CMD. It refuses without --force and prints what it deleted.`,
-	"demo": `
-Starts a private redis-server on a free loopback port (or, when none is
-installed, an in-process stand-in), then shows workers contending for one
-key: acquisitions, hand-offs, a holder that crashes mid-job and the lock
-recovered when its lease runs out, and fencing tokens rising so that the
-crashed holder's late write is refused. It takes under 10 seconds and stops
-everything it started.`,
-}
-
 // waitFlag is --wait: a duration, a number of seconds, or "forever".
 type waitFlag struct {
 	d       time.Duration

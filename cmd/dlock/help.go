@@ -1,0 +1,215 @@
+package main
+
+import (
+	"fmt"
+	"io"
+)
+
+// The reference of dlock lives here and only here: `dlock help` prints it,
+// and cmd/dlock/README.md is generated from that output (see
+// TestReference).
+
+// A command is one verb of dlock.
+type command struct {
+	name, args, short string
+	long              string // the text of `dlock help NAME`, between the usage line and the flags
+	run               func(e *env, args []string) int
+}
+
+// A topic is a page of `dlock help` that is not a command.
+type topic struct {
+	name, short, text string
+}
+
+var commands []*command // filled by init: the table refers to help, which reads it
+
+func init() {
+	commands = []*command{
+		{"run", "[flags] KEY -- CMD [ARGS...]", "run CMD while holding the lock KEY", runHelp, cmdRun},
+		{"status", "[flags] KEY", "show whether KEY is held, its lease, fence and owner", statusHelp, cmdStatus},
+		{"ls", "[flags] [PATTERN]", "list the held locks (SCAN, never KEYS)", lsHelp, cmdList},
+		{"unlock", "--force [flags] KEY", "delete a stuck lock, whoever holds it", unlockHelp, cmdUnlock},
+		{"demo", "", "watch workers contend for one lock on a private Redis", demoHelp, cmdDemo},
+		{"version", "", "print the version", "", cmdVersion},
+		{"help", "[COMMAND|TOPIC]", "show the help of a command or topic", "", cmdHelp},
+	}
+}
+
+var topics = []topic{
+	{"exit-codes", "what dlock's exit codes mean", exitCodesHelp},
+	{"redis", "choosing the Redis server: URLs, Sentinel, Cluster", redisHelp},
+	{"etcd", "keeping the locks in etcd instead", etcdHelp},
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, "usage: dlock COMMAND [ARGS]\n\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.short)
+	}
+	fmt.Fprint(w, "\nTopics (dlock help TOPIC):\n\n")
+	for _, t := range topics {
+		fmt.Fprintf(w, "  %-11s %s\n", t.name, t.short)
+	}
+	fmt.Fprint(w, "\nRun `dlock help COMMAND` for its flags. The Redis server comes from --redis URL\n"+
+		"or DLOCK_REDIS_URL (default "+defaultRedisURL+"); an etcd cluster, used\n"+
+		"instead, from --etcd ENDPOINTS or DLOCK_ETCD_ENDPOINTS.\n\n"+
+		"Examples:\n\n"+examples)
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func lookupTopic(name string) *topic {
+	for i := range topics {
+		if topics[i].name == name {
+			return &topics[i]
+		}
+	}
+	return nil
+}
+
+const examples = `  dlock demo                                 # a private redis-server, workers contending, a crash recovered
+  dlock run nightly-report -- ./report.sh    # fails at once (exit 75) when another host runs it
+  dlock run --wait 5m --ttl 30s migrate -- ./migrate up
+  dlock status migrate                       # held or free, lease left, fence, owner
+  dlock ls 'cron:*'                          # held locks; --json for scripts
+  dlock unlock --force migrate               # delete a stuck lock, printing what was deleted
+  dlock run --etcd 10.0.0.1:2379 migrate -- ./migrate up   # the lock in etcd instead
+`
+
+const runHelp = `
+Acquires KEY, runs CMD with the lock held and renewed every ttl/3, releases
+it when CMD ends, and exits with CMD's exit code (128+N when CMD died of
+signal N). A job may run for as long as it needs; if dlock dies, the lock
+frees when its lease runs out. CMD gets DLOCK_KEY, DLOCK_TOKEN and
+DLOCK_FENCE in its environment. DLOCK_FENCE is the fencing token: it is
+greater than the fence of every earlier acquisition of KEY, so a store that
+remembers the highest fence it has seen can refuse the late writes of a
+holder that lost its lock.
+
+Flags go before KEY. Put -- between KEY and CMD when CMD has flags.
+
+--wait 0 (the default) fails at once; a duration (30s, 2m) or a number of
+seconds bounds the wait; "forever" waits until the lock comes or dlock is
+interrupted. --fair serves waiters in arrival order; --owner ID makes the
+lock reentrant for ID, so that nested dlock run calls of one deploy share
+it. While dlock waits on a terminal, it keeps a one-line status on stderr
+(the holder's remaining lease and the time waited).
+
+When the lock is busy, or --wait runs out, dlock prints one line naming KEY
+and the holder's remaining lease, and exits with --conflict-exit-code.
+When the lock is lost while CMD runs (the key was deleted, or the server
+could not be reached to renew the lease before it ended), dlock sends CMD
+SIGTERM, then SIGKILL after --kill-grace, and exits with --lost-exit-code.
+A release that finds the lock already gone after CMD ends exits the same
+way: CMD may have run part of its time unprotected.
+
+SIGINT, SIGTERM and SIGHUP sent to dlock are forwarded to CMD; the lock is
+released after CMD exits. If dlock itself is killed, CMD gets SIGTERM
+(Linux) and the lock frees when its lease runs out.
+
+With --etcd, the lease is whole seconds: --ttl must be at least 1s, and a
+fractional one is rounded up (1.5s becomes 2s); --fair is not available.
+
+Exit codes: CMD's own; 2 usage; 69 Redis or etcd unreachable; 75 busy; 76
+lock lost; 126 CMD not executable; 127 CMD not found; 128+N signal N.
+See dlock help exit-codes.`
+
+const statusHelp = `
+Prints whether KEY is held, its remaining lease (ttl), its fencing counter
+(the fence of its latest fenced acquisition: run fences every one), its
+owner when it is an owner's reentrant lock, and the waiters queued for it.
+It never prints tokens. --json prints one object with the fields key, held,
+owner, holds, ttl_ms (-1: no expiry), fence and waiters.
+
+etcd keeps no fence of a free lock and does not count waiters: status
+prints "-" for them (--json: fence 0 and no waiters field). etcd leases are
+whole seconds, truncated: a ttl of 0s means less than a second is left.`
+
+const lsHelp = `
+Lists the held locks whose key matches PATTERN (Redis glob syntax on both
+stores; default all), with their remaining lease, fence, owner and waiters.
+On Redis it walks the keyspace with SCAN, never KEYS, so it does not block
+a busy server; on etcd it reads the prefix's range in pages of 500 keys and
+prints "-" for the waiters. --json prints one object per lock, with the
+fields of dlock status --json.`
+
+const unlockHelp = `
+Deletes KEY's lock whoever holds it (on etcd, every hold of it, in one
+transaction), and hands it to the first waiter. This breaks the mutual
+exclusion the lock gave its holder, if alive: the holder learns at its next
+renewal (on etcd, at once) that it lost the lock, and dlock run then stops
+its CMD. It refuses without --force and prints what it deleted.`
+
+const demoHelp = `
+Starts a private redis-server on a free loopback port (or, when none is
+installed, an in-process stand-in, and says so), then shows workers
+contending for one key: acquisitions, hand-offs, a holder that crashes
+mid-job and the lock recovered when its lease runs out, and fencing tokens
+rising so that the crashed holder's late write is refused. It takes under
+10 seconds and stops everything it started.`
+
+const exitCodesHelp = `
+dlock run passes CMD's own exit code through, so the codes of dlock itself
+sit where commands rarely go.
+
+  0        CMD succeeded (or the command did)
+  1..125   CMD's own exit code, passed through
+  1        status, ls, unlock: Redis or etcd answered with an error;
+           unlock: the lock was not held
+  2        usage error: unknown command or flag, missing KEY or CMD, --ttl
+           below 100ms (1s on etcd), malformed URL or endpoint, --redis
+           with --etcd
+  69       Redis or etcd could not be reached within the dial timeout, or
+           failed while dlock acquired the lock (EX_UNAVAILABLE)
+  75       the lock is busy, or --wait ran out (EX_TEMPFAIL;
+           --conflict-exit-code)
+  76       the lock was lost while CMD ran (--lost-exit-code)
+  126      CMD was found but could not be run
+  127      CMD was not found; the lock was not taken
+  128+N    CMD died of signal N, or dlock was interrupted by signal N while
+           waiting`
+
+const redisHelp = `
+The server is --redis URL, else $DLOCK_REDIS_URL, else
+redis://127.0.0.1:6379/0. The password comes from the URL or from
+$DLOCK_REDIS_PASSWORD, and is never printed. The forms:
+
+  redis://[USER:PASSWORD@]HOST[:PORT][/DB][?OPTIONS]   one server
+  rediss://...                                         one server over TLS
+  unix://[USER:PASSWORD@]/PATH/TO/SOCKET[?db=DB]       one server on a unix socket
+  redis+sentinel://[USER:PASSWORD@]HOST:PORT[/DB]?master_name=NAME[&addr=HOST:PORT...]
+                                                       Sentinel; the user information
+                                                       is the sentinels'
+  redis+cluster://HOST:PORT[?addr=HOST:PORT...]        Cluster, found from one or more nodes
+  redis://HOST:PORT,redis://HOST:PORT,...              Cluster, as a comma list
+
+rediss+sentinel:// and rediss+cluster:// add TLS. OPTIONS are go-redis's
+URL options, such as dial_timeout=2s (default 5s), read_timeout=1s and
+max_retries=2. --prefix (default "dlock") is the namespace of the keys: KEY
+is stored as PREFIX:lock:KEY.`
+
+const etcdHelp = `
+--etcd ENDPOINTS, or $DLOCK_ETCD_ENDPOINTS when no --redis or --etcd flag
+is given, keeps the locks in an etcd cluster instead: the strongly
+consistent choice. ENDPOINTS is a comma list of HOST:PORT,
+http://HOST:PORT, https://HOST:PORT (TLS with the system's roots),
+unix://PATH or unixs://PATH. --redis with --etcd is a usage error, and so
+is $DLOCK_REDIS_URL with $DLOCK_ETCD_ENDPOINTS when no flag chooses. dlock
+gives up on a cluster that does not answer a read within
+$DLOCK_ETCD_DIAL_TIMEOUT (default 5s), with one line naming the endpoints,
+and exits 69.
+
+etcd leases are whole seconds: --ttl must be at least 1s, and a fractional
+one is rounded up (1.5s becomes 2s). --fair is not available: etcd waiters
+are woken, in no particular order, by a watch on the key. KEY's holds are
+stored under PREFIX/lock/KEY/, with '%' and '/' in KEY written %25 and %2F,
+and the fence is the create revision of the hold, which grows with every
+write to the cluster. etcd keeps nothing of a released lock, and waiters
+leave no trace in it.`
