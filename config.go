@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// Config is a Locker's configuration as seed 001 gives it, for values that
-// come from flags or files. A zero field falls back to dlock's default; a
+// Config is a Locker's configuration in four fields, for values that come
+// from flags or files. A zero field falls back to dlock's default; a
 // value out of range makes the driver's constructor fail.
 //
 //	locker, err := redislock.New(rdb, cfg.Options()...)
