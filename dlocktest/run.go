@@ -35,6 +35,7 @@ func Run(t *testing.T, h Harness) {
 		{"Lost", s.lost},
 		{"DoPanic", s.doPanic},
 		{"DoLost", s.doLost},
+		{"DoClose", s.doClose},
 		{"Reentrancy", s.reentrancy},
 		{"AlreadyHeld", s.alreadyHeld},
 		{"LockerUnlock", s.lockerUnlock},
@@ -354,6 +355,46 @@ func (s *suite) doLost(t *testing.T) {
 	}
 }
 
+// doClose: a Locker closed while fn runs under Do releases the hold, and
+// fn's context is cancelled with a cause matching ErrClosed: the work must
+// stop before another party takes the key.
+func (s *suite) doClose(t *testing.T) {
+	ctx := s.context(t)
+	a := s.h.New(t)
+	k := key(t)
+	running := make(chan struct{})
+	result := make(chan error, 1)
+	go func() {
+		result <- dlock.Do(ctx, a, k, func(fctx context.Context) error {
+			close(running)
+			select {
+			case <-fctx.Done():
+			case <-time.After(s.h.bound()):
+				return errors.New("fn's context still open after its Locker closed")
+			}
+			if c := context.Cause(fctx); !errors.Is(c, dlock.ErrClosed) {
+				return fmt.Errorf("fn's context ended with cause %v, want ErrClosed", c)
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-running:
+	case err := <-result:
+		t.Fatalf("Do returned %v before fn ran", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	err := <-result
+	wantErr(t, "Do whose Locker closed", err, dlock.ErrClosed)
+	if err != nil && strings.Contains(err.Error(), "fn's context") {
+		t.Error(err)
+	}
+	lb := mustLock(t)(s.locker(t).TryLock(ctx, k))
+	lb.Unlock(ctx)
+}
+
 func (s *suite) reentrancy(t *testing.T) {
 	s.h.need(t, Reentrancy)
 	ctx := s.context(t)
@@ -532,6 +573,8 @@ func (s *suite) close(t *testing.T) {
 	}
 	for _, lk := range []dlock.Lock{l1, l2} {
 		waitDone(t, lk, s.h.bound())
+		wantErr(t, "Err() of a hold released by Close", lk.Err(), dlock.ErrClosed)
+		wantErr(t, "Err() of a hold released by Close", lk.Err(), dlock.ErrNotHeld)
 		wantErr(t, "Unlock after Close", lk.Unlock(ctx), dlock.ErrNotHeld)
 		lb := mustLock(t)(b.TryLock(ctx, lk.Key()))
 		lb.Unlock(ctx)
