@@ -7,16 +7,17 @@ import (
 
 // Do acquires key with l.Lock (waiting as opts say), runs fn while holding
 // it, and releases it when fn returns or panics; a panic continues after the
-// release. fn's context is cancelled the moment the lock is lost, with the
-// loss as its cause (context.Cause); see [Guard].
+// release. fn's context is cancelled the moment the hold ends other than
+// by Do's own release: the lock was lost, or l was closed; context.Cause
+// says which (see [Guard]).
 //
 // When ctx carries no owner, Do gives fn's context a fresh one and acquires
 // for it, so that fn can acquire the same key again (directly or through a
 // nested Do) without waiting on itself.
 //
 // Do returns the acquisition error (matching ErrNotAcquired when busy), or
-// fn's error, joined with the loss (matching ErrLockLost) when the lock was
-// lost while fn ran, or with the release error.
+// fn's error, joined with why the hold ended while fn ran (matching
+// ErrLockLost, or ErrClosed) or with the release error.
 func Do(ctx context.Context, l Locker, key string, fn func(context.Context) error, opts ...Option) (err error) {
 	if l == nil {
 		return ErrNilClient

@@ -11,23 +11,32 @@ import (
 // releases.
 const ReleaseTimeout = 5 * time.Second
 
-// Guard ties work to a held lock. It returns a context derived from ctx that
-// is cancelled, with the loss as its cause (context.Cause), the moment lk is
-// lost, and a release function that stops watching, unlocks lk and returns
-// the loss (matching ErrLockLost) when the lock was lost, else the error of
-// the unlock. The release runs on a context detached from ctx, bounded by
-// ReleaseTimeout. Call release exactly once, typically deferred.
+// Guard ties work to a held lock. It returns a context derived from ctx and
+// a release function.
+//
+// The context is cancelled the moment the hold ends for any reason other
+// than release: the lock was lost (the cause matches ErrLockLost), its
+// Locker was closed (the cause matches ErrClosed), or it was released
+// elsewhere (ErrNotHeld). context.Cause says which. Work under a hold that
+// ended must stop, for another party may hold the key already.
+//
+// release stops watching, unlocks lk and returns nil when the hold was
+// still in place; otherwise it returns why the hold had ended. The unlock
+// runs on a context detached from ctx, bounded by ReleaseTimeout. Call
+// release exactly once, typically deferred.
 func Guard(ctx context.Context, lk Lock) (guarded context.Context, release func() error) {
 	guarded, cancel := context.WithCancelCause(ctx)
 	stop := make(chan struct{})
 	watched := make(chan struct{})
+	var ended error // why the hold ended before release; set before watched closes
 	go func() {
 		defer close(watched)
 		select {
 		case <-lk.Done():
-			if lost := lk.Err(); errors.Is(lost, ErrLockLost) {
-				cancel(lost)
+			if ended = lk.Err(); ended == nil {
+				ended = ErrNotHeld // a Lock whose Err lags its Done
 			}
+			cancel(ended)
 		case <-stop:
 		}
 	}()
@@ -35,6 +44,9 @@ func Guard(ctx context.Context, lk Lock) (guarded context.Context, release func(
 		close(stop)
 		<-watched
 		cancel(nil)
+		if ended != nil {
+			return ended
+		}
 		rctx, done := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 		defer done()
 		err := lk.Unlock(rctx)

@@ -198,7 +198,7 @@ func (h *hold) Unlock(ctx context.Context) error {
 	if err := h.endedErr(); err != nil {
 		return err
 	}
-	return h.release(ctx)
+	return h.release(ctx, dlock.ErrNotHeld)
 }
 
 // deletedByRelease reports whether a release is in flight, which then
@@ -213,7 +213,8 @@ func (h *hold) deletedByRelease() bool {
 	return false
 }
 
-func (h *hold) release(ctx context.Context) error {
+// release deletes the hold's key; a hold it releases ends with ended.
+func (h *hold) release(ctx context.Context, ended error) error {
 	h.mu.Lock()
 	h.releasing++
 	h.mu.Unlock()
@@ -239,7 +240,7 @@ func (h *hold) release(ctx context.Context) error {
 		h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
 		return h.Err()
 	}
-	if !h.end(dlock.KeyError(h.key, dlock.ErrNotHeld)) {
+	if !h.end(dlock.KeyError(h.key, ended)) {
 		return h.Err()
 	}
 	return nil

@@ -68,6 +68,9 @@ func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 	return &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel, held: map[string][]*hold{}}, nil
 }
 
+// errReleasedByClose is the Err of a hold that Close released.
+var errReleasedByClose = fmt.Errorf("%w: released by Close: %w", dlock.ErrNotHeld, dlock.ErrClosed)
+
 var errNoFair = fmt.Errorf("%w: etcdlock has no fair mode (WithFair(true))", dlock.ErrInvalidOption)
 
 // wholeSeconds rounds ttl up to whole seconds, the unit of etcd leases, and
@@ -156,7 +159,10 @@ func (l *Locker) Close() error {
 	defer cancel()
 	var err error
 	for _, h := range hs {
-		if e := h.Unlock(ctx); e != nil && !errors.Is(e, dlock.ErrNotHeld) {
+		if e := h.endedErr(); e != nil {
+			continue
+		}
+		if e := h.release(ctx, errReleasedByClose); e != nil && !errors.Is(e, dlock.ErrNotHeld) {
 			err = errors.Join(err, e)
 		}
 	}
@@ -435,7 +441,7 @@ func (l *Locker) attempt(ctx context.Context, c call, ls *lease) (*hold, busy, e
 			h := newHold(l, c, token, name, resp.Header.Revision, ls)
 			if !l.register(h) {
 				rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-				h.release(rctx)
+				h.release(rctx, errReleasedByClose)
 				cancel()
 				return nil, busy{}, dlock.ErrClosed
 			}

@@ -51,10 +51,11 @@
 // The handler gets the held lock from [FromContext]: its Fence is the
 // fencing token to hand to storage that can refuse stale writers (give the
 // Locker dlock.WithFencing(true) for Redis to hand out fences). The
-// request's context is cancelled, with the loss as [context.Cause], the
-// moment the lock is lost (its lease ran out while the server was paused,
-// say): a handler that watches its context stops working on data it no
-// longer guards. The lock's lease is WithTTL (default 10s), renewed by the
+// request's context is cancelled the moment the hold ends before the
+// handler returns: the lock was lost (its lease ran out while the server
+// was paused, say; [context.Cause] matches dlock.ErrLockLost) or the
+// Locker was closed (dlock.ErrClosed). A handler that watches its context
+// stops working on data it no longer guards. The lock's lease is WithTTL (default 10s), renewed by the
 // Locker's watchdog while the handler runs.
 //
 // # Example: paying an order once

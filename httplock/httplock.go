@@ -118,7 +118,8 @@ type lockKey struct{}
 
 // FromContext returns the lock that the middleware holds for the request
 // whose context is ctx. Use its Fence to guard writes, and watch ctx: it is
-// cancelled, with the loss as context.Cause, if the lock is lost.
+// cancelled, with the reason as context.Cause, if the hold ends before the
+// handler returns (the lock was lost, or the Locker closed).
 func FromContext(ctx context.Context) (dlock.Lock, bool) {
 	lk, ok := ctx.Value(lockKey{}).(dlock.Lock)
 	return lk, ok

@@ -674,3 +674,41 @@ func TestOwnerReentrancy(t *testing.T) {
 	}
 	waitGone(t, s.Client(t), "dlock:lock:order:8")
 }
+
+// Closing the Locker while a handler runs releases its lock, so the
+// handler's context is cancelled with a cause matching ErrClosed: it must
+// not go on writing while another server may hold the key.
+func TestLockerCloseCancelsRequest(t *testing.T) {
+	s := redistest.Start(t)
+	l := newLocker(t, s.Client(t))
+	running := make(chan struct{})
+	got := make(chan error, 1)
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders/{orderId}/pay", mustNew(t, l, "order:{orderId}")(http.HandlerFunc(
+		func(w http.ResponseWriter, r *http.Request) {
+			close(running)
+			select {
+			case <-r.Context().Done():
+				got <- context.Cause(r.Context())
+			case <-time.After(bound):
+				got <- errors.New("context not cancelled")
+			}
+		})))
+	srv := serve(t, mux)
+	answered := make(chan error, 1)
+	go func() { answered <- post(t, srv, "/orders/7/pay").err }()
+	select {
+	case <-running:
+	case err := <-answered:
+		t.Fatalf("answered before the handler ran: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if cause := <-got; !errors.Is(cause, dlock.ErrClosed) {
+		t.Fatalf("handler's context cause: %v, want ErrClosed", cause)
+	}
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+}

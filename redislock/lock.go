@@ -145,7 +145,10 @@ func (lk *lock) lose(cause error) error {
 // dlock.ErrNotHeld. (An operator's ForceUnlock in between looks the same.)
 // Unlocking twice returns dlock.ErrNotHeld; unlocking a lost lock returns
 // the *dlock.LostError.
-func (lk *lock) Unlock(ctx context.Context) error {
+func (lk *lock) Unlock(ctx context.Context) error { return lk.release(ctx, dlock.ErrNotHeld) }
+
+// release is Unlock; a hold it releases ends with the error ended.
+func (lk *lock) release(ctx context.Context, ended error) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
 	switch lk.state.Load() {
@@ -167,11 +170,11 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	}
 	switch n {
 	case releaseDone:
-		lk.end(stateReleased, dlock.ErrNotHeld)
+		lk.end(stateReleased, ended)
 		return nil
 	case releaseNotHeld:
 		if lk.releasing && time.Now().Before(lk.l.watchdog.deadline(lk)) {
-			lk.end(stateReleased, dlock.ErrNotHeld) // the lost reply's release
+			lk.end(stateReleased, ended) // the lost reply's release
 			return nil
 		}
 		return lk.lose(dlock.ErrOwnershipLost)

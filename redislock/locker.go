@@ -39,6 +39,9 @@ type Locker struct {
 
 var _ dlock.Locker = (*Locker)(nil)
 
+// errReleasedByClose is the Err of a hold that Close released.
+var errReleasedByClose = fmt.Errorf("%w: released by Close: %w", dlock.ErrNotHeld, dlock.ErrClosed)
+
 // holder names a hold in the table: a key and the owner ("" for none).
 type holder struct{ key, owner string }
 
@@ -149,7 +152,7 @@ func (l *Locker) close(release bool) error {
 	for _, lk := range all {
 		if release {
 			ctx, cancel := context.WithTimeout(context.Background(), dlock.ReleaseTimeout)
-			if err := lk.Unlock(ctx); err != nil && !errors.Is(err, dlock.ErrNotHeld) {
+			if err := lk.release(ctx, errReleasedByClose); err != nil && !errors.Is(err, dlock.ErrNotHeld) {
 				errs = append(errs, err)
 			}
 			cancel()
