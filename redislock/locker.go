@@ -35,6 +35,8 @@ type Locker struct {
 	watchdog *scheduler
 	notify   *notifier
 	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
+
+	hookAcquired func() // tests only: runs when an acquisition is about to be recorded
 }
 
 var _ dlock.Locker = (*Locker)(nil)
@@ -211,6 +213,9 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 	if l.closed.Load() {
 		l.giveBack(ctx, lk)
 		return nil, dlock.KeyError(lk.key, dlock.ErrClosed)
+	}
+	if l.hookAcquired != nil {
+		l.hookAcquired()
 	}
 	l.mu.Lock()
 	if lk.owner != "" {
