@@ -97,7 +97,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 		err = &dlock.NotAcquiredError{Key: key, RetryAfter: retryAfter}
 	}
 	if err == nil {
-		lk, err = l.acquired(ctx, lk)
+		_, err = l.acquired(ctx, lk)
 	}
 	if err != nil {
 		l.forget(lk)
@@ -136,11 +136,14 @@ func (l *Locker) Close() error { return l.close(true) }
 func (l *Locker) Orphan() error { return l.close(false) }
 
 func (l *Locker) close(release bool) error {
+	// closed is decided under mu, where acquired records a hold: every
+	// acquisition is either collected here or sees closed and gives back.
+	l.mu.Lock()
 	if l.closed.Swap(true) {
+		l.mu.Unlock()
 		return dlock.ErrClosed
 	}
 	close(l.quit)
-	l.mu.Lock()
 	var all []*lock
 	for _, lk := range l.held {
 		for ; lk != nil; lk = lk.below {
@@ -208,16 +211,19 @@ func (l *Locker) newLock(key string, k keys, token, owner string, ttl time.Durat
 }
 
 // acquired records a lock that is now held and starts watching its lease.
-// A lock that arrives after Close began is given back.
+// A lock that arrives after Close began is given back: Close decides
+// "closed" under l.mu, so every hold is either recorded before it (and
+// released by Close) or sees it here.
 func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
-	if l.closed.Load() {
-		l.giveBack(ctx, lk)
-		return nil, dlock.KeyError(lk.key, dlock.ErrClosed)
-	}
 	if l.hookAcquired != nil {
 		l.hookAcquired()
 	}
 	l.mu.Lock()
+	if l.closed.Load() {
+		l.mu.Unlock()
+		l.giveBack(ctx, lk)
+		return nil, dlock.KeyError(lk.key, dlock.ErrClosed)
+	}
 	if lk.owner != "" {
 		h := holder{lk.key, lk.owner}
 		lk.below = l.held[h]
