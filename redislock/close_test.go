@@ -3,8 +3,12 @@ package redislock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/dlock-go/dlock/internal/redistest"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/redis/go-redis/v9"
@@ -72,5 +76,165 @@ func TestAcquireRacingClose(t *testing.T) {
 				t.Fatal("the lock acquired during Close is still in Redis")
 			}
 		})
+	}
+}
+
+// delayHook delays the commands that match by d before sending them.
+type delayHook struct {
+	d     time.Duration
+	match func(redis.Cmder) bool
+}
+
+func (h delayHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h delayHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.match(cmd) {
+			time.Sleep(h.d) // the injected fault: a slow give-back
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h delayHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// isGiveUp matches the release that a waiter sends to leave the queue.
+func isGiveUp(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	return len(args) > 3 && args[len(args)-1] == "1" && strings.HasPrefix(cmd.Name(), "eval")
+}
+
+// Close returns only after its waiters have left the queue, so that a
+// caller may close the client right after.
+func TestCloseWaitsForWaiters(t *testing.T) {
+	ctx := context.Background()
+	raw := shared.Client(t)
+	key := keyFor(t)
+	holder := newLocker(t, shared)
+	held, err := holder.TryLock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(ctx)
+	c := shared.Client(t)
+	c.AddHook(delayHook{d: 300 * time.Millisecond, match: isGiveUp})
+	l, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := l.Lock(ctx, key)
+		waiting <- err
+	}()
+	queue := "{dlock:lock:" + key + "}:q"
+	eventually(t, 5*time.Second, "the waiter queues", func() bool { return raw.ZCard(ctx, queue).Val() == 1 })
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := raw.ZCard(ctx, queue).Val(); n != 0 {
+		t.Fatalf("Close returned with %d waiter(s) still queued", n)
+	}
+	if err := within(t, waiting, 5*time.Second, "the waiter after Close"); !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("waiter after Close = %v", err)
+	}
+}
+
+// oomHook makes the server refuse writes (maxmemory 1) while it sends the
+// commands that match: a real Redis error reply.
+type oomHook struct {
+	raw   *redis.Client
+	match func(redis.Cmder) bool
+}
+
+func (h oomHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h oomHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !h.match(cmd) {
+			return next(ctx, cmd)
+		}
+		h.raw.ConfigSet(ctx, "maxmemory", "1")
+		defer h.raw.ConfigSet(ctx, "maxmemory", "0")
+		return next(ctx, cmd)
+	}
+}
+func (h oomHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A queued waiter whose next attempt gets an error reply from Redis leaves
+// the queue before it returns: a release must not grant the lock to it.
+func TestWaiterErrorLeavesQueue(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	raw := s.Client(t)
+	key := keyFor(t)
+	holder := newLocker(t, s)
+	held, err := holder.TryLock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Client(t)
+	c.AddHook(oomHook{raw: raw, match: func(cmd redis.Cmder) bool {
+		args := cmd.Args() // the acquire script: ... ARGV[4] mode at 11, ARGV[6] attempt at 13
+		return strings.HasPrefix(cmd.Name(), "eval") && len(args) > 13 && fmt.Sprint(args[13]) == "2"
+	}})
+	l, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = l.Lock(ctx, key, dlock.WithRetry(dlock.FixedInterval(20*time.Millisecond)))
+	if err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Fatalf("Lock = %v, want the OOM error of its second attempt", err)
+	}
+	queue, waiters := "{dlock:lock:"+key+"}:q", "{dlock:lock:"+key+"}:w"
+	if n := raw.ZCard(ctx, queue).Val() + raw.HLen(ctx, waiters).Val(); n != 0 {
+		t.Fatalf("the failed waiter is still queued (%d entries)", n)
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if raw.Exists(ctx, "dlock:lock:"+key).Val() != 0 {
+		t.Fatal("the release granted the lock to the waiter that had left")
+	}
+}
+
+// Locker.Unlock finds a hold made with WithOwnerID when ctx carries no
+// owner (a key is held for one owner at a time).
+func TestLockerUnlockOwnerID(t *testing.T) {
+	ctx := context.Background()
+	raw := shared.Client(t)
+	l := newLocker(t, shared)
+	key := keyFor(t)
+	if _, err := l.TryLock(ctx, key, dlock.WithOwnerID("job-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.TryLock(ctx, key, dlock.WithOwnerID("job-1")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := l.Unlock(ctx, key); err != nil {
+			t.Fatalf("Unlock %d of a hold made WithOwnerID: %v", i+1, err)
+		}
+	}
+	if raw.Exists(ctx, "dlock:lock:"+key).Val() != 0 {
+		t.Fatal("the owner's lock is still held after both Unlocks")
+	}
+	if err := l.Unlock(ctx, key); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("third Unlock = %v, want ErrNotHeld", err)
+	}
+
+	// an owner in ctx names whose hold to release: owner b holds nothing
+	a, err := l.TryLock(ctx, key, dlock.WithOwnerID("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Unlock(ctx)
+	if err := l.Unlock(dlock.WithOwner(ctx, "b"), key); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Unlock for owner b, who holds nothing = %v, want ErrNotHeld", err)
+	}
+	if a.Err() != nil {
+		t.Fatal("owner a's hold ended")
 	}
 }
