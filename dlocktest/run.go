@@ -498,6 +498,24 @@ func (s *suite) lockerUnlock(t *testing.T) {
 	}
 	lb = mustLock(t)(b.TryLock(ctx, k))
 	lb.Unlock(ctx)
+
+	// A hold made with WithOwnerID, whose owner ctx does not carry, is
+	// found by a Locker.Unlock whose ctx carries no owner either.
+	id := dlock.WithOwnerID("dlocktest-job-" + dlock.NewToken())
+	l1 = mustLock(t)(a.TryLock(ctx, k, id))
+	l2 = mustLock(t)(a.TryLock(ctx, k, id))
+	if err := a.Unlock(ctx, k); err != nil {
+		t.Fatalf("Locker.Unlock of a hold made WithOwnerID: %v", err)
+	}
+	if !isDone(l2) || isDone(l1) {
+		t.Errorf("Locker.Unlock released the WithOwnerID hold made first (Done: first %v, second %v), want the most recent",
+			isDone(l1), isDone(l2))
+	}
+	if err := a.Unlock(ctx, k); err != nil {
+		t.Fatalf("Locker.Unlock of the last WithOwnerID hold: %v", err)
+	}
+	lb = mustLock(t)(b.TryLock(ctx, k))
+	lb.Unlock(ctx)
 }
 
 func (s *suite) fencing(t *testing.T) {
