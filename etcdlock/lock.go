@@ -19,9 +19,11 @@ type hold struct {
 	l     *Locker
 	key   string
 	owner string
-	token string
-	name  string // the etcd key
-	rev   int64  // its create revision
+	// ownerByOption: the owner came from dlock.WithOwnerID, not from ctx
+	ownerByOption bool
+	token         string
+	name          string // the etcd key
+	rev           int64  // its create revision
 
 	stop chan struct{} // closed when the hold ends, to stop watch
 
@@ -42,7 +44,7 @@ type hold struct {
 var _ dlock.Lock = (*hold)(nil)
 
 func newHold(l *Locker, c call, token, name string, rev int64, ls *lease) *hold {
-	return &hold{l: l, key: c.key, owner: c.owner, token: token, name: name, rev: rev,
+	return &hold{l: l, key: c.key, owner: c.owner, ownerByOption: c.ownerByOption, token: token, name: name, rev: rev,
 		lease: ls, stop: make(chan struct{}), done: make(chan struct{})}
 }
 

@@ -112,9 +112,12 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 }
 
 // Unlock releases this Locker's most recent hold on key for the owner in
-// ctx (or without owner). See [dlock.Locker.Unlock].
+// ctx. When ctx carries no owner, it releases the hold without owner, or
+// else the most recent hold made with dlock.WithOwnerID; a hold whose owner
+// came in a context is released only with that owner in ctx. See
+// [dlock.Locker.Unlock].
 func (l *Locker) Unlock(ctx context.Context, key string) error {
-	owner, _ := dlock.OwnerFrom(ctx)
+	owner, ok := dlock.OwnerFrom(ctx)
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -122,10 +125,14 @@ func (l *Locker) Unlock(ctx context.Context, key string) error {
 	}
 	var h *hold
 	hs := l.held[key]
-	for i := len(hs) - 1; i >= 0; i-- {
+	for i := len(hs) - 1; i >= 0 && h == nil; i-- {
 		if hs[i].owner == owner {
 			h = hs[i]
-			break
+		}
+	}
+	for i := len(hs) - 1; i >= 0 && h == nil && !ok; i-- {
+		if hs[i].ownerByOption { // a key has one owner at a time
+			h = hs[i]
 		}
 	}
 	l.mu.Unlock()
@@ -231,9 +238,10 @@ func (l *Locker) unregister(h *hold) {
 
 // call is one acquisition: its resolved options and state.
 type call struct {
-	key, owner string
-	opts       dlock.Options
-	renew      bool
+	key, owner    string
+	ownerByOption bool // the owner came from dlock.WithOwnerID, not from ctx
+	opts          dlock.Options
+	renew         bool
 }
 
 func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dlock.Option) (_ dlock.Lock, err error) {
@@ -253,7 +261,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 	if o.Fair {
 		return nil, dlock.KeyError(key, errNoFair)
 	}
-	c := call{key: key, owner: o.OwnerIn(ctx), opts: o, renew: o.AutoRenew}
+	c := call{key: key, owner: o.OwnerIn(ctx), ownerByOption: o.Owner != "", opts: o, renew: o.AutoRenew}
 	if c.owner == "" && l.holdsOwnerless(key) {
 		return nil, dlock.KeyError(key, dlock.ErrAlreadyHeld)
 	}

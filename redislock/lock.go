@@ -29,8 +29,10 @@ type lock struct {
 	token, owner string
 	fence        uint64
 	fenced       bool // the acquisition asked for a fence
-	state        atomic.Int32
-	below        *lock // the holder's previous hold in the Locker's table
+	// ownerByOption: the owner came from dlock.WithOwnerID, not from ctx
+	ownerByOption bool
+	state         atomic.Int32
+	below         *lock // the holder's previous hold in the Locker's table
 
 	// The script arguments, boxed once: keys, token and owner.
 	keyArgs            [5]any

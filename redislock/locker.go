@@ -24,8 +24,9 @@ type Locker struct {
 	opts   dlock.Options
 	log    *slog.Logger
 
-	closed atomic.Bool
-	quit   chan struct{} // closed by Close: waiters stop waiting
+	closed  atomic.Bool
+	quit    chan struct{}  // closed by Close: waiters stop waiting
+	waiting sync.WaitGroup // the Lock calls under way; Close waits for them
 
 	mu   sync.Mutex
 	held map[holder]*lock // this Locker's newest hold of each holder; older ones hang below it
@@ -84,7 +85,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 // *dlock.NotAcquiredError; its RetryAfter is the holder's remaining lease
 // when the attempt ran a script (a bare SET does not ask).
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
-	lk, o, err := l.prepare(ctx, key, opts)
+	lk, o, err := l.prepare(ctx, key, opts, false)
 	if err != nil {
 		return nil, err
 	}
@@ -107,15 +108,27 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 }
 
 // Unlock releases this Locker's most recent hold on key for the owner in
-// ctx (or its hold without owner). It returns an error matching
-// dlock.ErrNotHeld when there is none.
+// ctx. When ctx carries no owner, it releases the hold without owner, or
+// else the most recent hold made with dlock.WithOwnerID (a key has one
+// owner at a time); a hold whose owner came in a context is released only
+// with that owner in ctx. It returns an error matching dlock.ErrNotHeld
+// when there is none.
 func (l *Locker) Unlock(ctx context.Context, key string) error {
 	if l.closed.Load() {
 		return dlock.ErrClosed
 	}
-	owner, _ := dlock.OwnerFrom(ctx)
+	owner, ok := dlock.OwnerFrom(ctx)
 	l.mu.Lock()
 	lk := l.held[holder{key, owner}]
+	if lk == nil && !ok {
+		// a hold made WithOwnerID: a key is held for one owner at a time
+		for h, x := range l.held {
+			if h.key == key && x.ownerByOption {
+				lk = x
+				break
+			}
+		}
+	}
 	l.mu.Unlock()
 	if lk == nil || lk.pending() {
 		return dlock.KeyError(key, dlock.ErrNotHeld)
@@ -165,13 +178,17 @@ func (l *Locker) close(release bool) error {
 			lk.lose(fmt.Errorf("%w: the Locker was orphaned", dlock.ErrOwnershipLost))
 		}
 	}
+	l.waiting.Wait() // the waiters leave their queues before the client may close
 	l.watchdog.stop()
 	l.notify.stop()
 	return errors.Join(errs...)
 }
 
 // prepare validates a call and reserves its place in the table of holds.
-func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option) (*lock, dlock.Options, error) {
+// A waiting call (wait) is counted in l.waiting, which Close waits for:
+// the caller must call l.waiting.Done when it returns, if prepare did not
+// fail.
+func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
 	if l.closed.Load() {
 		return nil, dlock.Options{}, dlock.ErrClosed
 	}
@@ -187,16 +204,23 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option) (
 		return nil, o, dlock.KeyError(key, err)
 	}
 	lk := l.newLock(key, k, dlock.NewToken(), o.OwnerIn(ctx), o.TTL)
-	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
-	if lk.owner == "" {
-		h := holder{key: key}
+	lk.renew, lk.fenced, lk.ownerByOption = o.AutoRenew, o.Fencing, o.Owner != ""
+	if lk.owner == "" || wait {
 		l.mu.Lock()
-		if l.held[h] != nil {
-			l.mu.Unlock()
-			return nil, o, dlock.KeyError(key, dlock.ErrAlreadyHeld)
+		defer l.mu.Unlock()
+		if l.closed.Load() {
+			return nil, o, dlock.ErrClosed
 		}
-		l.held[h] = lk // pending until acquired
-		l.mu.Unlock()
+		if lk.owner == "" {
+			h := holder{key: key}
+			if l.held[h] != nil {
+				return nil, o, dlock.KeyError(key, dlock.ErrAlreadyHeld)
+			}
+			l.held[h] = lk // pending until acquired
+		}
+		if wait {
+			l.waiting.Add(1)
+		}
 	}
 	return lk, o, nil
 }
@@ -289,11 +313,12 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Dur
 		r, err = acquireScript.run(ctx, l.send, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, mode, claim.Milliseconds(), n, fenced, l.sub).Int64()
 	}
 	if err != nil {
-		if !errors.As(err, new(redis.Error)) {
+		if !errors.As(err, new(redis.Error)) || mode&modeWait != 0 {
 			// The reply was lost (a timeout, a cancelled context, a broken
 			// connection): the attempt may have taken the lock. Give it
 			// back, as a semaphore gives back a grant that arrives after
-			// cancellation.
+			// cancellation. A waiter that gets an error reply leaves the
+			// queue it joined earlier: a grant to it would block the key.
 			l.giveBack(ctx, lk)
 		}
 		return false, 0, dlock.KeyError(lk.key, fmt.Errorf("acquire: %w", err))

@@ -41,10 +41,11 @@ import (
 // Locker keeps its own single subscription connection, and hears only the
 // grants made to its own waiters.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
-	lk, o, err := l.prepare(ctx, key, opts)
+	lk, o, err := l.prepare(ctx, key, opts, true)
 	if err != nil {
 		return nil, err
 	}
+	defer l.waiting.Done()
 	got, err := l.wait(ctx, lk, o)
 	if err != nil {
 		l.forget(lk)
