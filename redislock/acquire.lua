@@ -42,7 +42,7 @@ end
 if owner == '' and not fair then
   -- the plain path: SET NX PX, as in the single-instance algorithm
   if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
-    return take(next_fence(fenced))
+    return take(next_fence(meta, fenced))
   end
 end
 
@@ -55,7 +55,7 @@ if not current then
     grant() -- the lock expired with waiters queued: wake the first one
   else
     redis.call('SET', lock, value, 'PX', ttl)
-    local fence = next_fence(fenced)
+    local fence = next_fence(meta, fenced)
     if owner ~= '' then
       redis.call('DEL', holds)
       redis.call('HSET', holds, token, fence)
@@ -77,7 +77,7 @@ elseif current == value then
   end
   if redis.call('EXISTS', holds) == 1 then
     -- reentry: the owner holds the lock already; add a hold
-    local fence = next_fence(fenced)
+    local fence = next_fence(meta, fenced)
     redis.call('HSET', holds, token, fence)
     extend()
     return take(fence)

@@ -1,10 +1,10 @@
 -- Shared by acquire.lua, release.lua and force.lua; Go prepends it (to
--- release.lua, after release_head.lua).
+-- release.lua, after release_head.lua), after fence.lua.
 --
 -- KEYS[1] lock      the lock itself: a string, the token of a plain lock or
 --                   "o:<owner>" of an owner's (reentrant) lock
--- KEYS[2] meta      hash, never expires, written by fenced acquisitions
---                   only: f = fencing counter
+-- KEYS[2] meta      hash written by fenced acquisitions only: f = fencing
+--                   counter (see fence.lua; it expires when unused)
 -- KEYS[3] holds     hash of an owner's lock: hold token -> its fence
 -- KEYS[4] queue     zset of waiting tokens by arrival; "<queue>:<sub>" is
 --                   the channel of the Locker whose subscriber id is sub
@@ -17,11 +17,6 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- next_fence is the next fencing token when fenced is '1', else 0.
-local function next_fence(fenced)
-  if fenced == '1' then return redis.call('HINCRBY', meta, 'f', 1) end
-  return 0
-end
 
 -- grant hands a free lock to the first live waiter in the queue, dropping
 -- waiters whose deadline passed, and tells it on its Locker's channel with
@@ -42,7 +37,7 @@ local function grant()
       now = now or now_ms()
       local deadline, claim, attempt, fenced, sub, owner = string.match(info, '^(%d+)|(%d+)|(%d+)|([01])|([^|]*)|(.*)$')
       if deadline and tonumber(deadline) >= now then
-        local fence = next_fence(fenced)
+        local fence = next_fence(meta, fenced)
         if owner == '' then
           redis.call('SET', lock, head, 'PX', claim)
         else
@@ -51,7 +46,7 @@ local function grant()
           redis.call('HSET', holds, head, fence)
           redis.call('PEXPIRE', holds, claim)
         end
-        redis.call('SPUBLISH', queue .. ':' .. sub, head .. ' ' .. attempt .. ' ' .. fence)
+        redis.call('SPUBLISH', queue .. ':' .. sub, head .. ' ' .. attempt .. ' ' .. string.format('%d', fence))
         return true
       end
     end

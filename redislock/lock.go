@@ -38,8 +38,8 @@ type lock struct {
 	keyArgs            [5]any
 	tokenArg, ownerArg any
 
-	unlockMu  sync.Mutex // serialises Unlock, so that a second Unlock sees the first
-	releasing bool       // a release was sent whose outcome is unknown; under unlockMu
+	unlockMu sync.Mutex // serialises Unlock, so that a second Unlock sees the first
+	unknown  bool       // a release was sent whose outcome is unknown; under unlockMu
 
 	mu   sync.Mutex // guards err and done
 	err  error
@@ -55,7 +55,9 @@ type lock struct {
 	renewNow  bool      // the lease is a waiter's short grant: renew it early
 	renewArgs []any     // the renewal command, for renewTTL
 	renewTTL  time.Duration
-	lastErr   error // why the last renewal failed
+	lastErr   error  // why the last renewal failed
+	gen       uint64 // the lease's generation: Refresh starts a new one
+	releasing error  // set once Unlock began: renewal stops, and the handle ends with it at its deadline
 }
 
 var _ dlock.Lock = (*lock)(nil)
@@ -140,11 +142,22 @@ func (lk *lock) lose(cause error) error {
 	return lk.Err()
 }
 
-// Unlock releases the lock in one round trip. A release whose reply was
-// lost may be retried: when the retry finds the token gone while the local
-// lease deadline has not passed, the key cannot have expired, so the
-// earlier attempt deleted it and the retry returns nil rather than a false
-// dlock.ErrNotHeld. (An operator's ForceUnlock in between looks the same.)
+// Unlock releases the lock in one round trip.
+//
+// Every release can be sent twice (go-redis re-sends a command after a
+// read timeout) or retried by the caller after its reply was lost, so a
+// release that finds the hold gone is told apart from a lost lock by the
+// local lease deadline: before it, the key cannot have expired, so an
+// earlier release of ours deleted it (or an operator did; either way the
+// lock is free) and Unlock returns nil. A retry that finds another party
+// holding the key before the deadline returns nil too when an earlier
+// release of this handle had an unknown outcome: that release ran, and
+// the new holder came after it. Otherwise the lock was lost.
+//
+// Once Unlock is called the watchdog no longer renews the lock, whatever
+// the outcome: a release that fails lets the lease lapse at its deadline
+// at the latest, when the handle ends as released.
+//
 // Unlocking twice returns dlock.ErrNotHeld; unlocking a lost lock returns
 // the *dlock.LostError.
 func (lk *lock) Unlock(ctx context.Context) error { return lk.release(ctx, dlock.ErrNotHeld) }
@@ -159,6 +172,7 @@ func (lk *lock) release(ctx context.Context, ended error) error {
 	case stateLost:
 		return lk.Err()
 	}
+	lk.l.watchdog.releasing(lk, ended)
 	var release *redis.Cmd
 	if lk.owner == "" {
 		release = releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg)
@@ -167,18 +181,17 @@ func (lk *lock) release(ctx context.Context, ended error) error {
 	}
 	n, err := release.Int64()
 	if err != nil {
-		lk.releasing = true
+		lk.unknown = true
 		return dlock.KeyError(lk.key, fmt.Errorf("release: %w", err))
 	}
-	switch n {
-	case releaseDone:
+	inLease := time.Now().Before(lk.l.watchdog.deadline(lk))
+	switch {
+	case n == releaseDone,
+		n == releaseGone && inLease,
+		n == releaseTaken && inLease && lk.unknown:
 		lk.end(stateReleased, ended)
 		return nil
-	case releaseNotHeld:
-		if lk.releasing && time.Now().Before(lk.l.watchdog.deadline(lk)) {
-			lk.end(stateReleased, ended) // the lost reply's release
-			return nil
-		}
+	case n == releaseGone || n == releaseTaken:
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
 	return dlock.KeyError(lk.key, fmt.Errorf("release: unexpected reply %d", n))
@@ -207,12 +220,14 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	sent := time.Now()
 	n, err := refreshScript.run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, ttl.Milliseconds()).Int64()
 	if err != nil {
+		// Redis may have applied it: the lease is the shorter of the two.
+		lk.l.watchdog.refreshed(lk, sent, ttl, false)
 		return dlock.KeyError(lk.key, fmt.Errorf("refresh: %w", err))
 	}
 	if n == 0 {
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
-	lk.l.watchdog.refreshed(lk, sent, ttl)
+	lk.l.watchdog.refreshed(lk, sent, ttl, true)
 	return nil
 }
 

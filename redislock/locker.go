@@ -283,7 +283,7 @@ func (l *Locker) forget(lk *lock) {
 	}
 }
 
-// attempt makes one attempt: a bare SET NX PX for a plain try, else
+// attempt makes one attempt: a bare SET NX PX GET for a plain try, else
 // try.lua (a fenced plain try) or acquire.lua. It reports whether the lock
 // is ours (and then sets lk.fence), or the holder's remaining lease when
 // the attempt could ask (zero otherwise). The lease deadline of a lock it
@@ -298,9 +298,14 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Dur
 	var r int64
 	switch {
 	case mode == modeTry && lk.owner == "" && !lk.fenced:
-		set := redis.NewBoolCmd(ctx, "set", lk.keyArgs[0], lk.tokenArg, "px", ttl, "nx")
+		// SET NX GET answers nil when it set, else the current value: our
+		// own token when this is a re-sent attempt whose first run set it.
+		set := redis.NewStringCmd(ctx, "set", lk.keyArgs[0], lk.tokenArg, "px", ttl, "nx", "get")
 		_ = l.send.Process(ctx, set) // the error is set's
-		if err = set.Err(); err == nil && !set.Val() {
+		switch err = set.Err(); {
+		case err == redis.Nil:
+			err = nil
+		case err == nil && set.Val() != lk.token:
 			return false, 0, nil
 		}
 	case mode == modeTry && lk.owner == "":

@@ -236,8 +236,10 @@ func TestWireCompatibility(t *testing.T) {
 	if n := raw.Eval(ctx, rawRelease, []string{redisKey}, lk.Token()).Val(); n != int64(1) {
 		t.Fatalf("raw release with dlock's token = %v", n)
 	}
-	if err := lk.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
-		t.Fatalf("Unlock after a raw release = %v", err)
+	// within its lease, the handle cannot tell that release from a re-sent
+	// one of its own: the lock is free, as Unlock asks
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock after a raw release = %v, want nil", err)
 	}
 	// a raw lock set without an expiry still reads as busy, with no hint
 	raw.Set(ctx, redisKey, "forever", 0)

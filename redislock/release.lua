@@ -10,12 +10,18 @@ if giveup then
   redis.call('HDEL', waiters, token)
 end
 
-if owner == '' then
-  if redis.call('GET', lock) ~= token then return 0 end
-elseif redis.call('GET', lock) ~= 'o:' .. owner or redis.call('HDEL', holds, token) == 0 then
+local value = token
+if owner ~= '' then value = 'o:' .. owner end
+local current = redis.call('GET', lock)
+if current ~= value then
+  if current then return -1 end
   return 0
-elseif redis.call('EXISTS', holds) == 1 then
-  return 1 -- the owner holds the lock still
+end
+if owner ~= '' then
+  if redis.call('HDEL', holds, token) == 0 then return 0 end
+  if redis.call('EXISTS', holds) == 1 then
+    return 1 -- the owner holds the lock still
+  end
 end
 redis.call('DEL', lock)
 grant()

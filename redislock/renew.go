@@ -133,14 +133,49 @@ func (s *scheduler) deadline(lk *lock) time.Time {
 	return lk.deadline
 }
 
-// refreshed records a lease set by Refresh at time sent.
-func (s *scheduler) refreshed(lk *lock, sent time.Time, ttl time.Duration) {
+// refreshed records a lease of ttl that Refresh asked for at time sent,
+// and starts a new generation of the lease: a renewal sent before can no
+// longer lengthen it. When the outcome is unknown (applied is false),
+// Redis may or may not have applied it, and the lease is the shorter of
+// the old one and the new.
+func (s *scheduler) refreshed(lk *lock, sent time.Time, ttl time.Duration, applied bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	lk.gen++
 	lk.ttl = ttl
+	old := lk.deadline
 	lk.setDeadline(sent, ttl)
-	if lk.index >= 0 && !lk.inflight {
+	if !applied && old.Before(lk.deadline) {
+		lk.deadline = old
+	}
+	if lk.index < 0 {
+		return
+	}
+	switch {
+	case !lk.inflight && lk.releasing == nil:
 		lk.due = nextDue(lk, sent)
+	case lk.due.After(lk.deadline):
+		lk.due = lk.deadline
+	default:
+		return
+	}
+	heap.Fix(&s.locks, lk.index)
+	s.arm(lk.due)
+}
+
+// releasing stops renewing lk, whose Unlock began: a release may delete
+// the key at any moment, after which a renewal would find it gone. The
+// scheduler still watches the deadline, where the handle ends with ended
+// if no release confirmed it before: the lease has lapsed by then.
+func (s *scheduler) releasing(lk *lock, ended error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lk.releasing != nil {
+		return
+	}
+	lk.releasing, lk.renew = ended, false
+	if lk.index >= 0 && !lk.inflight {
+		lk.due = lk.deadline
 		heap.Fix(&s.locks, lk.index)
 		s.arm(lk.due)
 	}
@@ -205,8 +240,12 @@ func (s *scheduler) schedule() {
 
 func (s *scheduler) expire(lk *lock) {
 	s.mu.Lock()
-	cause := lk.lastErr
+	cause, released := lk.lastErr, lk.releasing
 	s.mu.Unlock()
+	if released != nil {
+		lk.end(stateReleased, released) // a release with unknown outcome: the lease lapsed
+		return
+	}
 	if cause != nil {
 		cause = fmt.Errorf("%w: renewal failed: %w", dlock.ErrLeaseExpired, cause)
 	} else {
@@ -242,9 +281,10 @@ func (s *scheduler) renew(batch []*lock) {
 	s.mu.Lock()
 	deadline := batch[0].deadline
 	ttls := make([]time.Duration, len(batch))
+	gens := make([]uint64, len(batch))
 	args := make([][]any, len(batch))
 	for i, lk := range batch {
-		ttls[i] = lk.ttl
+		ttls[i], gens[i] = lk.ttl, lk.gen
 		args[i] = lk.renewal()
 		if lk.deadline.Before(deadline) {
 			deadline = lk.deadline
@@ -287,8 +327,21 @@ func (s *scheduler) renew(batch []*lock) {
 		switch {
 		case cerr == nil && codes[i] == '1':
 			lk.lastErr = nil
-			lk.setDeadline(sent, ttls[i])
+			if lk.gen == gens[i] {
+				lk.setDeadline(sent, ttls[i])
+			} else if d := sent.Add(ttls[i] - Drift(ttls[i])); d.Before(lk.deadline) {
+				// a Refresh came while this renewal was on the wire: Redis
+				// applied the two in an unknown order, so the shorter
+				// lease is the one to count on
+				lk.deadline = d
+			}
 			lk.due = sent.Add(ttls[i] / 3)
+			if lk.releasing != nil || lk.deadline.Before(lk.due) {
+				lk.due = lk.deadline
+			}
+		case cerr == nil && lk.releasing != nil:
+			// the release deleted the key after this renewal was sent
+			lk.due = lk.deadline
 		case cerr == nil:
 			lost = append(lost, lk)
 			continue

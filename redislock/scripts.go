@@ -10,6 +10,8 @@ import (
 )
 
 var (
+	//go:embed fence.lua
+	fenceLua string
 	//go:embed common.lua
 	commonLua string
 	//go:embed try.lua
@@ -32,9 +34,9 @@ var (
 
 // The scripts, immutable once built.
 var (
-	tryScript     = newScript(tryLua)
-	acquireScript = newScript(commonLua + acquireLua)
-	releaseScript = newScript(releaseHeadLua + commonLua + releaseLua)
+	tryScript     = newScript(fenceLua + tryLua)
+	acquireScript = newScript(fenceLua + commonLua + acquireLua)
+	releaseScript = newScript(releaseHeadLua + fenceLua + commonLua + releaseLua)
 	refreshScript = newScript(leaseLua + refreshLua)
 	renewScript   = newScript(leaseLua + renewLua)
 	ttlScript     = newScript(ttlLua)
@@ -49,8 +51,9 @@ const (
 
 // Replies of release.lua.
 const (
-	releaseNotHeld = 0
-	releaseDone    = 1
+	releaseTaken = -1 // another party holds the lock
+	releaseGone  = 0  // the hold is gone: released before, or deleted
+	releaseDone  = 1
 )
 
 // script is a Lua script sent by its SHA1. Its arguments are built by hand,
