@@ -25,6 +25,13 @@ type RetryStrategy struct {
 	maxElapsed   time.Duration
 }
 
+// MaxRetryInterval is the longest delay between two attempts that a
+// RetryStrategy may ask for. A waiter that sleeps longer keeps its place in
+// a queue for twice its delay, so a longer delay would hold up the waiters
+// behind a crashed one for hours; to wait that long, bound the wait with
+// WithWait or the context instead.
+const MaxRetryInterval = time.Hour
+
 // FixedInterval waits d between attempts.
 func FixedInterval(d time.Duration) RetryStrategy {
 	return RetryStrategy{initial: d, max: d, factor: 1}

@@ -623,6 +623,8 @@ func (s *suite) badInput(t *testing.T) {
 		{"WithTTL(0)", k, []dlock.Option{dlock.WithTTL(0)}, dlock.ErrInvalidTTL},
 		{"negative TTL", k, []dlock.Option{dlock.WithTTL(-time.Second)}, dlock.ErrInvalidTTL},
 		{"WithLease(0)", k, []dlock.Option{dlock.WithLease(0)}, dlock.ErrInvalidTTL},
+		{"a TTL too short to leave a usable lease", k, []dlock.Option{dlock.WithTTL(2 * time.Millisecond)}, dlock.ErrInvalidTTL},
+		{"a retry delay over a day", k, []dlock.Option{dlock.WithRetry(dlock.FixedInterval(200 * 365 * 24 * time.Hour))}, dlock.ErrInvalidOption},
 		{"negative wait", k, []dlock.Option{dlock.WithWait(-time.Second)}, dlock.ErrInvalidOption},
 		{"WithPrefix on a call", k, []dlock.Option{dlock.WithPrefix("x")}, dlock.ErrInvalidOption},
 	}
