@@ -14,8 +14,12 @@ const (
 )
 
 // MinTTL is the shortest lease dlock accepts. Drivers may ask for more
-// (etcd leases are whole seconds).
-const MinTTL = time.Millisecond
+// (etcd leases are whole seconds). A holder counts its lease from the
+// moment before it sent the request, less a margin for the server's clock
+// running fast (1% and 2ms for Redis), so a shorter lease would be over,
+// or nearly, by the time the reply came back: at 10ms about 8ms stay
+// usable on a local network.
+const MinTTL = 10 * time.Millisecond
 
 // An Option changes how a lock is acquired and held. Options are values:
 // the last one of a kind wins, and a value out of range makes the call that

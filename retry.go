@@ -64,6 +64,8 @@ func (r RetryStrategy) validate() error {
 	switch {
 	case r.initial <= 0 || r.max < r.initial:
 		return fmt.Errorf("%w: retry delays must satisfy 0 < initial <= max, got %v and %v", ErrInvalidOption, r.initial, r.max)
+	case r.max > MaxRetryInterval:
+		return fmt.Errorf("%w: retry delay %v over the limit of %v", ErrInvalidOption, r.max, MaxRetryInterval)
 	case r.factor < 1:
 		return fmt.Errorf("%w: retry factor %v below 1", ErrInvalidOption, r.factor)
 	case r.jitter < 0 || r.jitter >= 1:

@@ -31,8 +31,8 @@ local function queued_ahead()
   for _ = 1, 100 do
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
     if not head or head == token then return false end
-    local info = redis.call('HGET', waiters, head)
-    if info and tonumber(string.match(info, '^(%d+)')) >= now then return true end
+    local deadline = tonumber(string.match(redis.call('HGET', waiters, head) or '', '^(%d+)|'))
+    if deadline and deadline >= now then return true end
     redis.call('ZREM', queue, head)
     redis.call('HDEL', waiters, head)
   end
