@@ -8,7 +8,7 @@
 //
 // # Round trips
 //
-// Acquiring is one round trip: on the plain path a bare SET NX PX (with
+// Acquiring is one round trip: on the plain path a bare SET NX PX GET (with
 // dlock.WithFencing, try.lua: SET NX PX and the fence increment, or the
 // holder's remaining lease when busy); with an owner, in fair mode or while
 // waiting, acquire.lua: the same plus reentry and the queue. Releasing is
@@ -46,5 +46,6 @@
 // (SSUBSCRIBE to "<queue key>:<subscriber id>"); the Locker keeps one subscription
 // connection, so in a Cluster it is woken only for keys of the shard it
 // subscribed to first, and waiters on other shards fall back to their
-// retry timer. Requires Redis 7.0 or later (SPUBLISH).
+// retry timer. Requires Redis 7.0 or later (SPUBLISH, and SET with both NX
+// and GET, by which a re-sent attempt recognises its own token).
 package redislock

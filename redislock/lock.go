@@ -13,6 +13,37 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// The life of a hold.
+//
+//	pending ──acquired──▶ held ──Unlock (released or found gone in its lease)──▶ released
+//	   │                   │  └──renewal refused, deadline passed, release found it taken──▶ lost
+//	   └──busy, error, Close──▶ (no handle)
+//
+// A handle moves once, from held to released or lost (end), and Done
+// closes then. The rule every path keeps: while a handle reports held,
+// Redis keeps the lock at least until the handle's local deadline,
+// whatever became of each command (a success, an error reply, a timeout, a
+// reply that never came, a command go-redis sent twice):
+//
+//   - the deadline is counted from the moment before the command that set
+//     the lease was sent, less Drift: a late reply cannot lengthen it;
+//   - a renewal lengthens it only if no Refresh came since it was sent
+//     (a lease generation), and a Refresh whose outcome is unknown can only
+//     shorten it;
+//   - a handle whose renewals fail is declared lost at the deadline, by the
+//     watchdog's clock, not by the goroutine that waits on the network;
+//   - every command is safe to send twice: an attempt that finds its own
+//     token has the lock, a release that finds the hold gone within the
+//     lease has released it;
+//   - once Unlock began, nothing renews the lock, so a release of unknown
+//     outcome lets the lease lapse by the deadline, when the handle ends
+//     as released;
+//   - Close decides under the table's mutex: an acquisition is either in
+//     the table, and released by Close, or gives the lock back.
+//
+// And its dual: a hold that ends other than by its own Unlock ends the work
+// done under it (dlock.Guard and dlock.Do watch Done).
+
 // The states of a lock handle.
 const (
 	statePending  int32 = iota // being acquired
