@@ -25,7 +25,7 @@ func TestWatchdogDeadlineSynctest(t *testing.T) {
 		defer l.Close()
 		start := time.Now()
 		var locks []*lock
-		for i, ttl := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 2 * time.Second} // in deadline order {
+		for i, ttl := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 2 * time.Second} { // in deadline order
 			k, err := keysOf("dlock", "k"+string(rune('a'+i)))
 			if err != nil {
 				t.Fatal(err)
