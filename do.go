@@ -7,7 +7,8 @@ import (
 
 // Do acquires key with l.Lock (waiting as opts say), runs fn while holding
 // it, and releases it when fn returns or panics; a panic continues after the
-// release. fn's context is cancelled the moment the hold ends other than
+// release. fn's context carries the lock (see [LockFrom], for its fence),
+// and is cancelled the moment the hold ends other than
 // by Do's own release: the lock was lost, or l was closed; context.Cause
 // says which (see [Guard]).
 //

@@ -11,8 +11,8 @@ import (
 // releases.
 const ReleaseTimeout = 5 * time.Second
 
-// Guard ties work to a held lock. It returns a context derived from ctx and
-// a release function.
+// Guard ties work to a held lock. It returns a context derived from ctx,
+// which carries lk (see [LockFrom]), and a release function.
 //
 // The context is cancelled the moment the hold ends for any reason other
 // than release: the lock was lost (the cause matches ErrLockLost), its
@@ -25,7 +25,7 @@ const ReleaseTimeout = 5 * time.Second
 // runs on a context detached from ctx, bounded by ReleaseTimeout. Call
 // release exactly once, typically deferred.
 func Guard(ctx context.Context, lk Lock) (guarded context.Context, release func() error) {
-	guarded, cancel := context.WithCancelCause(ctx)
+	guarded, cancel := context.WithCancelCause(context.WithValue(ctx, lockKey{}, lk))
 	stop := make(chan struct{})
 	watched := make(chan struct{})
 	var ended error // why the hold ended before release; set before watched closes
@@ -55,4 +55,14 @@ func Guard(ctx context.Context, lk Lock) (guarded context.Context, release func(
 		}
 		return err
 	}
+}
+
+type lockKey struct{}
+
+// LockFrom returns the lock that guards ctx: the one held by the [Do] or
+// [Guard] that made ctx (or, for an HTTP handler, by package httplock).
+// Its Fence is the fencing token to hand to the storage the lock protects.
+func LockFrom(ctx context.Context) (Lock, bool) {
+	lk, ok := ctx.Value(lockKey{}).(Lock)
+	return lk, ok
 }

@@ -107,3 +107,16 @@ func TestGuardRelease(t *testing.T) {
 		t.Fatalf("cause after release = %v, want plain context.Canceled", cause)
 	}
 }
+
+// The guarded context carries the lock: fn reaches its fence.
+func TestLockFrom(t *testing.T) {
+	lk := newFakeLock()
+	ctx, release := dlock.Guard(context.Background(), lk)
+	defer release()
+	if got, ok := dlock.LockFrom(ctx); !ok || got != dlock.Lock(lk) {
+		t.Fatalf("LockFrom(guarded) = %v, %v", got, ok)
+	}
+	if _, ok := dlock.LockFrom(context.Background()); ok {
+		t.Fatal("LockFrom of a bare context reports a lock")
+	}
+}

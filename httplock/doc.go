@@ -1,9 +1,10 @@
 // Package httplock is net/http middleware that runs a handler only while it
-// holds a distributed lock named after the request: seed 000's
-// @Lock(key = "order:{orderId}") in Go's idiom.
+// holds a distributed lock named after the request: the
+// @Lock(key = "order:{orderId}") annotation of Java frameworks, in Go's
+// idiom.
 //
-//	lock, err := httplock.New(locker, "order:{orderId}")
-//	if err != nil { ... }                  // bad template or option: at startup
+//	lock, err := httplock.New(locker, "order:{orderId}")  // dlock options may follow: dlock.WithWait(2*time.Second)
+//	if err != nil { ... }                                 // bad template or option: at startup
 //	mux.Handle("POST /orders/{orderId}/pay", lock(pay))
 //
 // The key is the template filled from the request (see package keytmpl):
@@ -18,8 +19,8 @@
 //   - The lock is free: the handler runs while the middleware holds it, and
 //     the lock is released when the handler returns or panics (the panic
 //     then goes on to net/http).
-//   - The lock is busy: 409 Conflict (or 423 Locked with WithStatus), at
-//     once, or after waiting up to WithWait for it. A Retry-After header
+//   - The lock is busy: 409 Conflict (or 423 Locked, with Middleware's
+//     Status), at once, or after waiting up to dlock.WithWait for it. A Retry-After header
 //     gives the holder's remaining lease in whole seconds, rounded up, at
 //     least 1. The body is an RFC 9457 application/problem+json object with
 //     the extension members "lockKeyTemplate" and "retryAfter".
@@ -27,7 +28,7 @@
 //     an empty {rest...} wildcard) or the key is too long: 400 Bad Request.
 //   - The Locker fails (Redis down or paused, a timeout): 503 Service
 //     Unavailable, whose body says only that the lock service is
-//     unavailable. The error itself goes to the WithLogger logger.
+//     unavailable. The error itself goes to Middleware's Logger.
 //   - The template names a path wildcard that the route does not declare:
 //     500 Internal Server Error, since the server is set up wrong.
 //
@@ -48,15 +49,16 @@
 // lock reentrant for that owner: requests with the same owner do not
 // exclude each other.
 //
-// The handler gets the held lock from [FromContext]: its Fence is the
+// The handler gets the held lock from [dlock.LockFrom]: its Fence is the
 // fencing token to hand to storage that can refuse stale writers (give the
 // Locker dlock.WithFencing(true) for Redis to hand out fences). The
 // request's context is cancelled the moment the hold ends before the
 // handler returns: the lock was lost (its lease ran out while the server
 // was paused, say; [context.Cause] matches dlock.ErrLockLost) or the
 // Locker was closed (dlock.ErrClosed). A handler that watches its context
-// stops working on data it no longer guards. The lock's lease is WithTTL (default 10s), renewed by the
-// Locker's watchdog while the handler runs.
+// stops working on data it no longer guards. The lock's lease is the
+// Locker's TTL (or dlock.WithTTL given to New), renewed by the Locker's
+// watchdog while the handler runs.
 //
 // # Example: paying an order once
 //
@@ -70,7 +72,7 @@
 // concurrent payments of order 42 and prints what they got:
 //
 //	$ go run ./examples/orders
-//	POST /orders/42/pay: 200 OK: paid order 42 (fence 1)
+//	POST /orders/42/pay: 200 OK: paid order 42 (fence 1795488280554482)
 //	POST /orders/42/pay: 409 Conflict (Retry-After: 10): another request holds the lock on this resource; retry later
 //
 // With -listen 127.0.0.1:8080 -redis 127.0.0.1:6379 it serves until

@@ -30,7 +30,7 @@ func ExampleNew() {
 	paying := make(chan struct{})
 	finish := make(chan struct{})
 	pay := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		lk, _ := httplock.FromContext(r.Context())
+		lk, _ := dlock.LockFrom(r.Context())
 		paying <- struct{}{}
 		<-finish // the payment provider is slow
 		// A real service passes lk.Fence() to its database with the write.

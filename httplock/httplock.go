@@ -1,7 +1,6 @@
 package httplock
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,127 +13,43 @@ import (
 	"github.com/dlock-go/dlock/keytmpl"
 )
 
-// Defaults of the options.
-const (
-	// DefaultTTL is the lease of a request's lock (seed 000's ttlMs). The
-	// Locker's watchdog renews it while the handler runs, so it bounds how
-	// long a crashed server keeps the key, not how long a handler may take.
-	DefaultTTL = 10 * time.Second
-	// DefaultStatus answers a request whose lock is busy.
-	DefaultStatus = http.StatusConflict
-)
+// DefaultStatus answers a request whose lock is busy.
+const DefaultStatus = http.StatusConflict
 
-// An Option configures the middleware that New builds.
-type Option func(*config)
-
-type config struct {
-	ttl      time.Duration
-	wait     time.Duration
-	retry    time.Duration
-	status   int
-	lockOpts []dlock.Option
-	logger   *slog.Logger
-	invalid  []error
-}
-
-func (c *config) fail(format string, args ...any) {
-	c.invalid = append(c.invalid, fmt.Errorf("httplock: %w: "+format, append([]any{dlock.ErrInvalidOption}, args...)...))
-}
-
-// WithTTL sets the lease of each request's lock (default 10s). It must be
-// at least dlock.MinTTL.
-func WithTTL(ttl time.Duration) Option {
-	return func(c *config) {
-		if ttl < dlock.MinTTL {
-			c.fail("ttl %v is below %v", ttl, dlock.MinTTL)
-			return
-		}
-		c.ttl = ttl
-	}
-}
-
-// WithWait makes a request whose key is busy wait up to d for it before
-// the busy answer (seed 000's waitMs). The default, 0, answers at once.
-// A wait also ends when the request's context does (the client went away).
-func WithWait(d time.Duration) Option {
-	return func(c *config) {
-		if d < 0 {
-			c.fail("negative wait %v", d)
-			return
-		}
-		c.wait = d
-	}
-}
-
-// WithRetryInterval sets the pause between the attempts of a waiting
-// request (seed 000's retryMs); the default is the Locker's. It matters
-// only with WithWait.
-func WithRetryInterval(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.fail("retry interval %v is not positive", d)
-			return
-		}
-		c.retry = d
-	}
-}
-
-// WithStatus sets the status of the busy answer: http.StatusConflict (409,
-// the default) or http.StatusLocked (423). Other codes are refused.
-func WithStatus(code int) Option {
-	return func(c *config) {
-		if code != http.StatusConflict && code != http.StatusLocked {
-			c.fail("busy status %d (want %d or %d)", code, http.StatusConflict, http.StatusLocked)
-			return
-		}
-		c.status = code
-	}
-}
-
-// WithLockOptions passes extra options to every acquisition, after the
-// ones New derives from WithTTL, WithWait and WithRetryInterval, so they
-// win over them: dlock.WithFair(true), dlock.WithLease(ttl) (no watchdog),
-// and so on. Locker-only options (dlock.WithPrefix) are refused by New.
-// Set the wait with WithWait, not dlock.WithWait: without WithWait a
-// request makes a single attempt (TryLock), which ignores dlock.WithWait.
-func WithLockOptions(opts ...dlock.Option) Option {
-	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
-}
-
-// WithLogger logs what the client is not told: backend errors behind a 503,
-// release errors, locks lost while a handler ran, and templates that do not
-// match the route. By default the middleware logs nothing.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *config) {
-		if l == nil {
-			c.fail("nil logger")
-			return
-		}
-		c.logger = l
-	}
-}
-
-type lockKey struct{}
-
-// FromContext returns the lock that the middleware holds for the request
-// whose context is ctx. Use its Fence to guard writes, and watch ctx: it is
-// cancelled, with the reason as context.Cause, if the hold ends before the
-// handler returns (the lock was lost, or the Locker closed).
-func FromContext(ctx context.Context) (dlock.Lock, bool) {
-	lk, ok := ctx.Value(lockKey{}).(dlock.Lock)
-	return lk, ok
+// Middleware holds the settings of the middleware itself; the lock's own
+// options are dlock's, given to New. The zero Middleware answers a busy
+// lock with 409 Conflict and logs nothing.
+type Middleware struct {
+	// Status answers a request whose lock is busy: http.StatusConflict
+	// (409, the default, when zero) or http.StatusLocked (423). New refuses
+	// other codes.
+	Status int
+	// Logger receives what the client is not told: backend errors behind a
+	// 503, release errors, locks lost while a handler ran, and templates
+	// that do not match the route. Nil logs nothing.
+	Logger *slog.Logger
 }
 
 // New returns middleware that runs a handler only while it holds the lock
-// named by filling template (see package keytmpl) from the request.
+// named by filling template (see package keytmpl) from the request, with
+// the zero [Middleware]'s settings. opts are the acquisition's options,
+// over the Locker's own defaults: a request makes one attempt unless opts
+// say dlock.WithWait(d), and dlock.WithTTL, dlock.WithFair and the rest
+// apply as they do to Locker.Lock.
+func New(locker dlock.Locker, template string, opts ...dlock.Option) (func(http.Handler) http.Handler, error) {
+	return Middleware{}.New(locker, template, opts...)
+}
+
+// New is the package's New with m's settings.
 //
 // It returns an error when locker is nil, the template does not parse (a
-// *keytmpl.SyntaxError with the offset) or an option is out of range
-// (matching dlock.ErrInvalidOption or dlock.ErrInvalidTTL), so that a bad
-// setup fails at startup, never per request. The answers are listed in the
+// *keytmpl.SyntaxError with the offset), an option is out of range or
+// applies to a Locker only (matching dlock.ErrInvalidOption or
+// dlock.ErrInvalidTTL), or m.Status is not 409 or 423, so that a bad setup
+// fails at startup, never per request. The answers are listed in the
 // package documentation. The middleware given a nil handler answers every
 // request with 500 Internal Server Error.
-func New(locker dlock.Locker, template string, opts ...Option) (func(http.Handler) http.Handler, error) {
+func (m Middleware) New(locker dlock.Locker, template string, opts ...dlock.Option) (func(http.Handler) http.Handler, error) {
 	if locker == nil {
 		return nil, fmt.Errorf("httplock: nil locker: %w", dlock.ErrNilClient)
 	}
@@ -142,44 +57,36 @@ func New(locker dlock.Locker, template string, opts ...Option) (func(http.Handle
 	if err != nil {
 		return nil, err
 	}
-	c := config{ttl: DefaultTTL, status: DefaultStatus}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&c)
-		}
+	switch m.Status {
+	case 0:
+		m.Status = DefaultStatus
+	case http.StatusConflict, http.StatusLocked:
+	default:
+		return nil, fmt.Errorf("httplock: %w: busy status %d (want %d or %d)", dlock.ErrInvalidOption, m.Status, http.StatusConflict, http.StatusLocked)
 	}
-	if len(c.invalid) > 0 {
-		return nil, c.invalid[0]
-	}
-	lockOpts := []dlock.Option{dlock.WithTTL(c.ttl)}
-	if c.wait > 0 {
-		lockOpts = append(lockOpts, dlock.WithWait(c.wait))
-	}
-	if c.retry > 0 {
-		lockOpts = append(lockOpts, dlock.WithRetry(dlock.FixedInterval(c.retry)))
-	}
-	lockOpts = append(lockOpts, c.lockOpts...)
+	// One attempt unless the caller asks to wait: Lock with WithWait(0) is
+	// TryLock.
+	lockOpts := append([]dlock.Option{dlock.WithWait(0)}, opts...)
 	if _, err := (dlock.Options{}).Apply(lockOpts...); err != nil {
 		return nil, fmt.Errorf("httplock: %w", err)
 	}
-	if c.logger == nil {
-		c.logger = slog.New(slog.DiscardHandler)
+	log := m.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	m := &middleware{
+	mw := &middleware{
 		locker: locker,
 		tpl:    tpl,
-		wait:   c.wait > 0,
-		status: c.status,
+		status: m.Status,
 		opts:   lockOpts,
-		log:    c.logger.With("component", "httplock", "template", tpl.String()),
+		log:    log.With("component", "httplock", "template", tpl.String()),
 	}
-	return m.wrap, nil
+	return mw.wrap, nil
 }
 
 type middleware struct {
 	locker dlock.Locker
 	tpl    *keytmpl.Template
-	wait   bool
 	status int
 	opts   []dlock.Option
 	log    *slog.Logger
@@ -207,12 +114,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			// (WithWait) instead of failing with ErrAlreadyHeld.
 			ctx = dlock.WithOwner(ctx, dlock.NewToken())
 		}
-		var lk dlock.Lock
-		if m.wait {
-			lk, err = m.locker.Lock(ctx, key, m.opts...)
-		} else {
-			lk, err = m.locker.TryLock(ctx, key, m.opts...)
-		}
+		lk, err := m.locker.Lock(ctx, key, m.opts...)
 		if err != nil {
 			m.notAcquired(w, r, err)
 			return
@@ -232,7 +134,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, lk dlock.Lock
 			m.log.Error("httplock: release failed", "err", err)
 		}
 	}()
-	next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, lockKey{}, lk)))
+	next.ServeHTTP(w, r.WithContext(ctx))
 }
 
 func (m *middleware) badKey(w http.ResponseWriter, err error) {

@@ -40,9 +40,15 @@ func newLocker(t *testing.T, c *redis.Client, opts ...dlock.Option) *redislock.L
 }
 
 // mustNew is httplock.New that fails t on error.
-func mustNew(t *testing.T, l dlock.Locker, tmpl string, opts ...httplock.Option) func(http.Handler) http.Handler {
+func mustNew(t *testing.T, l dlock.Locker, tmpl string, opts ...dlock.Option) func(http.Handler) http.Handler {
 	t.Helper()
-	mw, err := httplock.New(l, tmpl, opts...)
+	return mustNewWith(t, httplock.Middleware{}, l, tmpl, opts...)
+}
+
+// mustNewWith is m.New that fails t on error.
+func mustNewWith(t *testing.T, m httplock.Middleware, l dlock.Locker, tmpl string, opts ...dlock.Option) func(http.Handler) http.Handler {
+	t.Helper()
+	mw, err := m.New(l, tmpl, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +125,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.entered <- r
 	select {
 	case <-g.release:
-		lk, _ := httplock.FromContext(r.Context())
+		lk, _ := dlock.LockFrom(r.Context())
 		fmt.Fprintf(w, "fence %d", lk.Fence())
 	case <-time.After(bound):
 		http.Error(w, "gate never released", http.StatusInternalServerError)
@@ -158,25 +164,25 @@ func TestNewRejects(t *testing.T) {
 	l := newLocker(t, s.Client(t))
 	for _, tc := range []struct {
 		tmpl     string
-		opts     []httplock.Option
+		status   int
+		opts     []dlock.Option
 		want     error
 		contains string
 	}{
-		{"order:{orderId", nil, keytmpl.ErrSyntax, "at offset 6: unclosed '{'"},
-		{"order:{}", nil, keytmpl.ErrSyntax, "at offset 6: empty placeholder name"},
-		{"order:}", nil, keytmpl.ErrSyntax, "at offset 6: '}' without a matching '{'"},
-		{"order:{cookie:sid}", nil, keytmpl.ErrSyntax, `at offset 7: unknown source "cookie"`},
-		{"{a}{b}", nil, keytmpl.ErrSyntax, "without a separator"},
-		{"{a}:{a}", nil, keytmpl.ErrSyntax, "duplicate placeholder {a}"},
-		{"k:{id}", []httplock.Option{httplock.WithStatus(500)}, dlock.ErrInvalidOption, "busy status 500"},
-		{"k:{id}", []httplock.Option{httplock.WithTTL(0)}, dlock.ErrInvalidOption, "ttl 0s"},
-		{"k:{id}", []httplock.Option{httplock.WithWait(-time.Second)}, dlock.ErrInvalidOption, "negative wait"},
-		{"k:{id}", []httplock.Option{httplock.WithRetryInterval(0)}, dlock.ErrInvalidOption, "retry interval"},
-		{"k:{id}", []httplock.Option{httplock.WithLogger(nil)}, dlock.ErrInvalidOption, "nil logger"},
-		{"k:{id}", []httplock.Option{httplock.WithLockOptions(dlock.WithPrefix("x"))}, dlock.ErrInvalidOption, "WithPrefix"},
-		{"k:{id}", []httplock.Option{httplock.WithLockOptions(dlock.WithLease(0))}, dlock.ErrInvalidTTL, "below"},
+		{"order:{orderId", 0, nil, keytmpl.ErrSyntax, "at offset 6: unclosed '{'"},
+		{"order:{}", 0, nil, keytmpl.ErrSyntax, "at offset 6: empty placeholder name"},
+		{"order:}", 0, nil, keytmpl.ErrSyntax, "at offset 6: '}' without a matching '{'"},
+		{"order:{cookie:sid}", 0, nil, keytmpl.ErrSyntax, `at offset 7: unknown source "cookie"`},
+		{"{a}{b}", 0, nil, keytmpl.ErrSyntax, "without a separator"},
+		{"{a}:{a}", 0, nil, keytmpl.ErrSyntax, "duplicate placeholder {a}"},
+		{"k:{id}", 500, nil, dlock.ErrInvalidOption, "busy status 500"},
+		{"k:{id}", 0, []dlock.Option{dlock.WithTTL(0)}, dlock.ErrInvalidTTL, "0s is below"},
+		{"k:{id}", 0, []dlock.Option{dlock.WithWait(-time.Second)}, dlock.ErrInvalidOption, "negative wait"},
+		{"k:{id}", 0, []dlock.Option{dlock.WithRetry(dlock.FixedInterval(0))}, dlock.ErrInvalidOption, "retry delays"},
+		{"k:{id}", 0, []dlock.Option{dlock.WithPrefix("x")}, dlock.ErrInvalidOption, "WithPrefix"},
+		{"k:{id}", 0, []dlock.Option{dlock.WithLease(0)}, dlock.ErrInvalidTTL, "below"},
 	} {
-		mw, err := httplock.New(l, tc.tmpl, tc.opts...)
+		mw, err := httplock.Middleware{Status: tc.status}.New(l, tc.tmpl, tc.opts...)
 		if mw != nil || !errors.Is(err, tc.want) || !strings.Contains(fmt.Sprint(err), tc.contains) {
 			t.Errorf("New(%q) = %v, %v; want nil and an error matching %v containing %q", tc.tmpl, mw != nil, err, tc.want, tc.contains)
 		}
@@ -184,7 +190,7 @@ func TestNewRejects(t *testing.T) {
 	if _, err := httplock.New(nil, "k:{id}"); !errors.Is(err, dlock.ErrNilClient) {
 		t.Errorf("New(nil locker): %v, want ErrNilClient", err)
 	}
-	if _, err := httplock.New(l, "k:{id}", httplock.WithStatus(http.StatusLocked), nil); err != nil {
+	if _, err := (httplock.Middleware{Status: http.StatusLocked}).New(l, "k:{id}", nil); err != nil {
 		t.Errorf("New with 423 and a nil option: %v", err)
 	}
 }
@@ -307,7 +313,7 @@ func TestWaitTurnsConflictIntoOK(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle("POST /now/{id}", name(mustNew(t, l, "order:{id}")(g)))
 	mux.Handle("POST /wait/{id}", name(mustNew(t, l, "order:{id}",
-		httplock.WithWait(bound), httplock.WithRetryInterval(50*time.Millisecond))(g)))
+		dlock.WithWait(bound), dlock.WithRetry(dlock.FixedInterval(50*time.Millisecond)))(g)))
 	srv := serve(t, mux)
 	send := func(path, req string) <-chan answer {
 		ch := make(chan answer, 1)
@@ -342,14 +348,17 @@ func TestWaitTurnsConflictIntoOK(t *testing.T) {
 	default:
 	}
 	g.release <- struct{}{} // A finishes; C gets the lock
-	if a := <-first; a.status != http.StatusOK {
+	a := <-first
+	if a.status != http.StatusOK {
 		t.Fatalf("first request: %d %s %v", a.status, a.body, a.err)
 	}
+	var fa, fc uint64
+	fmt.Sscanf(string(a.body), "fence %d", &fa)
 	g.waitEntered(t)
 	close(g.release)
-	a := <-waiting
-	if a.status != http.StatusOK || string(a.body) != "fence 2" {
-		t.Fatalf("waiting request: %d %q %v, want 200 \"fence 2\"", a.status, a.body, a.err)
+	w := <-waiting
+	if _, err := fmt.Sscanf(string(w.body), "fence %d", &fc); w.status != http.StatusOK || err != nil || fc <= fa {
+		t.Fatalf("waiting request: %d %q %v, want 200 and a fence above the first's %d", w.status, w.body, w.err, fa)
 	}
 }
 
@@ -458,10 +467,10 @@ func TestLostLockCancelsRequest(t *testing.T) {
 	var logs syncbuf.Buffer
 	got := make(chan string, 2)
 	mux := http.NewServeMux()
-	mux.Handle("POST /orders/{orderId}/pay", mustNew(t, l, "order:{orderId}",
-		httplock.WithTTL(1500*time.Millisecond), httplock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))(http.HandlerFunc(
+	mux.Handle("POST /orders/{orderId}/pay", mustNewWith(t, httplock.Middleware{Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		l, "order:{orderId}", dlock.WithTTL(1500*time.Millisecond))(http.HandlerFunc(
 		func(w http.ResponseWriter, r *http.Request) {
-			lk, ok := httplock.FromContext(r.Context())
+			lk, ok := dlock.LockFrom(r.Context())
 			if !ok || lk.Key() != "order:9" || lk.Fence() == 0 {
 				got <- fmt.Sprintf("FromContext = %v, %v", lk, ok)
 				return
@@ -493,7 +502,7 @@ func TestLostLockCancelsRequest(t *testing.T) {
 	if !strings.Contains(logs.String(), "lock lost while the handler ran") {
 		t.Errorf("log %q does not report the loss", logs.String())
 	}
-	if _, ok := httplock.FromContext(context.Background()); ok {
+	if _, ok := dlock.LockFrom(context.Background()); ok {
 		t.Error("FromContext of a bare context reports a lock")
 	}
 }
@@ -541,8 +550,8 @@ func TestStatusLocked(t *testing.T) {
 	l := newLocker(t, s.Client(t))
 	g := newGate()
 	mux := http.NewServeMux()
-	mux.Handle("PUT /docs/{doc}", mustNew(t, l, "doc:{doc}", httplock.WithStatus(http.StatusLocked),
-		httplock.WithLockOptions(dlock.WithLease(3*time.Second)))(g))
+	mux.Handle("PUT /docs/{doc}", mustNewWith(t, httplock.Middleware{Status: http.StatusLocked},
+		l, "doc:{doc}", dlock.WithLease(3*time.Second))(g))
 	srv := serve(t, mux)
 	put := func() answer {
 		ctx, cancel := context.WithTimeout(context.Background(), bound)
@@ -572,8 +581,8 @@ func TestServiceUnavailableWhenRedisPaused(t *testing.T) {
 	l := newLocker(t, c)
 	var logs syncbuf.Buffer
 	mux := http.NewServeMux()
-	mux.Handle("POST /orders/{orderId}/pay", mustNew(t, l, "order:{orderId}", httplock.WithTTL(time.Second),
-		httplock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))(http.HandlerFunc(
+	mux.Handle("POST /orders/{orderId}/pay", mustNewWith(t, httplock.Middleware{Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		l, "order:{orderId}", dlock.WithTTL(time.Second))(http.HandlerFunc(
 		func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })))
 	srv := serve(t, mux)
 	if a := post(t, srv, "/orders/1/pay"); a.status != http.StatusNoContent { // connections are warm
@@ -627,7 +636,7 @@ func TestOwnerReentrancy(t *testing.T) {
 	lock := mustNew(t, l, "order:{orderId}")
 	fences := make(chan uint64, 2)
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		lk, _ := httplock.FromContext(r.Context())
+		lk, _ := dlock.LockFrom(r.Context())
 		fences <- lk.Fence()
 	})
 	g := newGate()

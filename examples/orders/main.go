@@ -135,7 +135,7 @@ func newService(locker dlock.Locker, charge func(context.Context, string) error)
 
 func (s *service) pay(w http.ResponseWriter, r *http.Request) {
 	order := r.PathValue("orderId")
-	lk, _ := httplock.FromContext(r.Context())
+	lk, _ := dlock.LockFrom(r.Context())
 	if err := s.charge(r.Context(), order); err != nil {
 		http.Error(w, "payment failed", http.StatusBadGateway)
 		return
