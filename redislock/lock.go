@@ -88,7 +88,7 @@ type lock struct {
 	renewTTL  time.Duration
 	lastErr   error  // why the last renewal failed
 	gen       uint64 // the lease's generation: Refresh starts a new one
-	releasing error  // set once Unlock began: renewal stops, and the handle ends with it at its deadline
+	releasing bool   // Unlock began: renewal stops, and the handle ends as released at its deadline
 }
 
 var _ dlock.Lock = (*lock)(nil)
@@ -191,10 +191,7 @@ func (lk *lock) lose(cause error) error {
 //
 // Unlocking twice returns dlock.ErrNotHeld; unlocking a lost lock returns
 // the *dlock.LostError.
-func (lk *lock) Unlock(ctx context.Context) error { return lk.release(ctx, dlock.ErrNotHeld) }
-
-// release is Unlock; a hold it releases ends with the error ended.
-func (lk *lock) release(ctx context.Context, ended error) error {
+func (lk *lock) Unlock(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
 	switch lk.state.Load() {
@@ -203,7 +200,7 @@ func (lk *lock) release(ctx context.Context, ended error) error {
 	case stateLost:
 		return lk.Err()
 	}
-	lk.l.watchdog.releasing(lk, ended)
+	lk.l.watchdog.releasing(lk)
 	var release *redis.Cmd
 	if lk.owner == "" {
 		release = releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg)
@@ -220,12 +217,33 @@ func (lk *lock) release(ctx context.Context, ended error) error {
 	case n == releaseDone,
 		n == releaseGone && inLease,
 		n == releaseTaken && inLease && lk.unknown:
-		lk.end(stateReleased, ended)
+		lk.end(stateReleased, dlock.ErrNotHeld)
 		return nil
 	case n == releaseGone || n == releaseTaken:
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
 	return dlock.KeyError(lk.key, fmt.Errorf("release: unexpected reply %d", n))
+}
+
+// closeRelease is Close's release of lk: it ends the handle first, so
+// that the work it guards is told to stop before another party can take
+// the key, and then deletes it. A delete that fails leaves a lease that
+// nothing renews, which lapses at its TTL.
+func (lk *lock) closeRelease(ctx context.Context) error {
+	lk.unlockMu.Lock()
+	defer lk.unlockMu.Unlock()
+	if lk.state.Load() != stateHeld {
+		return nil
+	}
+	lk.end(stateReleased, errReleasedByClose)
+	args := []any{lk.tokenArg, lk.ownerArg, "0"}
+	if lk.owner == "" {
+		args = args[:1]
+	}
+	if err := releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], args...).Err(); err != nil {
+		return dlock.KeyError(lk.key, fmt.Errorf("release: %w", err))
+	}
+	return nil
 }
 
 func (lk *lock) check() error {

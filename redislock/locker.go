@@ -170,7 +170,7 @@ func (l *Locker) close(release bool) error {
 	for _, lk := range all {
 		if release {
 			ctx, cancel := context.WithTimeout(context.Background(), dlock.ReleaseTimeout)
-			if err := lk.release(ctx, errReleasedByClose); err != nil && !errors.Is(err, dlock.ErrNotHeld) {
+			if err := lk.closeRelease(ctx); err != nil {
 				errs = append(errs, err)
 			}
 			cancel()

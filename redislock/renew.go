@@ -152,7 +152,7 @@ func (s *scheduler) refreshed(lk *lock, sent time.Time, ttl time.Duration, appli
 		return
 	}
 	switch {
-	case !lk.inflight && lk.releasing == nil:
+	case !lk.inflight && !lk.releasing:
 		lk.due = nextDue(lk, sent)
 	case lk.due.After(lk.deadline):
 		lk.due = lk.deadline
@@ -165,15 +165,15 @@ func (s *scheduler) refreshed(lk *lock, sent time.Time, ttl time.Duration, appli
 
 // releasing stops renewing lk, whose Unlock began: a release may delete
 // the key at any moment, after which a renewal would find it gone. The
-// scheduler still watches the deadline, where the handle ends with ended
+// scheduler still watches the deadline, where the handle ends as released
 // if no release confirmed it before: the lease has lapsed by then.
-func (s *scheduler) releasing(lk *lock, ended error) {
+func (s *scheduler) releasing(lk *lock) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if lk.releasing != nil {
+	if lk.releasing {
 		return
 	}
-	lk.releasing, lk.renew = ended, false
+	lk.releasing, lk.renew = true, false
 	if lk.index >= 0 && !lk.inflight {
 		lk.due = lk.deadline
 		heap.Fix(&s.locks, lk.index)
@@ -242,8 +242,8 @@ func (s *scheduler) expire(lk *lock) {
 	s.mu.Lock()
 	cause, released := lk.lastErr, lk.releasing
 	s.mu.Unlock()
-	if released != nil {
-		lk.end(stateReleased, released) // a release with unknown outcome: the lease lapsed
+	if released {
+		lk.end(stateReleased, dlock.ErrNotHeld) // a release with unknown outcome: the lease lapsed
 		return
 	}
 	if cause != nil {
@@ -336,10 +336,10 @@ func (s *scheduler) renew(batch []*lock) {
 				lk.deadline = d
 			}
 			lk.due = sent.Add(ttls[i] / 3)
-			if lk.releasing != nil || lk.deadline.Before(lk.due) {
+			if lk.releasing || lk.deadline.Before(lk.due) {
 				lk.due = lk.deadline
 			}
-		case cerr == nil && lk.releasing != nil:
+		case cerr == nil && lk.releasing:
 			// the release deleted the key after this renewal was sent
 			lk.due = lk.deadline
 		case cerr == nil:
