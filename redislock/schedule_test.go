@@ -43,7 +43,7 @@ func TestWatchdogDeadlineSynctest(t *testing.T) {
 				t.Fatalf("lease of %v ended early, at %v", lk.ttl, time.Since(start))
 			}
 			want := lk.ttl - Drift(lk.ttl)
-			time.Sleep(start.Add(want).Sub(time.Now()) - time.Nanosecond)
+			time.Sleep(time.Until(start.Add(want)) - time.Nanosecond)
 			synctest.Wait()
 			if lk.Err() != nil {
 				t.Fatalf("lease of %v lost at %v, before its deadline %v", lk.ttl, time.Since(start), want)
