@@ -28,30 +28,35 @@
 //   - Lost (needs Harness.Lose): when the server forgets a held lock, Done
 //     closes and Err matches ErrLockLost and ErrNotHeld; Unlock then
 //     returns an error matching ErrNotHeld.
-//   - DoPanic, DoLost: dlock.Do releases the lock when fn panics and the
-//     panic goes on; when the lock is lost, fn's context ends with a cause
-//     matching ErrLockLost and Do's error matches ErrLockLost.
+//   - DoPanic, DoLost, DoClose: dlock.Do releases the lock when fn panics
+//     and the panic goes on; when the lock is lost, fn's context ends with a
+//     cause matching ErrLockLost and Do's error matches ErrLockLost; when
+//     the Locker is closed while fn runs, fn's context ends with a cause
+//     matching ErrClosed, and so does Do's error.
 //   - Reentrancy (capability Reentrancy): holds for one owner id, on one
 //     Locker or several, all succeed; the key stays held until the last of
 //     them is released, and other parties meanwhile get ErrNotAcquired.
 //   - AlreadyHeld: a Locker that holds a key without owner refuses a second
 //     ownerless TryLock or Lock of it with ErrAlreadyHeld, at once.
 //   - LockerUnlock: Locker.Unlock releases the Locker's own hold for the
-//     owner in ctx and returns ErrNotHeld when there is none.
+//     owner in ctx (or, when ctx carries none, the most recent hold made
+//     with WithOwnerID) and returns ErrNotHeld when there is none.
 //   - Fencing (capability Fencing): fences of one key grow strictly across
 //     Lockers and owners.
 //   - Refresh: Refresh keeps a held lock and resets its lease; after Unlock
 //     it returns an error matching ErrNotHeld.
 //   - Close: Close releases every lock the Locker holds (Done closes, other
-//     Lockers acquire), ends a waiting Lock, and makes TryLock, Lock and
-//     Unlock return ErrClosed.
+//     Lockers acquire; Err matches ErrNotHeld and ErrClosed), ends a
+//     waiting Lock, and makes TryLock, Lock and Unlock return ErrClosed.
 //   - BadInput: an empty key or one over MaxKeyLen bytes gives
-//     ErrInvalidKey, WithTTL(0), a negative TTL or one below
-//     Harness.MinTTL gives ErrInvalidTTL, WithWait(-1) gives
-//     ErrInvalidOption, unlocking twice gives ErrNotHeld; none of these
-//     changes anything.
-//   - Exclusion: several Lockers contending for one key never hold it at
-//     the same time.
+//     ErrInvalidKey, WithTTL(0), a negative TTL, one below dlock.MinTTL or
+//     Harness.MinTTL gives ErrInvalidTTL, WithWait(-1) or a retry delay
+//     over dlock.MaxRetryInterval gives ErrInvalidOption, unlocking twice
+//     gives ErrNotHeld; none of these changes anything.
+//   - Exclusion: several Lockers, each with goroutines acting for owners
+//     of their own, contending for one key never hold it at the same time,
+//     though each holder stays inside for milliseconds; with Fencing, the
+//     fences grow in the order of the holds.
 //   - Fair (capability Fair): waiters acquire in arrival order.
 //
 // Every subtest is bounded in time: leases are Harness.MinTTL (or at least

@@ -663,35 +663,59 @@ func (s *suite) badInput(t *testing.T) {
 	}
 }
 
+// exclusion: several Lockers, each with several goroutines acting for
+// owners of their own, contend for one key. Every holder stays inside for
+// a few milliseconds, so that two holders at once would overlap, and
+// records its fence, which (capability Fencing) must grow in the order of
+// the holds.
 func (s *suite) exclusion(t *testing.T) {
 	ctx := s.context(t)
 	k := key(t)
-	const workers, rounds = 4, 5
-	var inside, entered atomic.Int32
-	var wg sync.WaitGroup
-	for range workers {
+	const lockers, goroutines, rounds = 3, 2, 3
+	const hold = 2 * time.Millisecond // how long a holder stays inside
+	var (
+		inside atomic.Int32
+		mu     sync.Mutex
+		fences []uint64 // in the order of the holds
+		wg     sync.WaitGroup
+	)
+	for range lockers {
 		l := s.locker(t)
-		wg.Go(func() {
-			for range rounds {
-				lk, err := l.Lock(ctx, k, dlock.WithWait(s.h.bound()))
-				if err != nil {
-					t.Errorf("Lock: %v", err)
-					return
+		for range goroutines {
+			octx := dlock.WithOwner(ctx, "dlocktest-exclusion-"+dlock.NewToken())
+			wg.Go(func() {
+				for range rounds {
+					lk, err := l.Lock(octx, k, dlock.WithWait(s.h.bound()))
+					if err != nil {
+						t.Errorf("Lock: %v", err)
+						return
+					}
+					if n := inside.Add(1); n != 1 {
+						t.Errorf("%d holders at once", n)
+					}
+					mu.Lock()
+					fences = append(fences, lk.Fence())
+					mu.Unlock()
+					time.Sleep(hold) // the critical section's work
+					inside.Add(-1)
+					if err := lk.Unlock(ctx); err != nil {
+						t.Errorf("Unlock: %v", err)
+						return
+					}
 				}
-				if n := inside.Add(1); n != 1 {
-					t.Errorf("%d holders at once", n)
-				}
-				entered.Add(1)
-				inside.Add(-1)
-				if err := lk.Unlock(ctx); err != nil {
-					t.Errorf("Unlock: %v", err)
-					return
-				}
-			}
-		})
+			})
+		}
 	}
 	wg.Wait()
-	if n := entered.Load(); n != workers*rounds {
-		t.Errorf("%d acquisitions, want %d", n, workers*rounds)
+	if n := len(fences); n != lockers*goroutines*rounds {
+		t.Errorf("%d acquisitions, want %d", n, lockers*goroutines*rounds)
+	}
+	if !s.h.Caps.Has(Fencing) {
+		return
+	}
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Errorf("hold %d has fence %d after %d: fences must grow with every hold", i, fences[i], fences[i-1])
+		}
 	}
 }
