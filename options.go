@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Defaults used when neither the Locker nor the call sets a value (seed 001).
+// Defaults used when neither the Locker nor the call sets a value.
 const (
 	DefaultPrefix        = "dlock"
 	DefaultTTL           = 10 * time.Second

@@ -410,7 +410,7 @@ func (s *suite) reentrancy(t *testing.T) {
 		t.Errorf("fences of reentrant holds %d, %d, %d, want strictly increasing", l1.Fence(), l2.Fence(), l3.Fence())
 	}
 	// The first co-owner's release leaves the key held for the others
-	// (seed 003's bug: it deleted the key).
+	// (a known bug of counter-based reentrant locks: it deleted the key).
 	for i, lk := range []dlock.Lock{l1, l3} {
 		if err := lk.Unlock(octx); err != nil {
 			t.Fatalf("Unlock of hold %d: %v", i, err)
