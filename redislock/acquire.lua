@@ -6,15 +6,14 @@
 -- fenced acquisition, ARGV[8] the subscriber id of the waiter's Locker.
 -- Returns the fence (0 when not fenced) when the lock is ours, else
 -- -1 - holder's PTTL.
+-- From prelude.lua: next_fence, busy_reply, leave_queue; from common.lua:
+-- the keys, now_ms, grant.
 local token, ttl, owner, mode, claim = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local fenced = ARGV[7]
 local fair, wait = mode % 2 == 1, mode >= 2
 
 local function take(fence)
-  if wait then
-    redis.call('ZREM', queue, token)
-    redis.call('HDEL', waiters, token)
-  end
+  if wait then leave_queue(queue, waiters, token) end
   return fence
 end
 
@@ -33,8 +32,7 @@ local function queued_ahead()
     if not head or head == token then return false end
     local deadline = tonumber(string.match(redis.call('HGET', waiters, head) or '', '^(%d+)|'))
     if deadline and deadline >= now then return true end
-    redis.call('ZREM', queue, head)
-    redis.call('HDEL', waiters, head)
+    leave_queue(queue, waiters, head)
   end
   return true
 end
@@ -84,7 +82,6 @@ elseif current == value then
   end
 end
 
-local pttl = redis.call('PTTL', lock)
 if wait then
   local now = now_ms()
   if not redis.call('ZSCORE', queue, token) then
@@ -98,7 +95,4 @@ if wait then
     redis.call('PEXPIRE', waiters, 2 * claim)
   end
 end
--- 0 means unknown (a key without TTL); a lease in its last millisecond
--- is 1, so that the waiter looks again at once, not after its interval
-if pttl < 0 then pttl = 0 elseif pttl == 0 then pttl = 1 end
-return -1 - pttl
+return busy_reply(lock)

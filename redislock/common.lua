@@ -1,10 +1,10 @@
 -- Shared by acquire.lua, release.lua and force.lua; Go prepends it (to
--- release.lua, after release_head.lua), after fence.lua.
+-- release.lua, after release_head.lua), after prelude.lua.
 --
 -- KEYS[1] lock      the lock itself: a string, the token of a plain lock or
 --                   "o:<owner>" of an owner's (reentrant) lock
 -- KEYS[2] meta      hash written by fenced acquisitions only: f = fencing
---                   counter (see fence.lua; it expires when unused)
+--                   counter (see prelude.lua; it expires when unused)
 -- KEYS[3] holds     hash of an owner's lock: hold token -> its fence
 -- KEYS[4] queue     zset of waiting tokens by arrival; "<queue>:<sub>" is
 --                   the channel of the Locker whose subscriber id is sub
@@ -31,8 +31,7 @@ local function grant()
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
     if not head then return false end
     local info = redis.call('HGET', waiters, head)
-    redis.call('ZREM', queue, head)
-    redis.call('HDEL', waiters, head)
+    leave_queue(queue, waiters, head)
     if info then
       now = now or now_ms()
       local deadline, claim, attempt, fenced, sub, owner = string.match(info, '^(%d+)|(%d+)|(%d+)|([01])|([^|]*)|(.*)$')

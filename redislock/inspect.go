@@ -18,7 +18,7 @@ import (
 //go:embed force.lua
 var forceLua string
 
-var forceScript = newScript(fenceLua + commonLua + forceLua)
+var forceScript = newScript(preludeLua + commonLua + forceLua)
 
 // Info is what Redis holds about one lock, as an operator sees it: the
 // `dlock status` and `dlock ls` commands print it. It never carries a

@@ -289,7 +289,7 @@ func (l *Locker) forget(lk *lock) {
 // the attempt could ask (zero otherwise). The lease deadline of a lock it
 // takes counts from the moment before the command was sent. n numbers the
 // waiter's attempts that join the queue (0 for the others).
-func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
+func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
 	sent := time.Now()
 	ttl := l.ttlArg
 	if lk.ttl != l.opts.TTL {
@@ -315,7 +315,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode int, claim time.Dur
 		if lk.fenced {
 			fenced = "1"
 		}
-		r, err = acquireScript.run(ctx, l.send, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, mode, claim.Milliseconds(), n, fenced, l.sub).Int64()
+		r, err = acquireScript.run(ctx, l.send, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, int(mode), claim.Milliseconds(), n, fenced, l.sub).Int64()
 	}
 	if err != nil {
 		if !errors.As(err, new(redis.Error)) || mode&modeWait != 0 {

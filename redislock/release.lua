@@ -1,14 +1,13 @@
 -- release, second part: hand the lock to the first waiter, and the
 -- releases of an owner's hold or of a waiter that gives up.
+-- From release_head.lua: token, owner, giveup, deleted; from prelude.lua:
+-- leave_queue; from common.lua: the keys, grant.
 if deleted then
   grant()
   return 1
 end
 
-if giveup then
-  redis.call('ZREM', queue, token)
-  redis.call('HDEL', waiters, token)
-end
+if giveup then leave_queue(queue, waiters, token) end
 
 local value = token
 if owner ~= '' then value = 'o:' .. owner end

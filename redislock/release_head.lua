@@ -4,7 +4,7 @@
 -- alone. Returns 1 released, 0 the hold is gone (released before: a re-sent
 -- release finds that), -1 another party holds the lock. It writes nothing
 -- but the release: the client tells a retried release from a lost lock
--- (see lock.release).
+-- (see lock.Unlock).
 --
 -- The plain lock's release comes first, before common.lua's functions are
 -- even defined: with nobody queued it is the compare-and-delete of the

@@ -10,8 +10,8 @@ import (
 )
 
 var (
-	//go:embed fence.lua
-	fenceLua string
+	//go:embed prelude.lua
+	preludeLua string
 	//go:embed common.lua
 	commonLua string
 	//go:embed try.lua
@@ -34,19 +34,22 @@ var (
 
 // The scripts, immutable once built.
 var (
-	tryScript     = newScript(fenceLua + tryLua)
-	acquireScript = newScript(fenceLua + commonLua + acquireLua)
-	releaseScript = newScript(releaseHeadLua + fenceLua + commonLua + releaseLua)
+	tryScript     = newScript(preludeLua + tryLua)
+	acquireScript = newScript(preludeLua + commonLua + acquireLua)
+	releaseScript = newScript(releaseHeadLua + preludeLua + commonLua + releaseLua)
 	refreshScript = newScript(leaseLua + refreshLua)
 	renewScript   = newScript(leaseLua + renewLua)
-	ttlScript     = newScript(ttlLua)
+	ttlScript     = newScript(leaseLua + ttlLua)
 )
 
-// Attempt modes of acquire.lua.
+// attemptMode says how acquire.lua attempts: a set of bit flags.
+type attemptMode uint8
+
+// The attempt modes.
 const (
-	modeTry  = 0
-	modeFair = 1
-	modeWait = 2
+	modeTry  attemptMode = 0      // one attempt: take the lock if it is free
+	modeFair attemptMode = 1 << 0 // not while a live waiter queues ahead
+	modeWait attemptMode = 1 << 1 // when busy, join the queue
 )
 
 // Replies of release.lua.
