@@ -33,7 +33,7 @@ type Locker struct {
 
 	ttlArg any // the default TTL in ms, boxed once
 
-	watchdog *scheduler
+	watchdog *watchdog
 	notify   *notifier
 	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
 
@@ -72,7 +72,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 		held:   make(map[holder]*lock),
 		ttlArg: o.TTL.Milliseconds(),
 	}
-	l.watchdog = newScheduler(l)
+	l.watchdog = newWatchdog(l)
 	l.notify = newNotifier(client, l.log)
 	l.sub = dlock.NewToken()[:8]
 	return l, nil

@@ -30,7 +30,7 @@ import (
 //
 // A renewal the server refuses (the token is gone) loses the lock at once
 // with dlock.ErrOwnershipLost.
-type scheduler struct {
+type watchdog struct {
 	l *Locker
 
 	mu      sync.Mutex
@@ -57,10 +57,10 @@ const (
 	coalesce = 10
 )
 
-func newScheduler(l *Locker) *scheduler {
+func newWatchdog(l *Locker) *watchdog {
 	ctx, cancel := context.WithCancel(context.Background())
 	_, oneServer := l.client.(*redis.Client) // a single server, or Sentinel's master
-	return &scheduler{l: l, oneServer: oneServer, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+	return &watchdog{l: l, oneServer: oneServer, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 }
 
 func signal(c chan struct{}) {
@@ -80,7 +80,7 @@ func nextDue(lk *lock, leaseStart time.Time) time.Time {
 }
 
 // add starts watching a lock that was just acquired.
-func (s *scheduler) add(lk *lock) {
+func (s *watchdog) add(lk *lock) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
@@ -110,7 +110,7 @@ func (s *scheduler) add(lk *lock) {
 // timer rather than waking the goroutine, so that a lock acquired and
 // released between two renewals costs the scheduler nothing. Called with
 // s.mu held.
-func (s *scheduler) arm(t time.Time) {
+func (s *watchdog) arm(t time.Time) {
 	if s.next.IsZero() || t.Before(s.next) {
 		s.next = t
 		s.timer.Reset(time.Until(t))
@@ -118,7 +118,7 @@ func (s *scheduler) arm(t time.Time) {
 }
 
 // remove stops watching a lock.
-func (s *scheduler) remove(lk *lock) {
+func (s *watchdog) remove(lk *lock) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if lk.index >= 0 && lk.index < len(s.locks) && s.locks[lk.index] == lk {
@@ -127,7 +127,7 @@ func (s *scheduler) remove(lk *lock) {
 }
 
 // deadline returns lk's local lease deadline.
-func (s *scheduler) deadline(lk *lock) time.Time {
+func (s *watchdog) deadline(lk *lock) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return lk.deadline
@@ -138,7 +138,7 @@ func (s *scheduler) deadline(lk *lock) time.Time {
 // longer lengthen it. When the outcome is unknown (applied is false),
 // Redis may or may not have applied it, and the lease is the shorter of
 // the old one and the new.
-func (s *scheduler) refreshed(lk *lock, sent time.Time, ttl time.Duration, applied bool) {
+func (s *watchdog) refreshed(lk *lock, sent time.Time, ttl time.Duration, applied bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lk.gen++
@@ -167,7 +167,7 @@ func (s *scheduler) refreshed(lk *lock, sent time.Time, ttl time.Duration, appli
 // the key at any moment, after which a renewal would find it gone. The
 // scheduler still watches the deadline, where the handle ends as released
 // if no release confirmed it before: the lease has lapsed by then.
-func (s *scheduler) releasing(lk *lock) {
+func (s *watchdog) releasing(lk *lock) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if lk.releasing {
@@ -181,7 +181,7 @@ func (s *scheduler) releasing(lk *lock) {
 	}
 }
 
-func (s *scheduler) stop() {
+func (s *watchdog) stop() {
 	s.mu.Lock()
 	s.stopped = true
 	s.mu.Unlock()
@@ -191,7 +191,7 @@ func (s *scheduler) stop() {
 
 // schedule is the scheduler's goroutine: it hands due locks to the renewer
 // and declares lost the locks whose deadline passed.
-func (s *scheduler) schedule() {
+func (s *watchdog) schedule() {
 	defer s.running.Done()
 	defer s.timer.Stop()
 	for {
@@ -238,7 +238,7 @@ func (s *scheduler) schedule() {
 	}
 }
 
-func (s *scheduler) expire(lk *lock) {
+func (s *watchdog) expire(lk *lock) {
 	s.mu.Lock()
 	cause, released := lk.lastErr, lk.releasing
 	s.mu.Unlock()
@@ -256,7 +256,7 @@ func (s *scheduler) expire(lk *lock) {
 
 // renewLoop is the renewer's goroutine: it sends the due renewals in
 // batches.
-func (s *scheduler) renewLoop() {
+func (s *watchdog) renewLoop() {
 	defer s.running.Done()
 	for {
 		select {
@@ -277,7 +277,7 @@ func (s *scheduler) renewLoop() {
 }
 
 // renew sends one batch of renewals and files the results.
-func (s *scheduler) renew(batch []*lock) {
+func (s *watchdog) renew(batch []*lock) {
 	s.mu.Lock()
 	deadline := batch[0].deadline
 	ttls := make([]time.Duration, len(batch))
@@ -366,7 +366,7 @@ func (s *scheduler) renew(batch []*lock) {
 
 // script renews a batch of locks of one server in one call of renew.lua:
 // one command, whatever the number of locks.
-func (s *scheduler) script(ctx context.Context, args [][]any) ([]byte, error) {
+func (s *watchdog) script(ctx context.Context, args [][]any) ([]byte, error) {
 	keys := make([]any, 0, 2*len(args))
 	argv := make([]any, 0, 3*len(args))
 	for _, a := range args { // a is refresh.lua's command: evalsha, sha, 2, keys..., argv...
@@ -382,7 +382,7 @@ func (s *scheduler) script(ctx context.Context, args [][]any) ([]byte, error) {
 
 // pipeline renews a batch of locks one refresh.lua call each, in one
 // pipeline: for a Cluster or a Ring, whose locks live on many servers.
-func (s *scheduler) pipeline(ctx context.Context, args [][]any) ([]byte, []error, error) {
+func (s *watchdog) pipeline(ctx context.Context, args [][]any) ([]byte, []error, error) {
 	cmds, err := s.l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, a := range args {
 			p.Do(ctx, a...)
