@@ -12,11 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The watchdog. One scheduler per Locker keeps every held lock in a heap
-// ordered by the next moment it needs attention:
+// The watchdog. One per Locker keeps every held lock in a heap ordered by
+// the next moment it needs attention:
 //
-//   - a lock with renewal on is renewed ttl/3 after its lease began (seed
-//     002), by a token-checked PEXPIRE; the locks that fall due within
+//   - a lock with renewal on is renewed ttl/3 after its lease began, by a
+//     token-checked PEXPIRE; the locks that fall due within
 //     ttl/10 of each other go to Redis in one batch of up to 1000: one call
 //     of renew.lua on a single server (or Sentinel's master), one pipeline
 //     of refresh.lua calls for a Cluster. So the cost is a few round trips
