@@ -2,7 +2,6 @@ package dlock
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 )
@@ -60,7 +59,7 @@ type NotAcquiredError struct {
 }
 
 func (e *NotAcquiredError) Error() string {
-	s := "dlock: " + strconv.Quote(e.Key) + ": not acquired"
+	s := "dlock: " + quoteKey(e.Key) + ": not acquired"
 	if e.RetryAfter > 0 {
 		s += " (held for another " + e.RetryAfter.String() + ")"
 	}
@@ -86,7 +85,7 @@ type LostError struct {
 }
 
 func (e *LostError) Error() string {
-	return fmt.Sprintf("dlock: %q: lock lost: %v", e.Key, e.Err)
+	return "dlock: " + quoteKey(e.Key) + ": lock lost: " + trimPrefix(e.Err.Error())
 }
 
 // Is reports whether target is ErrLockLost or ErrNotHeld.
@@ -95,20 +94,37 @@ func (e *LostError) Is(target error) bool { return target == ErrLockLost || targ
 // Unwrap returns the cause of the loss.
 func (e *LostError) Unwrap() error { return e.Err }
 
-// KeyError wraps err with the key it concerns, as "dlock: "key": err".
-func KeyError(key string, err error) error {
-	return &keyError{key: key, err: err}
+// KeyError records an error and the key and operation that caused it, in
+// the manner of fs.PathError. Every error of a call about one key is a
+// *KeyError (or a *NotAcquiredError or *LostError, which carry the key
+// too); errors.Is sees through it to the sentinel errors above.
+type KeyError struct {
+	Op  string // the operation: "lock", "unlock", "refresh", "ttl", ...; may be empty
+	Key string // the key the caller gave
+	Err error
 }
 
-type keyError struct {
-	key string
-	err error
+// Error reads "dlock: op "key": err", with a key over 64 bytes cut in its
+// middle.
+func (e *KeyError) Error() string {
+	s := "dlock: "
+	if e.Op != "" {
+		s += e.Op + " "
+	}
+	return s + quoteKey(e.Key) + ": " + trimPrefix(e.Err.Error())
 }
 
-func (e *keyError) Error() string {
-	return "dlock: " + strconv.Quote(e.key) + ": " + trimPrefix(e.err.Error())
+// Unwrap returns the cause.
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// quoteKey quotes key for a message, cutting a key over 64 bytes to its
+// first 40 and last 16 bytes.
+func quoteKey(key string) string {
+	if len(key) > 64 {
+		key = key[:40] + "…" + key[len(key)-16:]
+	}
+	return strconv.Quote(key)
 }
-func (e *keyError) Unwrap() error { return e.err }
 
 func trimPrefix(s string) string {
 	const p = "dlock: "

@@ -127,16 +127,16 @@ func leasesOf(kvs []*mvccpb.KeyValue) []clientv3.LeaseID {
 // leases all ran out between the two reads is reported free.
 func (l *Locker) Inspect(ctx context.Context, key string) (Info, error) {
 	if l.isClosed() {
-		return Info{}, dlock.KeyError(key, dlock.ErrClosed)
+		return Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 	}
 	if err := dlock.CheckKey(key); err != nil {
-		return Info{}, dlock.KeyError(key, err)
+		return Info{}, &dlock.KeyError{Key: key, Err: err}
 	}
 	p := l.Prefix(key)
 	resp, err := l.cli.Get(ctx, p, clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(inspectLimit))
 	if err != nil {
-		return Info{}, dlock.KeyError(key, fmt.Errorf("etcdlock: inspect: %w", err))
+		return Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
 	}
 	info := Info{Key: key}
 	if len(resp.Kvs) == 0 {
@@ -144,7 +144,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (Info, error) {
 	}
 	alive, err := l.describe(ctx, leaseTTLs{}, &info, resp.Kvs[0], int(resp.Count), leasesOf(resp.Kvs))
 	if err != nil {
-		return Info{}, dlock.KeyError(key, fmt.Errorf("etcdlock: inspect: %w", err))
+		return Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
 	}
 	if !alive {
 		return Info{Key: key}, nil
@@ -173,7 +173,7 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]Info, error) {
 	}
 	glob := []rune(pattern)
 	if err := checkGlob(glob); err != nil {
-		return nil, fmt.Errorf("etcdlock: list: pattern %q: %w", pattern, err)
+		return nil, fmt.Errorf("dlock: list: pattern %q: %w", pattern, err)
 	}
 	head := l.opts.Prefix + "/lock/"
 	from := head + escape(literalHead(glob))
@@ -201,7 +201,7 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]Info, error) {
 		info := Info{Key: key}
 		alive, err := l.describe(ctx, ttls, &info, newest, holds, leases)
 		if err != nil {
-			return fmt.Errorf("etcdlock: list: %q: %w", key, err)
+			return fmt.Errorf("dlock: list: %q: %w", key, err)
 		}
 		if alive {
 			infos = append(infos, info)
@@ -211,7 +211,7 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]Info, error) {
 	for {
 		resp, err := l.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(listPage))
 		if err != nil {
-			return nil, fmt.Errorf("etcdlock: list: %w", err)
+			return nil, fmt.Errorf("dlock: list: %w", err)
 		}
 		for _, kv := range resp.Kvs {
 			e, token, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), head), "/")
@@ -278,10 +278,10 @@ func unescape(s string) (string, bool) {
 // left), or an error matching dlock.ErrNotHeld when the lock was free.
 func (l *Locker) ForceUnlock(ctx context.Context, key string) (Info, error) {
 	if l.isClosed() {
-		return Info{}, dlock.KeyError(key, dlock.ErrClosed)
+		return Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 	}
 	if err := dlock.CheckKey(key); err != nil {
-		return Info{}, dlock.KeyError(key, err)
+		return Info{}, &dlock.KeyError{Key: key, Err: err}
 	}
 	p := l.Prefix(key)
 	end := clientv3.GetPrefixRangeEnd(p)
@@ -290,12 +290,12 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (Info, error) {
 		clientv3.OpDelete(p, clientv3.WithRange(end)),
 	).Commit()
 	if err != nil {
-		return Info{}, dlock.KeyError(key, fmt.Errorf("etcdlock: force unlock: %w", err))
+		return Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	deleted := resp.Responses[1].GetResponseDeleteRange().Deleted
 	if deleted == 0 || len(kvs) == 0 {
-		return Info{}, dlock.KeyError(key, dlock.ErrNotHeld)
+		return Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
 	}
 	info := Info{Key: key}
 	if _, err := l.describe(ctx, leaseTTLs{}, &info, kvs[0], int(deleted), leasesOf(kvs)); err != nil {

@@ -13,7 +13,7 @@ import (
 )
 
 // errLeaseClosed is the Err of a lease that its Locker closed on purpose.
-var errLeaseClosed = errors.New("etcdlock: lease closed")
+var errLeaseClosed = errors.New("dlock: lease closed")
 
 // driftDivisor sets the drift margin: the local lease deadline is the last
 // keep-alive answer (or the grant) plus ttl - ttl/driftDivisor.

@@ -236,13 +236,13 @@ func (h *hold) release(ctx context.Context, ended error) error {
 			// it: either way it is no longer held.
 			h.lose(fmt.Errorf("%w: etcd key %q was deleted", dlock.ErrOwnershipLost, h.name))
 		}
-		return dlock.KeyError(h.key, fmt.Errorf("etcdlock: release: %w", err))
+		return &dlock.KeyError{Op: "unlock", Key: h.key, Err: err}
 	}
 	if !resp.Succeeded {
 		h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
 		return h.Err()
 	}
-	if !h.end(dlock.KeyError(h.key, ended)) {
+	if !h.end(&dlock.KeyError{Key: h.key, Err: ended}) {
 		return h.Err()
 	}
 	return nil
@@ -259,7 +259,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	ttl, err := wholeSeconds(ttl)
 	if err != nil {
-		return dlock.KeyError(h.key, err)
+		return &dlock.KeyError{Key: h.key, Err: err}
 	}
 	old := h.currentLease()
 	if ttl == old.ttl {
@@ -269,7 +269,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 				h.lose(fmt.Errorf("%w: lease %x is gone", dlock.ErrOwnershipLost, int64(old.id)))
 				return h.Err()
 			}
-			return dlock.KeyError(h.key, fmt.Errorf("etcdlock: refresh: %w", err))
+			return &dlock.KeyError{Op: "refresh", Key: h.key, Err: err}
 		}
 		if err := h.check(ctx); err != nil {
 			return err
@@ -281,7 +281,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	ls, err := newLease(ctx, h.l.cli, ttl, old.sess != nil, &h.l.wg)
 	if err != nil {
-		return dlock.KeyError(h.key, fmt.Errorf("etcdlock: refresh: %w", err))
+		return &dlock.KeyError{Op: "refresh", Key: h.key, Err: err}
 	}
 	resp, err := h.l.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
@@ -291,7 +291,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 		ls.close(rctx)
 		cancel()
 		if err != nil {
-			return dlock.KeyError(h.key, fmt.Errorf("etcdlock: refresh: %w", err))
+			return &dlock.KeyError{Op: "refresh", Key: h.key, Err: err}
 		}
 		h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
 		return h.Err()
@@ -318,7 +318,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 func (h *hold) check(ctx context.Context) error {
 	resp, err := h.l.cli.Get(ctx, h.name)
 	if err != nil {
-		return dlock.KeyError(h.key, fmt.Errorf("etcdlock: %w", err))
+		return &dlock.KeyError{Key: h.key, Err: err}
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
 		h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
@@ -338,7 +338,7 @@ func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	r, err := h.l.cli.TimeToLive(ctx, h.currentLease().id)
 	if err != nil {
-		return 0, dlock.KeyError(h.key, fmt.Errorf("etcdlock: %w", err))
+		return 0, &dlock.KeyError{Key: h.key, Err: err}
 	}
 	if r.TTL <= 0 {
 		h.lose(fmt.Errorf("%w: lease %x is gone", dlock.ErrOwnershipLost, r.ID))

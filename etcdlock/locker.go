@@ -52,7 +52,7 @@ var _ dlock.Locker = (*Locker)(nil)
 // of range.
 func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 	if client == nil {
-		return nil, fmt.Errorf("etcdlock: %w", dlock.ErrNilClient)
+		return nil, dlock.ErrNilClient
 	}
 	o, err := dlock.NewOptions(opts...)
 	if err != nil {
@@ -121,7 +121,7 @@ func (l *Locker) Unlock(ctx context.Context, key string) error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return dlock.KeyError(key, dlock.ErrClosed)
+		return &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 	}
 	var h *hold
 	hs := l.held[key]
@@ -137,7 +137,7 @@ func (l *Locker) Unlock(ctx context.Context, key string) error {
 	}
 	l.mu.Unlock()
 	if h == nil {
-		return dlock.KeyError(key, dlock.ErrNotHeld)
+		return &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
 	}
 	return h.Unlock(ctx)
 }
@@ -175,7 +175,7 @@ func (l *Locker) Close() error {
 	}
 	if shared != nil {
 		if e := shared.close(ctx); e != nil && !errors.Is(e, rpctypes.ErrLeaseNotFound) {
-			err = errors.Join(err, fmt.Errorf("etcdlock: revoke the session lease: %w", e))
+			err = errors.Join(err, fmt.Errorf("dlock: revoke the session lease: %w", e))
 		}
 	}
 	l.wg.Wait()
@@ -246,24 +246,24 @@ type call struct {
 
 func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dlock.Option) (_ dlock.Lock, err error) {
 	if l.isClosed() {
-		return nil, dlock.KeyError(key, dlock.ErrClosed)
+		return nil, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 	}
 	if err := dlock.CheckKey(key); err != nil {
-		return nil, dlock.KeyError(key, err)
+		return nil, &dlock.KeyError{Key: key, Err: err}
 	}
 	o, err := l.opts.Apply(opts...)
 	if err != nil {
-		return nil, dlock.KeyError(key, err)
+		return nil, &dlock.KeyError{Key: key, Err: err}
 	}
 	if o.TTL, err = wholeSeconds(o.TTL); err != nil {
-		return nil, dlock.KeyError(key, err)
+		return nil, &dlock.KeyError{Key: key, Err: err}
 	}
 	if o.Fair {
-		return nil, dlock.KeyError(key, errNoFair)
+		return nil, &dlock.KeyError{Key: key, Err: errNoFair}
 	}
 	c := call{key: key, owner: o.OwnerIn(ctx), ownerByOption: o.Owner != "", opts: o, renew: o.AutoRenew}
 	if c.owner == "" && l.holdsOwnerless(key) {
-		return nil, dlock.KeyError(key, dlock.ErrAlreadyHeld)
+		return nil, &dlock.KeyError{Key: key, Err: dlock.ErrAlreadyHeld}
 	}
 	if o.Waiting && o.Wait == 0 {
 		wait = false
@@ -276,7 +276,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 	defer stop()
 	defer func() {
 		if err != nil && errors.Is(context.Cause(ctx), dlock.ErrClosed) {
-			err = dlock.KeyError(key, dlock.ErrClosed)
+			err = &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 		}
 	}()
 
@@ -290,7 +290,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 			ls, err = newLease(ctx, l.cli, o.TTL, true, &l.wg)
 		}
 		if err != nil {
-			return nil, dlock.KeyError(key, fmt.Errorf("etcdlock: start a session: %w", err))
+			return nil, &dlock.KeyError{Op: "lock", Key: key, Err: fmt.Errorf("start a session: %w", err)}
 		}
 		// etcd #19597: a waiter whose session ended must not wait on.
 		stopLs := context.AfterFunc(ls.ctx, func() { cancel(context.Cause(ls.ctx)) })
@@ -329,7 +329,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 		case err != nil && ctx.Err() != nil:
 			return nil, l.notAcquired(context.WithoutCancel(ctx), c, b, context.Cause(ctx))
 		case err != nil && !wait:
-			return nil, dlock.KeyError(key, err)
+			return nil, &dlock.KeyError{Key: key, Err: err}
 		case err != nil:
 			// A waiter rides out a failed round trip (a leader election,
 			// a reconnection) and tries again after the retry delay.
@@ -412,7 +412,7 @@ func (l *Locker) attempt(ctx context.Context, c call, ls *lease) (*hold, busy, e
 	if ls == nil {
 		var err error
 		if ls, err = newLease(ctx, l.cli, c.opts.TTL, false, &l.wg); err != nil {
-			return nil, busy{}, fmt.Errorf("etcdlock: grant a lease: %w", err)
+			return nil, busy{}, fmt.Errorf("grant a lease: %w", err)
 		}
 	}
 	pinnedFail := func() {

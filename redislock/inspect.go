@@ -73,12 +73,12 @@ func (l *Locker) Inspect(ctx context.Context, key string) (Info, error) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return Info{}, dlock.KeyError(key, fmt.Errorf("inspect: %w", err))
+		return Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
 	}
 	info := Info{Key: key, Waiters: int(waiters.Val())}
 	if f := fence.Val(); f != "" {
 		if info.Fence, err = strconv.ParseUint(f, 10, 64); err != nil {
-			return Info{}, dlock.KeyError(key, fmt.Errorf("inspect: fence counter %q: %w", f, err))
+			return Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: fmt.Errorf("fence counter %q: %w", f, err)}
 		}
 	}
 	if get.Err() == nil {
@@ -192,13 +192,13 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (Info, error) {
 	}
 	res, err := forceScript.run(ctx, l.client, keyArgs(k)).Slice()
 	if errors.Is(err, redis.Nil) {
-		return Info{}, dlock.KeyError(key, dlock.ErrNotHeld)
+		return Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
 	}
 	if err != nil {
-		return Info{}, dlock.KeyError(key, fmt.Errorf("force unlock: %w", err))
+		return Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
 	}
 	if len(res) != 4 {
-		return Info{}, dlock.KeyError(key, fmt.Errorf("force unlock: unexpected reply %v", res))
+		return Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: fmt.Errorf("unexpected reply %v", res)}
 	}
 	value, _ := res[0].(string)
 	pttl, _ := res[1].(int64)

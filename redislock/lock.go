@@ -196,7 +196,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	defer lk.unlockMu.Unlock()
 	switch lk.state.Load() {
 	case stateReleased:
-		return dlock.KeyError(lk.key, dlock.ErrNotHeld)
+		return &dlock.KeyError{Key: lk.key, Err: dlock.ErrNotHeld}
 	case stateLost:
 		return lk.Err()
 	}
@@ -210,7 +210,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	n, err := release.Int64()
 	if err != nil {
 		lk.unknown = true
-		return dlock.KeyError(lk.key, fmt.Errorf("release: %w", err))
+		return &dlock.KeyError{Op: "unlock", Key: lk.key, Err: err}
 	}
 	inLease := time.Now().Before(lk.l.watchdog.deadline(lk))
 	switch {
@@ -222,7 +222,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	case n == releaseGone || n == releaseTaken:
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
-	return dlock.KeyError(lk.key, fmt.Errorf("release: unexpected reply %d", n))
+	return &dlock.KeyError{Op: "unlock", Key: lk.key, Err: fmt.Errorf("unexpected reply %d", n)}
 }
 
 // closeRelease is Close's release of lk: it ends the handle first, so
@@ -241,7 +241,7 @@ func (lk *lock) closeRelease(ctx context.Context) error {
 		args = args[:1]
 	}
 	if err := releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], args...).Err(); err != nil {
-		return dlock.KeyError(lk.key, fmt.Errorf("release: %w", err))
+		return &dlock.KeyError{Op: "unlock", Key: lk.key, Err: err}
 	}
 	return nil
 }
@@ -249,7 +249,7 @@ func (lk *lock) closeRelease(ctx context.Context) error {
 func (lk *lock) check() error {
 	switch lk.state.Load() {
 	case stateReleased:
-		return dlock.KeyError(lk.key, dlock.ErrNotHeld)
+		return &dlock.KeyError{Key: lk.key, Err: dlock.ErrNotHeld}
 	case stateLost:
 		return lk.Err()
 	}
@@ -261,7 +261,7 @@ func (lk *lock) check() error {
 // from now on.
 func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < dlock.MinTTL {
-		return dlock.KeyError(lk.key, fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL))
+		return &dlock.KeyError{Op: "refresh", Key: lk.key, Err: fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL)}
 	}
 	if err := lk.check(); err != nil {
 		return err
@@ -271,7 +271,7 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		// Redis may have applied it: the lease is the shorter of the two.
 		lk.l.watchdog.refreshed(lk, sent, ttl, false)
-		return dlock.KeyError(lk.key, fmt.Errorf("refresh: %w", err))
+		return &dlock.KeyError{Op: "refresh", Key: lk.key, Err: err}
 	}
 	if n == 0 {
 		return lk.lose(dlock.ErrOwnershipLost)
@@ -287,7 +287,7 @@ func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	n, err := ttlScript.run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg).Int64()
 	if err != nil {
-		return 0, dlock.KeyError(lk.key, fmt.Errorf("ttl: %w", err))
+		return 0, &dlock.KeyError{Op: "ttl", Key: lk.key, Err: err}
 	}
 	if n < 0 {
 		return 0, lk.lose(dlock.ErrOwnershipLost)

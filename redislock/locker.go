@@ -131,7 +131,7 @@ func (l *Locker) Unlock(ctx context.Context, key string) error {
 	}
 	l.mu.Unlock()
 	if lk == nil || lk.pending() {
-		return dlock.KeyError(key, dlock.ErrNotHeld)
+		return &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
 	}
 	return lk.Unlock(ctx)
 }
@@ -194,14 +194,14 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	}
 	o, err := l.opts.Apply(opts...)
 	if err != nil {
-		return nil, o, dlock.KeyError(key, err)
+		return nil, o, &dlock.KeyError{Key: key, Err: err}
 	}
 	k, err := keysOf(o.Prefix, key)
 	if err != nil {
 		return nil, o, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, o, dlock.KeyError(key, err)
+		return nil, o, &dlock.KeyError{Key: key, Err: err}
 	}
 	lk := l.newLock(key, k, dlock.NewToken(), o.OwnerIn(ctx), o.TTL)
 	lk.renew, lk.fenced, lk.ownerByOption = o.AutoRenew, o.Fencing, o.Owner != ""
@@ -214,7 +214,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 		if lk.owner == "" {
 			h := holder{key: key}
 			if l.held[h] != nil {
-				return nil, o, dlock.KeyError(key, dlock.ErrAlreadyHeld)
+				return nil, o, &dlock.KeyError{Key: key, Err: dlock.ErrAlreadyHeld}
 			}
 			l.held[h] = lk // pending until acquired
 		}
@@ -246,7 +246,7 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 	if l.closed.Load() {
 		l.mu.Unlock()
 		l.giveBack(ctx, lk)
-		return nil, dlock.KeyError(lk.key, dlock.ErrClosed)
+		return nil, &dlock.KeyError{Key: lk.key, Err: dlock.ErrClosed}
 	}
 	if lk.owner != "" {
 		h := holder{lk.key, lk.owner}
@@ -326,7 +326,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 			// queue it joined earlier: a grant to it would block the key.
 			l.giveBack(ctx, lk)
 		}
-		return false, 0, dlock.KeyError(lk.key, fmt.Errorf("acquire: %w", err))
+		return false, 0, &dlock.KeyError{Op: "lock", Key: lk.key, Err: err}
 	}
 	if r < 0 {
 		return false, time.Duration(-1-r) * time.Millisecond, nil
