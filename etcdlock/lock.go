@@ -242,7 +242,7 @@ func (h *hold) release(ctx context.Context, ended error) error {
 		h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
 		return h.Err()
 	}
-	if !h.end(&dlock.KeyError{Key: h.key, Err: ended}) {
+	if !h.end(ended) {
 		return h.Err()
 	}
 	return nil

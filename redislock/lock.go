@@ -26,7 +26,7 @@ import (
 // reply that never came, a command go-redis sent twice):
 //
 //   - the deadline is counted from the moment before the command that set
-//     the lease was sent, less Drift: a late reply cannot lengthen it;
+//     the lease was sent, less drift: a late reply cannot lengthen it;
 //   - a renewal lengthens it only if no Refresh came since it was sent
 //     (a lease generation), and a Refresh whose outcome is unknown can only
 //     shorten it;
@@ -96,15 +96,15 @@ var _ dlock.Lock = (*lock)(nil)
 // closedChan is returned by Done for a handle that ended before anyone asked.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// Drift is the clock-drift margin taken off every lease: the local deadline
-// of a lease of ttl that was requested at time t is t + ttl - Drift(ttl),
+// drift is the clock-drift margin taken off every lease: the local deadline
+// of a lease of ttl that was requested at time t is t + ttl - drift(ttl),
 // where t is read on the monotonic clock before the command is sent. Redis
 // cannot expire the key before that moment unless its clock runs more than
 // 1% fast.
-func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
 func (lk *lock) setDeadline(sent time.Time, ttl time.Duration) {
-	lk.deadline = sent.Add(ttl - Drift(ttl))
+	lk.deadline = sent.Add(ttl - drift(ttl))
 }
 
 // leaseKeys are the keys of refresh.lua and ttl.lua: the lock and its holds.

@@ -115,7 +115,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 // when there is none.
 func (l *Locker) Unlock(ctx context.Context, key string) error {
 	if l.closed.Load() {
-		return dlock.ErrClosed
+		return &dlock.KeyError{Op: "unlock", Key: key, Err: dlock.ErrClosed}
 	}
 	owner, ok := dlock.OwnerFrom(ctx)
 	l.mu.Lock()
@@ -190,7 +190,7 @@ func (l *Locker) close(release bool) error {
 // fail.
 func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
 	if l.closed.Load() {
-		return nil, dlock.Options{}, dlock.ErrClosed
+		return nil, dlock.Options{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 	}
 	o, err := l.opts.Apply(opts...)
 	if err != nil {
@@ -209,7 +209,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.closed.Load() {
-			return nil, o, dlock.ErrClosed
+			return nil, o, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 		}
 		if lk.owner == "" {
 			h := holder{key: key}

@@ -100,7 +100,7 @@ func (s *watchdog) add(lk *lock) {
 		now := time.Now()
 		lk.due = now.Add(lk.deadline.Sub(now) / 3)
 	} else {
-		lk.due = nextDue(lk, lk.deadline.Add(-lk.ttl+Drift(lk.ttl)))
+		lk.due = nextDue(lk, lk.deadline.Add(-lk.ttl+drift(lk.ttl)))
 	}
 	heap.Push(&s.locks, lk)
 	s.arm(lk.due)
@@ -329,7 +329,7 @@ func (s *watchdog) renew(batch []*lock) {
 			lk.lastErr = nil
 			if lk.gen == gens[i] {
 				lk.setDeadline(sent, ttls[i])
-			} else if d := sent.Add(ttls[i] - Drift(ttls[i])); d.Before(lk.deadline) {
+			} else if d := sent.Add(ttls[i] - drift(ttls[i])); d.Before(lk.deadline) {
 				// a Refresh came while this renewal was on the wire: Redis
 				// applied the two in an unknown order, so the shorter
 				// lease is the one to count on

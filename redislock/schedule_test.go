@@ -42,7 +42,7 @@ func TestWatchdogDeadlineSynctest(t *testing.T) {
 			if lk.Err() != nil {
 				t.Fatalf("lease of %v ended early, at %v", lk.ttl, time.Since(start))
 			}
-			want := lk.ttl - Drift(lk.ttl)
+			want := lk.ttl - drift(lk.ttl)
 			time.Sleep(time.Until(start.Add(want)) - time.Nanosecond)
 			synctest.Wait()
 			if lk.Err() != nil {

@@ -183,7 +183,7 @@ func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.
 	if g.attempt != n || !o.AutoRenew {
 		return nil, false
 	}
-	deadline := sent.Add(claim - Drift(claim))
+	deadline := sent.Add(claim - drift(claim))
 	if time.Until(deadline) < claim/2 {
 		return nil, false
 	}
