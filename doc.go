@@ -4,14 +4,26 @@
 // a function while holding a lock.
 //
 // The package imports only the standard library. Drivers live beside it:
-// redislock (single Redis, Sentinel, Cluster) and etcdlock (a module of its
-// own, so that Redis-only programs never pull in gRPC).
+// redislock (Redis 7 or later, through a go-redis client) and etcdlock (a
+// module of its own, so that Redis-only programs never pull in gRPC).
 //
-// # A lock in three lines
+// # A lock in a few lines
 //
 //	lk, err := locker.TryLock(ctx, "order:42", dlock.WithTTL(30*time.Second))
-//	if errors.Is(err, dlock.ErrNotAcquired) { /* someone else holds it */ }
+//	if errors.Is(err, dlock.ErrNotAcquired) {
+//		return errBusy // someone else holds it
+//	}
+//	if err != nil {
+//		return err // the server could not be reached, a bad key, ...
+//	}
 //	defer lk.Unlock(ctx)
+//
+// Or let [Do] acquire, run and release:
+//
+//	err := dlock.Do(ctx, locker, "order:42", func(ctx context.Context) error {
+//		lk, _ := dlock.LockFrom(ctx) // its Fence guards the writes
+//		return pay(ctx, lk.Fence())
+//	})
 //
 // Busy is an error value, never (nil, nil) and never a boolean: test it with
 // errors.Is(err, dlock.ErrNotAcquired), and read the holder's remaining lease

@@ -1,12 +1,14 @@
 package httplock_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/httplock"
@@ -15,7 +17,7 @@ import (
 )
 
 func ExampleNew() {
-	client := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	client := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "127.0.0.1:6379")})
 	defer client.Close()
 	locker, err := redislock.New(client, dlock.WithFencing(true))
 	if err != nil {

@@ -8,10 +8,6 @@ import (
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
-// exampleAddr is the address of the redis-server that TestMain starts for
-// the Examples.
-var exampleAddr string
-
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
@@ -29,6 +25,6 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer srv.Close()
-	exampleAddr = srv.Addr()
+	os.Setenv("REDIS_ADDR", srv.Addr()) // where the Example finds its server
 	return m.Run()
 }

@@ -1,9 +1,11 @@
 package redislock_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -14,7 +16,7 @@ import (
 
 func ExampleLocker_TryLock() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redislock.SharedServerAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
 	locker, err := redislock.New(rdb)
 	if err != nil {
@@ -46,7 +48,7 @@ func ExampleLocker_TryLock() {
 
 func ExampleLocker_Lock() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redislock.SharedServerAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
 	a, _ := redislock.New(rdb)
 	defer a.Close()
@@ -81,7 +83,7 @@ func ExampleLocker_Lock() {
 
 func ExampleLocker_Unlock() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redislock.SharedServerAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
 	locker, _ := redislock.New(rdb)
 	defer locker.Close()
@@ -103,7 +105,7 @@ func ExampleLocker_Unlock() {
 
 func ExampleDo() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redislock.SharedServerAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
 	locker, _ := redislock.New(rdb)
 	defer locker.Close()
@@ -142,7 +144,7 @@ func (s *store) write(fence uint64, value string) error {
 
 func Example_fencing() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redislock.SharedServerAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
 	// Fences are asked for: they cost a counter per key in Redis.
 	a, _ := redislock.New(rdb, dlock.WithFencing(true))

@@ -20,8 +20,6 @@ import (
 // the Examples; TestMain starts it.
 var shared *redistest.Server
 
-// SharedServerAddr is the address of the server that the Examples use.
-func SharedServerAddr() string { return shared.Addr() }
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "redislock-test")
@@ -34,6 +32,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	os.Setenv("REDIS_ADDR", shared.Addr()) // where the Examples find their server
 	code := m.Run()
 	shared.Close()
 	os.RemoveAll(dir)
