@@ -40,6 +40,15 @@ func twice(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 	return next(ctx, cmd)
 }
 
+// replyLost sends a command and loses its reply: the command took effect,
+// and the caller sees a timeout.
+func replyLost(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+	next(ctx, cmd)
+	err := errors.New("i/o timeout (injected after the command ran)")
+	cmd.SetErr(err)
+	return err
+}
+
 // runs reports whether cmd runs the script s.
 func runs(cmd redis.Cmder, s *script) bool {
 	args := cmd.Args()
@@ -102,12 +111,7 @@ func TestReleaseLostReplyBeatsWatchdog(t *testing.T) {
 	var dropRelease atomic.Bool
 	l := lockerWith(t, scriptHook{
 		match: func(cmd redis.Cmder) bool { return dropRelease.Load() && runs(cmd, releaseScript) },
-		do: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-			next(ctx, cmd)
-			err := errors.New("i/o timeout (injected after the release ran)")
-			cmd.SetErr(err)
-			return err
-		},
+		do:    replyLost,
 	})
 	key := keyFor(t)
 	lk, err := l.TryLock(ctx, key, dlock.WithTTL(300*time.Millisecond))
@@ -168,12 +172,7 @@ func TestRefreshShorterLostReply(t *testing.T) {
 	var drop atomic.Bool
 	l := lockerWith(t, scriptHook{
 		match: func(cmd redis.Cmder) bool { return drop.Load() && runs(cmd, refreshScript) },
-		do: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-			next(ctx, cmd)
-			err := errors.New("i/o timeout (injected after the refresh ran)")
-			cmd.SetErr(err)
-			return err
-		},
+		do:    replyLost,
 	})
 	lk, err := l.TryLock(ctx, keyFor(t), dlock.WithTTL(time.Minute))
 	if err != nil {

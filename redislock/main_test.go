@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"runtime"
 	"strings"
@@ -20,23 +19,8 @@ import (
 // the Examples; TestMain starts it.
 var shared *redistest.Server
 
-
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "redislock-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	shared, err = redistest.New(dir, redistest.Config{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv("REDIS_ADDR", shared.Addr()) // where the Examples find their server
-	code := m.Run()
-	shared.Close()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(redistest.Main(m, func(s *redistest.Server) { shared = s }))
 }
 
 // newLocker returns a Locker on its own client of s, closed when t ends.

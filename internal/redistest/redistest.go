@@ -290,3 +290,27 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// Main is the body of a TestMain whose package shares one server: it starts
+// the server, tells the package's Examples where it is in REDIS_ADDR (as a
+// user's program would learn it), calls use with it, runs the tests, stops
+// the server and returns the exit code. m is the *testing.M.
+func Main(m interface{ Run() int }, use func(*Server)) int {
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "redistest:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	s, err := New(dir, Config{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "redistest:", err)
+		return 1
+	}
+	defer s.Close()
+	os.Setenv("REDIS_ADDR", s.Addr())
+	if use != nil {
+		use(s)
+	}
+	return m.Run()
+}
