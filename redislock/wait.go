@@ -54,61 +54,55 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 	return got, nil
 }
 
+// waiter is the state of one waiting Lock call: its attempts, its place in
+// the queue and its wake-ups.
+type waiter struct {
+	l  *Locker
+	lk *lock
+	o  dlock.Options
+
+	queue   attemptMode // the mode of the attempts that join the queue
+	wake    <-chan grant
+	unwatch func()
+
+	n          int64         // the number of the last attempt that joined the queue
+	sent       time.Time     // when it was sent
+	claim      time.Duration // its claim window
+	queued     bool          // an attempt joined the queue
+	retryAfter time.Duration // the holder's remaining lease, as the last attempt saw it
+}
+
 func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, error) {
 	single := o.Waiting && o.Wait == 0 // WithWait(0): one attempt, like TryLock
+	w := &waiter{l: l, lk: lk, o: o, unwatch: func() {}}
+	defer func() { w.unwatch() }()
 	base := modeTry
 	if o.Fair {
 		base |= modeFair
 	}
-	queue := base
+	w.queue = base
 	if (o.Notify || o.Fair) && !single {
-		queue |= modeWait // a fair waiter queues even when it polls
+		w.queue |= modeWait // a fair waiter queues even when it polls
 	}
 
-	// When this Locker is already subscribed to its channel of the key (a hot
-	// key), the first attempt joins the queue at once; otherwise it is a
-	// plain attempt, and the waiter subscribes only if the lock is busy.
-	var (
-		wake    <-chan grant
-		unwatch = func() {}
-		n       int64     // the number of the last attempt that joined the queue
-		sent    time.Time // when it was sent
-		claim   time.Duration
-	)
-	defer func() { unwatch() }()
-	watch := func() {
-		if o.Notify {
-			wake, unwatch = l.notify.watch(ctx, l.channel(lk), lk.token)
-		}
+	// When this Locker is already subscribed to its channel of the key (a
+	// hot key), the first attempt joins the queue at once; otherwise it is
+	// a plain attempt, and the waiter subscribes only if the lock is busy.
+	mode, delay := base, time.Duration(0)
+	if w.queue&modeWait != 0 && o.Notify && l.notify.ready(l.channel(lk)) {
+		w.watch(ctx)
+		mode, delay = w.queue, o.Retry.Interval()
 	}
-	mode := base
-	if queue&modeWait != 0 && o.Notify && l.notify.ready(l.channel(lk)) {
-		watch()
-		mode, claim, n = queue, claimFor(o.Retry.Interval()), 1
-	}
-	queued := mode&modeWait != 0
-	sent = time.Now()
-	held, retryAfter, err := l.attempt(ctx, lk, mode, claim, n)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, &dlock.NotAcquiredError{Key: lk.key, Err: ctx.Err()}
-		}
+	held, err := w.attempt(ctx, mode, delay)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, w.busy(ctx.Err()) // attempt gave back whatever it may hold
+	case err != nil:
 		return nil, err
-	}
-	if held {
+	case held:
 		return l.acquired(ctx, lk)
-	}
-	busy := func(cause error) error {
-		return &dlock.NotAcquiredError{Key: lk.key, RetryAfter: retryAfter, Err: cause}
-	}
-	if single {
-		return nil, busy(nil)
-	}
-	leave := func(cause error) error {
-		if queued {
-			l.giveBack(ctx, lk)
-		}
-		return busy(cause)
+	case single:
+		return nil, w.busy(nil)
 	}
 	var limit <-chan time.Time
 	if o.Waiting {
@@ -116,8 +110,8 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 		defer t.Stop()
 		limit = t.C
 	}
-	if wake == nil {
-		watch()
+	if w.wake == nil {
+		w.watch(ctx)
 	}
 
 	backoff := o.Retry.Start()
@@ -125,43 +119,40 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 	defer sleep.Stop()
 	// A waiter that did not join the queue yet attempts again right after
 	// subscribing: a release in between is then never missed.
-	delay, again := o.Retry.Interval(), !queued
+	delay, again := o.Retry.Interval(), !w.queued
 	for {
 		if again {
 			var ok bool
 			if delay, ok = backoff.Next(); !ok {
-				return nil, leave(nil)
+				return nil, w.leave(ctx, nil)
 			}
-			n, sent, claim = n+1, time.Now(), claimFor(delay)
-			held, retryAfter, err = l.attempt(ctx, lk, queue, claim, n)
-			queued = queue&modeWait != 0
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, leave(ctx.Err())
-				}
+			held, err := w.attempt(ctx, w.queue, delay)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return nil, w.busy(ctx.Err()) // attempt gave back whatever it may hold
+			case err != nil:
 				return nil, err // attempt gave the lock back if it had taken it
-			}
-			if held {
+			case held:
 				return l.acquired(ctx, lk)
 			}
 		}
 		again = true
-		if retryAfter > 0 && retryAfter < delay {
-			delay = retryAfter
+		if w.retryAfter > 0 && w.retryAfter < delay {
+			delay = w.retryAfter
 		}
 		sleep.Reset(delay)
 		select {
-		case g := <-wake:
-			if lk, ok := l.granted(lk, g, n, sent, claim, o); ok {
+		case g := <-w.wake:
+			if l.granted(lk, g, w.n, w.sent, w.claim, o) {
 				return l.acquired(ctx, lk)
 			}
 		case <-sleep.C:
 		case <-limit:
-			return nil, leave(nil)
+			return nil, w.leave(ctx, nil)
 		case <-ctx.Done():
-			return nil, leave(ctx.Err())
+			return nil, w.leave(ctx, ctx.Err())
 		case <-l.quit:
-			return nil, leave(dlock.ErrClosed)
+			return nil, w.leave(ctx, dlock.ErrClosed)
 		}
 		if !sleep.Stop() {
 			select {
@@ -172,6 +163,37 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 	}
 }
 
+// watch subscribes the waiter to its Locker's channel of the key.
+func (w *waiter) watch(ctx context.Context) {
+	if w.o.Notify {
+		w.wake, w.unwatch = w.l.notify.watch(ctx, w.l.channel(w.lk), w.lk.token)
+	}
+}
+
+// attempt makes one attempt in mode; one that joins the queue is numbered
+// and keeps its place for the claim window of a sleep of delay.
+func (w *waiter) attempt(ctx context.Context, mode attemptMode, delay time.Duration) (held bool, err error) {
+	if mode&modeWait != 0 {
+		w.n, w.claim, w.queued = w.n+1, claimFor(delay), true
+	}
+	w.sent = time.Now()
+	held, w.retryAfter, err = w.l.attempt(ctx, w.lk, mode, w.claim, w.n)
+	return held, err
+}
+
+// busy is the error of a wait that ended without the lock.
+func (w *waiter) busy(cause error) error {
+	return &dlock.NotAcquiredError{Key: w.lk.key, RetryAfter: w.retryAfter, Err: cause}
+}
+
+// leave ends the wait without the lock: it leaves the queue, if it joined.
+func (w *waiter) leave(ctx context.Context, cause error) error {
+	if w.queued {
+		w.l.giveBack(ctx, w.lk)
+	}
+	return w.busy(cause)
+}
+
 // granted reports whether the wake-up g hands the lock to lk for good: it
 // names the waiter's last attempt n, which was sent at sent with claim. The
 // grant then lasts until sent+claim at least, and the watchdog extends it
@@ -179,16 +201,16 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 // round trip of its own. A grant to an older attempt (it may have lapsed), one that is too
 // close to its end, or one for a lock without watchdog is confirmed by the
 // next attempt instead.
-func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.Duration, o dlock.Options) (*lock, bool) {
+func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.Duration, o dlock.Options) bool {
 	if g.attempt != n || !o.AutoRenew {
-		return nil, false
+		return false
 	}
 	deadline := sent.Add(claim - drift(claim))
 	if time.Until(deadline) < claim/2 {
-		return nil, false
+		return false
 	}
 	lk.fence, lk.deadline, lk.renewNow = g.fence, deadline, true
-	return lk, true
+	return true
 }
 
 // channel is where the release that grants lk to one of this Locker's
