@@ -269,13 +269,17 @@ func unescape(s string) (string, bool) {
 	return b.String(), true
 }
 
-// ForceUnlock deletes every hold of key's lock, whoever holds it, in one
-// transaction that first reads what it deletes. It is for an operator
-// clearing a stuck lock: each holder, if alive, sees its key deleted and
-// loses the lock (its Done closes, Err matches dlock.ErrOwnershipLost),
-// and waiters wake up to acquire it. The leases stay: they may hold other
-// locks. It returns what it deleted (TTL is then the lease the holds had
-// left), or an error matching dlock.ErrNotHeld when the lock was free.
+// ForceUnlock deletes every hold of key's lock, whoever holds it. It is for
+// an operator clearing a stuck lock: each holder, if alive, sees its key
+// deleted and loses the lock (its Done closes, Err matches
+// dlock.ErrOwnershipLost), and waiters wake up to acquire it. The leases
+// stay: they may hold other locks. It returns what it deleted, or an error
+// matching dlock.ErrNotHeld when the lock was free.
+//
+// It reads the holds and their leases first, then deletes them in a
+// transaction that succeeds only if the holds did not change since the read
+// (else it reads again): the lease an evicted holder had left is read
+// before that holder, seeing its key gone, revokes it.
 func (l *Locker) ForceUnlock(ctx context.Context, key string) (Info, error) {
 	if l.isClosed() {
 		return Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
@@ -285,24 +289,29 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (Info, error) {
 	}
 	p := l.Prefix(key)
 	end := clientv3.GetPrefixRangeEnd(p)
-	resp, err := l.cli.Txn(ctx).Then(
-		clientv3.OpGet(p, clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(inspectLimit)),
-		clientv3.OpDelete(p, clientv3.WithRange(end)),
-	).Commit()
-	if err != nil {
-		return Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
+	for range maxRaces {
+		resp, err := l.cli.Get(ctx, p, clientv3.WithRange(end),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(inspectLimit))
+		if err != nil {
+			return Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
+		}
+		if len(resp.Kvs) == 0 {
+			return Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
+		}
+		info := Info{Key: key}
+		if _, err := l.describe(ctx, leaseTTLs{}, &info, resp.Kvs[0], int(resp.Count), leasesOf(resp.Kvs)); err != nil {
+			l.opts.Logger.Debug("force unlock: lease lookup failed", "key", key, "err", err)
+		}
+		unchanged := clientv3.Compare(clientv3.ModRevision(p), "<", resp.Header.Revision+1).WithRange(end)
+		del, err := l.cli.Txn(ctx).If(unchanged).Then(clientv3.OpDelete(p, clientv3.WithRange(end))).Commit()
+		if err != nil {
+			return Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
+		}
+		if del.Succeeded {
+			return info, nil
+		}
 	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	deleted := resp.Responses[1].GetResponseDeleteRange().Deleted
-	if deleted == 0 || len(kvs) == 0 {
-		return Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
-	}
-	info := Info{Key: key}
-	if _, err := l.describe(ctx, leaseTTLs{}, &info, kvs[0], int(deleted), leasesOf(kvs)); err != nil {
-		// The holds are deleted: report them without their lease.
-		l.opts.Logger.Debug("force unlock: lease lookup failed", "key", key, "err", err)
-	}
-	return info, nil
+	return Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: fmt.Errorf("the holds kept changing; %d attempts", maxRaces)}
 }
 
 // checkGlob reports a malformed glob pattern: an unclosed set or a
