@@ -127,6 +127,11 @@ func TestCloseWaitsForWaiters(t *testing.T) {
 	}
 	defer held.Unlock(ctx)
 	c := shared.Client(t)
+	// The release script is in the server's cache, so that the give-back
+	// is one EVALSHA, which the hook delays.
+	if err := releaseScript.load(ctx, c); err != nil {
+		t.Fatal(err)
+	}
 	c.AddHook(delayHook{d: 300 * time.Millisecond, match: isGiveUp})
 	l, err := New(c)
 	if err != nil {

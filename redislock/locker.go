@@ -73,7 +73,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 		ttlArg: o.TTL.Milliseconds(),
 	}
 	l.watchdog = newWatchdog(l)
-	l.notify = newNotifier(client, l.log)
+	l.notify = newNotifier(client, l.log, l.quit)
 	l.sub = dlock.NewToken()[:8]
 	return l, nil
 }

@@ -24,7 +24,8 @@ type notifier struct {
 
 	drop atomic.Bool // test hook: lose every wake-up
 
-	quit chan struct{} // closed by stop
+	quit    chan struct{}   // closed by stop
+	closing <-chan struct{} // closed when the Locker's Close begins
 
 	mu      sync.Mutex
 	ps      *redis.PubSub
@@ -67,13 +68,14 @@ const (
 	idleChannel = 30 * time.Second
 )
 
-func newNotifier(client redis.UniversalClient, log *slog.Logger) *notifier {
-	return &notifier{client: client, log: log, subs: make(map[string]*subscription), quit: make(chan struct{})}
+func newNotifier(client redis.UniversalClient, log *slog.Logger, closing <-chan struct{}) *notifier {
+	return &notifier{client: client, log: log, subs: make(map[string]*subscription), quit: make(chan struct{}), closing: closing}
 }
 
 // watch registers a waiter for the wake-ups named token on channel, and
 // returns once the subscription is confirmed (or could not be within
-// subscribeTimeout: the waiter then relies on its fallback timer). The
+// subscribeTimeout, ctx ended or the Locker began to close: the waiter then
+// relies on its fallback timer, or stops). The
 // channel holds the latest wake-up not yet received.
 func (n *notifier) watch(ctx context.Context, channel, token string) (<-chan grant, func()) {
 	wake := make(chan grant, 1)
@@ -112,6 +114,7 @@ func (n *notifier) watch(ctx context.Context, channel, token string) (<-chan gra
 	case <-sub.ready:
 	case <-t.C:
 	case <-ctx.Done():
+	case <-n.closing:
 	}
 	return wake, unwatch
 }
