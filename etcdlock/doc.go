@@ -10,12 +10,22 @@
 // # Leases and sessions
 //
 // etcd keeps a lock alive with a lease. Locks acquired with the Locker's
-// TTL and the watchdog on (the default) share one
-// [go.etcd.io/etcd/client/v3/concurrency.Session]: one lease, kept alive by
-// the client, started on first use and again after it ends. A lock with
-// another TTL gets a session of its own, revoked when the lock is
-// released. A lock acquired WithLease(ttl) gets a bare lease that nobody
-// renews: it runs out ttl after acquisition unless Refresh renews it.
+// TTL and the watchdog on (the default) share one lease (a session), kept
+// alive by the Locker every ttl/3, started on first use and again after it
+// ends. A lock with another TTL gets a session of its own, revoked when the
+// lock is released. A lock acquired WithLease(ttl) gets a bare lease that
+// nobody renews: it runs out ttl after acquisition unless Refresh renews
+// it.
+//
+// While a handle reports held, etcd keeps the lock at least until the
+// handle's local deadline: each keep-alive's deadline counts from the
+// moment before its request was sent (a late reply cannot lengthen it),
+// less a tenth for clock drift, and the handle is declared lost when the
+// deadline passes without a renewal. A lease that ends for any reason,
+// locally or in etcd, is no longer kept alive, so the keys on it go with it
+// within its TTL; a key that an attempt whose reply was lost may have
+// written on a live lease is deleted, in the background until etcd answers;
+// a lease granted too late to be of use is revoked.
 //
 // etcd leases are whole seconds: a TTL below one second is an error
 // matching [dlock.ErrInvalidTTL], and a fractional TTL is rounded up

@@ -8,30 +8,36 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // errLeaseClosed is the Err of a lease that its Locker closed on purpose.
 var errLeaseClosed = errors.New("dlock: lease closed")
 
-// driftDivisor sets the drift margin: the local lease deadline is the last
-// keep-alive answer (or the grant) plus ttl - ttl/driftDivisor.
+// driftDivisor sets the drift margin: a lease of ttl renewed by a request
+// sent at time t is held locally until t + ttl - ttl/driftDivisor.
 const driftDivisor = 10
 
-// lease is one etcd lease that holds keys: a concurrency.Session that keeps
-// it alive (renewed), or a bare lease that runs out (pinned). It is lost,
-// and done is closed, when the session ends, when etcd says the lease is
-// gone, or when the local lease deadline passes without a keep-alive answer.
+// lease is one etcd lease that holds keys: renewed by its keeper every
+// ttl/3, or pinned (it runs out unless Refresh extends it). It is lost, and
+// done is closed, when etcd says the lease is gone or when its local
+// deadline passes without a renewal. The deadline counts from the moment
+// before the request that set the lease was sent (the grant, a keep-alive,
+// a Refresh), so that a late reply never moves it past the server's expiry.
+//
+// A lease that ends for any reason stops being kept alive at once: etcd
+// lets it run out within its TTL, and the keys on it go with it, so that no
+// key stays on a lease that nothing owns.
 type lease struct {
 	cli    *clientv3.Client
 	id     clientv3.LeaseID
 	ttl    time.Duration // whole seconds
-	sess   *concurrency.Session
+	renew  bool          // kept alive by the keeper; else pinned
 	shared bool
 
-	cancel context.CancelFunc // stops the watch goroutine
-	reset  chan time.Time     // new local deadline (pinned leases, on refresh)
+	stop  context.CancelFunc // stops the keeper
+	reset chan time.Time     // a later local deadline, after a Refresh
 
 	once sync.Once
 	done chan struct{}
@@ -40,102 +46,135 @@ type lease struct {
 	// the calls of a waiter whose session ended.
 	ctx     context.Context
 	ctxStop context.CancelCauseFunc
+
+	mu       sync.Mutex
+	deadline time.Time // the local deadline, as the keeper last set it
 }
 
 func drift(ttl time.Duration) time.Duration { return ttl / driftDivisor }
 
-// newLease grants a lease of ttl (whole seconds) and, when renew is set,
-// keeps it alive with a concurrency.Session. Its watch goroutine is
-// counted in wg.
+// newLease grants a lease of ttl (whole seconds) and starts its keeper,
+// counted in wg. A grant whose reply came too late to leave any of the
+// lease is revoked and reported as an error.
 func newLease(ctx context.Context, cli *clientv3.Client, ttl time.Duration, renew bool, wg *sync.WaitGroup) (*lease, error) {
-	sec := int64(ttl / time.Second)
 	t0 := time.Now()
-	g, err := cli.Grant(ctx, sec)
+	g, err := cli.Grant(ctx, int64(ttl/time.Second))
 	if err != nil {
 		return nil, err
-	}
-	ls := &lease{cli: cli, id: g.ID, ttl: ttl, done: make(chan struct{}), reset: make(chan time.Time, 1)}
-	ls.ctx, ls.ctxStop = context.WithCancelCause(context.Background())
-	wctx, cancel := context.WithCancel(context.Background())
-	ls.cancel = cancel
-	var kach <-chan *clientv3.LeaseKeepAliveResponse
-	if renew {
-		ls.sess, err = concurrency.NewSession(cli, concurrency.WithLease(g.ID), concurrency.WithTTL(int(sec)))
-		if err == nil {
-			// A second listener on the same keep-alive stream: the session
-			// drains its own channel and hides the answers, and the local
-			// deadline needs them.
-			kach, err = cli.KeepAlive(wctx, g.ID)
-		}
-		if err != nil {
-			cancel()
-			if ls.sess != nil {
-				ls.sess.Orphan()
-			}
-			ls.ctxStop(err)
-			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			cli.Revoke(rctx, g.ID)
-			rcancel()
-			return nil, err
-		}
 	}
 	// etcd may grant more than asked (its minimum lease is 1.5 election
 	// timeouts): the local deadline follows what the server holds.
 	granted := max(ttl, time.Duration(g.TTL)*time.Second)
-	wg.Go(func() { ls.watch(wctx, t0.Add(granted-drift(granted)), kach) })
+	deadline := t0.Add(granted - drift(granted))
+	if !time.Now().Before(deadline) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		cli.Revoke(rctx, g.ID)
+		cancel()
+		return nil, fmt.Errorf("%w: lease %x was granted after its local deadline", dlock.ErrLeaseExpired, int64(g.ID))
+	}
+	ls := &lease{cli: cli, id: g.ID, ttl: ttl, renew: renew, done: make(chan struct{}), reset: make(chan time.Time, 1)}
+	ls.ctx, ls.ctxStop = context.WithCancelCause(context.Background())
+	kctx, stop := context.WithCancel(context.Background())
+	ls.stop = stop
+	ls.deadline = deadline
+	wg.Go(func() { ls.keep(kctx, t0, deadline) })
 	return ls, nil
 }
 
-// watch declares the lease lost when its local deadline passes, its
-// session ends, or etcd stops answering keep-alives for it.
-func (ls *lease) watch(ctx context.Context, deadline time.Time, kach <-chan *clientv3.LeaseKeepAliveResponse) {
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	var sessDone <-chan struct{}
-	if ls.sess != nil {
-		sessDone = ls.sess.Done()
+// retryDelay paces the keep-alives of a lease whose last one failed.
+func retryDelay(ttl time.Duration) time.Duration {
+	return min(max(ttl/20, 100*time.Millisecond), time.Second)
+}
+
+// keep is the lease's goroutine. A renewed lease is kept alive by one
+// KeepAliveOnce every ttl/3 (sooner after a failure), each bounded by the
+// local deadline; a pinned lease only has its deadline watched.
+func (ls *lease) keep(ctx context.Context, start, deadline time.Time) {
+	next := deadline
+	if ls.renew {
+		next = start.Add(ls.ttl / 3)
 	}
+	timer := time.NewTimer(time.Until(next))
+	defer timer.Stop()
+	var lastErr error
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case d := <-ls.reset:
-			timer.Reset(time.Until(d))
-		case resp, ok := <-kach:
-			if !ok {
-				if ctx.Err() != nil {
-					return
-				}
-				ls.lose(fmt.Errorf("%w: etcd no longer keeps lease %x alive", dlock.ErrOwnershipLost, int64(ls.id)))
-				return
+			if d.After(deadline) {
+				deadline = d
+				ls.noteDeadline(deadline)
 			}
-			if resp.TTL > 0 {
-				d := time.Duration(resp.TTL) * time.Second
-				timer.Reset(d - drift(d))
+			if !ls.renew {
+				next = deadline
 			}
-		case <-sessDone:
-			if ctx.Err() != nil {
-				return
-			}
-			ls.lose(fmt.Errorf("%w: the session of lease %x ended", dlock.ErrLeaseExpired, int64(ls.id)))
-			return
+			timer.Reset(time.Until(next))
+			continue
 		case <-timer.C:
-			if ls.sess != nil {
-				ls.lose(fmt.Errorf("%w: no keep-alive answer from etcd for lease %x within %v", dlock.ErrLeaseExpired, int64(ls.id), ls.ttl-drift(ls.ttl)))
+		}
+		if !time.Now().Before(deadline) {
+			if lastErr != nil {
+				ls.lose(fmt.Errorf("%w: lease %x: no keep-alive reached etcd in time: %w", dlock.ErrLeaseExpired, int64(ls.id), lastErr))
 			} else {
 				ls.lose(fmt.Errorf("%w: lease %x of %v ran out", dlock.ErrLeaseExpired, int64(ls.id), ls.ttl))
 			}
 			return
 		}
+		if !ls.renew {
+			timer.Reset(time.Until(deadline))
+			continue
+		}
+		sent := time.Now()
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		resp, err := ls.cli.KeepAliveOnce(rctx, ls.id)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil && resp.TTL <= 0:
+			ls.lose(fmt.Errorf("%w: etcd no longer has lease %x", dlock.ErrOwnershipLost, int64(ls.id)))
+			return
+		case err != nil:
+			lastErr = err
+			next = time.Now().Add(retryDelay(ls.ttl))
+		default:
+			lastErr = nil
+			d := time.Duration(resp.TTL) * time.Second
+			if nd := sent.Add(d - drift(d)); nd.After(deadline) {
+				deadline = nd
+				ls.noteDeadline(deadline)
+			}
+			next = sent.Add(d / 3)
+		}
+		if next.After(deadline) {
+			next = deadline
+		}
+		timer.Reset(time.Until(next))
 	}
 }
 
-// lose ends the lease with err, once.
+// noteDeadline records the local deadline that the keeper keeps.
+func (ls *lease) noteDeadline(d time.Time) {
+	ls.mu.Lock()
+	ls.deadline = d
+	ls.mu.Unlock()
+}
+
+// localDeadline returns the local deadline.
+func (ls *lease) localDeadline() time.Time {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.deadline
+}
+
+// lose ends the lease with err, once, and stops keeping it alive.
 func (ls *lease) lose(err error) {
 	ls.once.Do(func() {
 		ls.err = err
 		close(ls.done)
 		ls.ctxStop(err)
+		ls.stop()
 	})
 }
 
@@ -149,8 +188,8 @@ func (ls *lease) lost() bool {
 	}
 }
 
-// extend moves the local deadline of a pinned lease after a refresh that
-// started at t0.
+// extend moves the local deadline after a refresh of the lease whose
+// request was sent at t0.
 func (ls *lease) extend(t0 time.Time) {
 	select {
 	case <-ls.reset:
@@ -159,22 +198,14 @@ func (ls *lease) extend(t0 time.Time) {
 	ls.reset <- t0.Add(ls.ttl - drift(ls.ttl))
 }
 
-// close stops the lease's goroutine and revokes it on the server, which
-// deletes every key still attached to it. A lease already lost is not
-// revoked: it is gone, or etcd cannot be reached.
+// close ends the lease and revokes it on the server, which deletes every
+// key still attached to it. A lease already lost is not revoked: it is
+// gone, or etcd cannot be reached, and nothing keeps it alive any more.
 func (ls *lease) close(ctx context.Context) error {
 	wasLost := ls.lost()
 	ls.lose(errLeaseClosed)
-	defer ls.cancel()
 	if wasLost {
-		if ls.sess != nil {
-			ls.sess.Orphan()
-		}
 		return nil
-	}
-	ls.cancel()
-	if ls.sess != nil {
-		ls.sess.Orphan()
 	}
 	_, err := ls.cli.Revoke(ctx, ls.id)
 	return err

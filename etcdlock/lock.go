@@ -193,7 +193,7 @@ func (h *hold) endedErr() error {
 
 // Unlock deletes the hold's key in a transaction that compares its create
 // revision, so that a late or repeated Unlock never deletes a newer hold
-// (etcd #22082). It returns ErrNotHeld after a release, the LostError when
+// (the flaw reported in etcd-io/etcd#22082). It returns ErrNotHeld after a release, the LostError when
 // the lock was lost, and the client's error, holding on, when etcd cannot
 // be reached: the call can be repeated.
 func (h *hold) Unlock(ctx context.Context) error {
@@ -274,12 +274,10 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 		if err := h.check(ctx); err != nil {
 			return err
 		}
-		if old.sess == nil {
-			old.extend(t0)
-		}
+		old.extend(t0)
 		return nil
 	}
-	ls, err := newLease(ctx, h.l.cli, ttl, old.sess != nil, &h.l.wg)
+	ls, err := newLease(ctx, h.l.cli, ttl, old.renew, &h.l.wg)
 	if err != nil {
 		return &dlock.KeyError{Op: "refresh", Key: h.key, Err: err}
 	}

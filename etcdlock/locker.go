@@ -292,7 +292,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 		if err != nil {
 			return nil, &dlock.KeyError{Op: "lock", Key: key, Err: fmt.Errorf("start a session: %w", err)}
 		}
-		// etcd #19597: a waiter whose session ended must not wait on.
+		// A waiter whose session ended must not wait on (etcd-io/etcd#19597).
 		stopLs := context.AfterFunc(ls.ctx, func() { cancel(context.Cause(ls.ctx)) })
 		defer stopLs()
 		if !ls.shared {
@@ -416,7 +416,7 @@ func (l *Locker) attempt(ctx context.Context, c call, ls *lease) (*hold, busy, e
 		}
 	}
 	pinnedFail := func() {
-		if ls.sess == nil {
+		if !ls.renew {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 			ls.close(rctx)
 			cancel()
@@ -435,11 +435,15 @@ func (l *Locker) attempt(ctx context.Context, c call, ls *lease) (*hold, busy, e
 		if err != nil {
 			// The write may have been applied before the reply was lost:
 			// delete our own hold by its unique name (a grant that arrives
-			// after the caller gave up is given back). A lost lease took
-			// its keys with it.
+			// after the caller gave up is given back), and keep trying in
+			// the background when etcd does not answer: on a lease that
+			// lives on, the key would hold the lock for nobody. A lost
+			// lease is no longer kept alive: its keys go with it.
 			if !ls.lost() {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-				l.cli.Delete(rctx, name)
+				if _, derr := l.cli.Delete(rctx, name); derr != nil && ls.renew {
+					l.deleteLater(name)
+				}
 				cancel()
 			}
 			pinnedFail()
@@ -470,4 +474,32 @@ func (l *Locker) attempt(ctx context.Context, c call, ls *lease) (*hold, busy, e
 	}
 	pinnedFail()
 	return nil, b, nil
+}
+
+// deleteLater deletes, in the background, the etcd key name that an
+// attempt whose reply was lost may have written, after a delete that
+// failed: on a lease that lives on, the key would hold the lock for nobody.
+// It retries until etcd answers or the Locker closes (which revokes the
+// Locker's leases, and their keys with them).
+func (l *Locker) deleteLater(name string) {
+	l.wg.Go(func() {
+		delay := 100 * time.Millisecond
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		for {
+			select {
+			case <-l.ctx.Done():
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
+			_, err := l.cli.Delete(ctx, name)
+			cancel()
+			if err == nil {
+				return
+			}
+			delay = min(2*delay, 2*time.Second)
+			t.Reset(delay)
+		}
+	})
 }
