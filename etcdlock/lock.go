@@ -15,6 +15,20 @@ import (
 
 // hold is one acquisition: one etcd key "<prefix>/lock/<key>/<token>"
 // whose create revision is the fence. It implements dlock.Lock.
+//
+// The life of a hold:
+//
+//	attempt ──Txn put succeeded, registered──▶ held ──Unlock's delete──▶ released
+//	   │                                        └──key deleted, lease lost or expired──▶ lost
+//	   └──busy, error (the key it may have written is deleted), Close──▶ (no handle)
+//
+// A hold ends once (end), and Done closes then. The rule every path keeps:
+// while a hold reports held, etcd keeps its key at least until the local
+// deadline of its lease (see lease), whatever became of each request; a
+// key written by an attempt that returned no hold is deleted, or dies with
+// a lease that nothing keeps alive. And its dual: a hold that ends other
+// than by its own Unlock ends the work done under it (dlock.Guard and
+// dlock.Do watch Done).
 type hold struct {
 	l     *Locker
 	key   string
@@ -193,9 +207,9 @@ func (h *hold) endedErr() error {
 
 // Unlock deletes the hold's key in a transaction that compares its create
 // revision, so that a late or repeated Unlock never deletes a newer hold
-// (the flaw reported in etcd-io/etcd#22082). It returns ErrNotHeld after a release, the LostError when
-// the lock was lost, and the client's error, holding on, when etcd cannot
-// be reached: the call can be repeated.
+// (the flaw reported in etcd-io/etcd#22082). It returns ErrNotHeld after a
+// release, the LostError when the lock was lost, and the client's error,
+// holding on, when etcd cannot be reached: the call can be repeated.
 func (h *hold) Unlock(ctx context.Context) error {
 	if err := h.endedErr(); err != nil {
 		return err
