@@ -2,7 +2,7 @@ package dlock
 
 import (
 	"context"
-	"errors"
+	"fmt"
 )
 
 // Do acquires key with l.Lock (waiting as opts say), runs fn while holding
@@ -17,8 +17,9 @@ import (
 // nested Do) without waiting on itself.
 //
 // Do returns the acquisition error (matching ErrNotAcquired when busy), or
-// fn's error, joined with why the hold ended while fn ran (matching
-// ErrLockLost, or ErrClosed) or with the release error.
+// fn's error, wrapped in one line with why the hold ended while fn ran
+// (matching ErrLockLost, or ErrClosed) or with the release error: errors.Is
+// matches either.
 func Do(ctx context.Context, l Locker, key string, fn func(context.Context) error, opts ...Option) (err error) {
 	if l == nil {
 		return ErrNilClient
@@ -31,6 +32,18 @@ func Do(ctx context.Context, l Locker, key string, fn func(context.Context) erro
 		return err
 	}
 	guarded, release := Guard(ctx, lk)
-	defer func() { err = errors.Join(err, release()) }()
+	defer func() { err = both(err, release()) }()
 	return fn(guarded)
+}
+
+// both is err, or end, or one line that wraps them both: fn's error, then
+// why the hold ended or why its release failed.
+func both(err, end error) error {
+	switch {
+	case end == nil:
+		return err
+	case err == nil:
+		return end
+	}
+	return fmt.Errorf("%w; %w", err, end)
 }

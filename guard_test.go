@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -120,3 +121,31 @@ func TestLockFrom(t *testing.T) {
 		t.Fatal("LockFrom of a bare context reports a lock")
 	}
 }
+
+// Do's error, when fn failed and the hold ended too, is one line that
+// matches both.
+func TestDoErrorOneLine(t *testing.T) {
+	lk := newFakeLock()
+	boom := errors.New("boom")
+	err := dlock.Do(context.Background(), oneLock{lk}, "k", func(ctx context.Context) error {
+		lk.end(&dlock.LostError{Key: "k", Err: dlock.ErrOwnershipLost})
+		<-ctx.Done()
+		return boom
+	})
+	if !errors.Is(err, boom) || !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Do = %v, want fn's error and the loss", err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Do's error spans lines: %q", err)
+	}
+}
+
+// oneLock is a Locker that hands out one fake lock.
+type oneLock struct{ lk *fakeLock }
+
+func (o oneLock) TryLock(context.Context, string, ...dlock.Option) (dlock.Lock, error) {
+	return o.lk, nil
+}
+func (o oneLock) Lock(context.Context, string, ...dlock.Option) (dlock.Lock, error) { return o.lk, nil }
+func (o oneLock) Unlock(context.Context, string) error                              { return nil }
+func (o oneLock) Close() error                                                      { return nil }
