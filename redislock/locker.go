@@ -80,7 +80,8 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 
 // TryLock makes one attempt to acquire key: one round trip to Redis. Unless
 // the call is fenced, fair or has an owner, the attempt is the bare
-// SET key token NX PX ttl of the single-instance algorithm. When the lock
+// SET key token NX PX ttl of the single-instance algorithm, with GET so
+// that an attempt the client re-sent finds its own token. When the lock
 // is busy the error matches dlock.ErrNotAcquired and is a
 // *dlock.NotAcquiredError; its RetryAfter is the holder's remaining lease
 // when the attempt ran a script (a bare SET does not ask).
