@@ -227,3 +227,38 @@ func TestLateGrantRevoked(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // poll, bounded by the deadline
 	}
 }
+
+// After etcd stalls past a lease's deadline (its keep-alives are applied
+// but answered too late), the holder declares the lock lost, and nothing
+// may keep the lease alive any more: another Locker gets the key once etcd
+// expires it, instead of never.
+func TestStalledLeaseNotKeptAlive(t *testing.T) {
+	ctx := context.Background()
+	var f faults
+	var stalled atomic.Bool
+	replay := func(method string) time.Duration {
+		if method == keepAliveRPC && stalled.Load() {
+			return 4 * time.Second // the injected fault: etcd answers after the 3s lease's deadline
+		}
+		return 0
+	}
+	f.replay.Store(&replay)
+	l := newLocker(t, f.client(t), dlock.WithTTL(3*time.Second))
+	lk, err := l.TryLock(ctx, "stalled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled.Store(true)
+	select {
+	case <-lk.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder never learned that its lease ended")
+	}
+	stalled.Store(false)
+	other := newLocker(t, client(t))
+	lb, err := other.Lock(ctx, "stalled", dlock.WithWait(10*time.Second))
+	if err != nil {
+		t.Fatalf("another Locker: %v (the lost lease is still kept alive)", err)
+	}
+	lb.Unlock(ctx)
+}
