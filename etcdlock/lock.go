@@ -88,6 +88,12 @@ func (h *hold) currentLease() *lease {
 // from the Locker's table and, for a lease of its own, revokes the lease.
 // It reports whether this call ended it.
 func (h *hold) end(err error) bool {
+	if h.endedErr() != nil {
+		return false
+	}
+	// Out of the table first: whoever sees Done closed finds the key free
+	// in this Locker. (unregister is idempotent, should two ends race.)
+	h.l.unregister(h)
 	h.mu.Lock()
 	if h.ended {
 		h.mu.Unlock()
@@ -96,17 +102,16 @@ func (h *hold) end(err error) bool {
 	h.ended = true
 	h.err = err
 	ls := h.lease
+	if errors.Is(err, dlock.ErrLockLost) {
+		h.l.opts.Logger.Warn("lock lost", "key", h.key, "fence", h.rev, "err", err)
+	}
 	close(h.done)
 	close(h.stop)
 	h.mu.Unlock()
-	h.l.unregister(h)
 	if !ls.shared {
 		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 		ls.close(ctx)
 		cancel()
-	}
-	if errors.Is(err, dlock.ErrLockLost) {
-		h.l.opts.Logger.Warn("lock lost", "key", h.key, "fence", h.rev, "err", err)
 	}
 	return true
 }

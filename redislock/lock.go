@@ -141,11 +141,19 @@ func (lk *lock) Err() error {
 	return lk.err
 }
 
-// end moves the handle to a final state once, says so in the log (before
-// Done closes, so that a watcher of Done finds the entry), closes Done, and
-// takes the lock out of the watchdog and the Locker's table. It reports
+// end moves the handle to a final state once: it takes the lock out of the
+// watchdog and the Locker's table, says so in the log (before Done closes,
+// so that a watcher of Done finds the entry) and closes Done. It reports
 // whether this call ended it.
 func (lk *lock) end(state int32, err error) bool {
+	if lk.Err() != nil {
+		return false
+	}
+	// Out of the watchdog and the table first: whoever sees Done closed
+	// finds the key free in this Locker. (Both are idempotent, should two
+	// ends race.)
+	lk.l.watchdog.remove(lk)
+	lk.l.forget(lk)
 	lk.mu.Lock()
 	if lk.err != nil {
 		lk.mu.Unlock()
@@ -162,8 +170,6 @@ func (lk *lock) end(state int32, err error) bool {
 		close(lk.done)
 	}
 	lk.mu.Unlock()
-	lk.l.watchdog.remove(lk)
-	lk.l.forget(lk)
 	return true
 }
 
