@@ -23,38 +23,6 @@ const inspectLimit = 64
 // listPage is the number of etcd keys List reads per range request.
 const listPage = 500
 
-// Info is what etcd holds about one lock, as an operator sees it: the
-// `dlock status` and `dlock ls` commands print it. It has the fields of the
-// Redis driver's Info, with the same meanings where etcd can tell. It never
-// carries a token, which would let its reader release the lock.
-type Info struct {
-	// Key is the key as callers name it, without the Locker's prefix.
-	Key string
-	// Held says whether someone holds the lock: its etcd range is not
-	// empty.
-	Held bool
-	// Owner is the owner id of a reentrant lock (see dlock.WithOwner): the
-	// value of its newest hold. It is "" for a plain lock or a free one.
-	Owner string
-	// Holds counts the holds on the lock, one etcd key each: 1 for a held
-	// plain lock, the number of holds of an owner's lock, 0 when free.
-	Holds int
-	// TTL is the remaining lease of a held lock, the longest among its
-	// holds' leases (the first 64 distinct ones), zero when free. etcd
-	// counts leases in whole seconds and truncates: 0 means less than a
-	// second is left. It is -1 when a hold has no lease, which dlock never
-	// does: another program wrote it.
-	TTL time.Duration
-	// Fence is the fence of the newest hold: its create revision, the
-	// holder's fence. It is 0 when the lock is free: etcd keeps nothing of
-	// a released lock, so the fence of its last acquisition is unknown.
-	Fence uint64
-	// Waiters is always 0: waiters watch the lock's range and leave no
-	// trace in etcd. The field keeps Info in the shape of the Redis
-	// driver's.
-	Waiters int
-}
-
 // leaseTTLs remembers the remaining time of leases during one call, since
 // locks acquired with the default TTL share one lease.
 type leaseTTLs map[clientv3.LeaseID]time.Duration
@@ -86,11 +54,11 @@ func (l *Locker) ttl(ctx context.Context, c leaseTTLs, id clientv3.LeaseID) (tim
 // describe fills info for a held lock from its newest hold, its count of
 // holds and the leases of (some of) its holds. It reports whether any of
 // those leases is still alive.
-func (l *Locker) describe(ctx context.Context, c leaseTTLs, info *Info, newest *mvccpb.KeyValue, holds int, leases []clientv3.LeaseID) (alive bool, err error) {
+func (l *Locker) describe(ctx context.Context, c leaseTTLs, info *dlock.Info, newest *mvccpb.KeyValue, holds int, leases []clientv3.LeaseID) (alive bool, err error) {
 	info.Held = true
 	info.Holds = holds
 	info.Owner = string(newest.Value)
-	info.Fence = uint64(newest.CreateRevision)
+	info.Fence, info.FenceKnown = uint64(newest.CreateRevision), true
 	info.TTL = 0
 	for _, id := range leases {
 		if id == clientv3.NoLease {
@@ -125,29 +93,29 @@ func leasesOf(kvs []*mvccpb.KeyValue) []clientv3.LeaseID {
 // (at most 64, newest first, with their exact count) and one lease
 // lookup per distinct lease among them. It changes nothing. A lock whose
 // leases all ran out between the two reads is reported free.
-func (l *Locker) Inspect(ctx context.Context, key string) (Info, error) {
+func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
 	if l.isClosed() {
-		return Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
+		return dlock.Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 	}
 	if err := dlock.CheckKey(key); err != nil {
-		return Info{}, &dlock.KeyError{Key: key, Err: err}
+		return dlock.Info{}, &dlock.KeyError{Key: key, Err: err}
 	}
 	p := l.Prefix(key)
 	resp, err := l.cli.Get(ctx, p, clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(inspectLimit))
 	if err != nil {
-		return Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
 	}
-	info := Info{Key: key}
+	info := dlock.Info{Key: key}
 	if len(resp.Kvs) == 0 {
 		return info, nil
 	}
 	alive, err := l.describe(ctx, leaseTTLs{}, &info, resp.Kvs[0], int(resp.Count), leasesOf(resp.Kvs))
 	if err != nil {
-		return Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
 	}
 	if !alive {
-		return Info{Key: key}, nil
+		return dlock.Info{Key: key}, nil
 	}
 	return info, nil
 }
@@ -164,7 +132,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (Info, error) {
 // page is read at the latest revision, so a lock taken or released during
 // the walk may or may not be listed. It asks etcd for the remaining time of
 // each distinct lease once.
-func (l *Locker) List(ctx context.Context, pattern string) ([]Info, error) {
+func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error) {
 	if l.isClosed() {
 		return nil, dlock.ErrClosed
 	}
@@ -183,7 +151,7 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]Info, error) {
 	// The holds of one lock are adjacent in key order (they share the
 	// range "<head><escaped key>/"): gather them, then describe the lock.
 	var (
-		infos  []Info
+		infos  []dlock.Info
 		esc    string // the escaped key of the lock being gathered
 		newest *mvccpb.KeyValue
 		holds  int
@@ -198,7 +166,7 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]Info, error) {
 		if !ok || dlock.CheckKey(key) != nil || !globMatch(glob, []rune(key)) {
 			return nil
 		}
-		info := Info{Key: key}
+		info := dlock.Info{Key: key}
 		alive, err := l.describe(ctx, ttls, &info, newest, holds, leases)
 		if err != nil {
 			return fmt.Errorf("dlock: list: %q: %w", key, err)
@@ -240,7 +208,7 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]Info, error) {
 	if err := flush(); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(infos, func(a, b Info) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(infos, func(a, b dlock.Info) int { return strings.Compare(a.Key, b.Key) })
 	return infos, nil
 }
 
@@ -280,12 +248,12 @@ func unescape(s string) (string, bool) {
 // transaction that succeeds only if the holds did not change since the read
 // (else it reads again): the lease an evicted holder had left is read
 // before that holder, seeing its key gone, revokes it.
-func (l *Locker) ForceUnlock(ctx context.Context, key string) (Info, error) {
+func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error) {
 	if l.isClosed() {
-		return Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
+		return dlock.Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 	}
 	if err := dlock.CheckKey(key); err != nil {
-		return Info{}, &dlock.KeyError{Key: key, Err: err}
+		return dlock.Info{}, &dlock.KeyError{Key: key, Err: err}
 	}
 	p := l.Prefix(key)
 	end := clientv3.GetPrefixRangeEnd(p)
@@ -293,25 +261,25 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (Info, error) {
 		resp, err := l.cli.Get(ctx, p, clientv3.WithRange(end),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(inspectLimit))
 		if err != nil {
-			return Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
+			return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
 		}
 		if len(resp.Kvs) == 0 {
-			return Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
+			return dlock.Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
 		}
-		info := Info{Key: key}
+		info := dlock.Info{Key: key}
 		if _, err := l.describe(ctx, leaseTTLs{}, &info, resp.Kvs[0], int(resp.Count), leasesOf(resp.Kvs)); err != nil {
 			l.opts.Logger.Debug("force unlock: lease lookup failed", "key", key, "err", err)
 		}
 		unchanged := clientv3.Compare(clientv3.ModRevision(p), "<", resp.Header.Revision+1).WithRange(end)
 		del, err := l.cli.Txn(ctx).If(unchanged).Then(clientv3.OpDelete(p, clientv3.WithRange(end))).Commit()
 		if err != nil {
-			return Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
+			return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
 		}
 		if del.Succeeded {
 			return info, nil
 		}
 	}
-	return Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: fmt.Errorf("the holds kept changing; %d attempts", maxRaces)}
+	return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: fmt.Errorf("the holds kept changing; %d attempts", maxRaces)}
 }
 
 // checkGlob reports a malformed glob pattern: an unclosed set or a

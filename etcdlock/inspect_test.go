@@ -20,7 +20,7 @@ func TestInspect(t *testing.T) {
 	l := newLocker(t, client(t), dlock.WithPrefix("inspect"))
 
 	info, err := l.Inspect(ctx, "job")
-	if err != nil || info != (etcdlock.Info{Key: "job"}) {
+	if err != nil || info != (dlock.Info{Key: "job"}) {
 		t.Fatalf("Inspect of a free key = %+v, %v; want only the key", info, err)
 	}
 
@@ -31,14 +31,14 @@ func TestInspect(t *testing.T) {
 		}
 		info, err = l.Inspect(ctx, key)
 		if err != nil || !info.Held || info.Holds != 1 || info.Owner != "" || info.Fence != lk.Fence() || info.Key != key ||
-			info.TTL <= 0 || info.TTL > 5*time.Second || info.Waiters != 0 {
-			t.Fatalf("Inspect of a plain lock on %q = %+v, %v; want held, 1 hold, fence %d, a TTL in (0, 5s]", key, info, err, lk.Fence())
+			info.TTL <= 0 || info.TTL > 5*time.Second || !info.FenceKnown || info.WaitersKnown {
+			t.Fatalf("Inspect of a plain lock on %q = %+v, %v; want held, 1 hold, fence %d (known), a TTL in (0, 5s], waiters unknown", key, info, err, lk.Fence())
 		}
 		if err := lk.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if info, err = l.Inspect(ctx, key); err != nil || info.Held || info.Fence != 0 {
-			t.Fatalf("Inspect after Unlock = %+v, %v; want free", info, err)
+		if info, err = l.Inspect(ctx, key); err != nil || info.Held || info.Fence != 0 || info.FenceKnown {
+			t.Fatalf("Inspect after Unlock = %+v, %v; want free, fence unknown", info, err)
 		}
 	}
 
@@ -163,7 +163,7 @@ func TestList(t *testing.T) {
 	}
 }
 
-func keysOf(infos []etcdlock.Info) []string {
+func keysOf(infos []dlock.Info) []string {
 	var keys []string
 	for _, i := range infos {
 		keys = append(keys, i.Key)

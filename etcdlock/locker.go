@@ -40,7 +40,10 @@ type Locker struct {
 	held   map[string][]*hold // this Locker's holds, by key, oldest first
 }
 
-var _ dlock.Locker = (*Locker)(nil)
+var (
+	_ dlock.Locker    = (*Locker)(nil)
+	_ dlock.Inspector = (*Locker)(nil)
+)
 
 // New returns a Locker over client. The options become the Locker's
 // defaults (see [dlock.Option]); their TTL must be at least one second, and

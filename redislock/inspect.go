@@ -20,42 +20,16 @@ var forceLua string
 
 var forceScript = newScript(preludeLua + commonLua + forceLua)
 
-// Info is what Redis holds about one lock, as an operator sees it: the
-// `dlock status` and `dlock ls` commands print it. It never carries a
-// token, which would let its reader release the lock.
-type Info struct {
-	// Key is the key as callers name it, without the Locker's prefix.
-	Key string
-	// Held says whether someone holds the lock.
-	Held bool
-	// Owner is the owner id of a reentrant lock (see dlock.WithOwner), ""
-	// for a plain lock or a free one.
-	Owner string
-	// Holds counts the holds on the lock: 1 for a held plain lock, the
-	// number of holds of an owner's lock, 0 when free.
-	Holds int
-	// TTL is the remaining lease of a held lock, zero when free. It is -1
-	// when the key has no expiry, which dlock never does: another program
-	// wrote it.
-	TTL time.Duration
-	// Fence is the key's fencing counter: the fence of its latest
-	// acquisition (the holder's, while held), 0 if it was never acquired.
-	Fence uint64
-	// Waiters counts the entries in the key's wait queue. Entries of
-	// waiters that died stay until their claim window lapses.
-	Waiters int
-}
-
 // Inspect reads what Redis holds about key, in one round trip (a MULTI
 // block over the lock's keys, which share a Cluster slot). It changes
 // nothing.
-func (l *Locker) Inspect(ctx context.Context, key string) (Info, error) {
+func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
 	if l.closed.Load() {
-		return Info{}, dlock.ErrClosed
+		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
 	}
 	k, err := keysOf(l.opts.Prefix, key)
 	if err != nil {
-		return Info{}, err
+		return dlock.Info{}, err
 	}
 	var (
 		get     *redis.StringCmd
@@ -73,22 +47,22 @@ func (l *Locker) Inspect(ctx context.Context, key string) (Info, error) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
 	}
-	info := Info{Key: key, Waiters: int(waiters.Val())}
+	info := dlock.Info{Key: key, FenceKnown: true, Waiters: int(waiters.Val()), WaitersKnown: true}
 	if f := fence.Val(); f != "" {
 		if info.Fence, err = strconv.ParseUint(f, 10, 64); err != nil {
-			return Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: fmt.Errorf("fence counter %q: %w", f, err)}
+			return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: fmt.Errorf("fence counter %q: %w", f, err)}
 		}
 	}
 	if get.Err() == nil {
-		info.fill(get.Val(), pttl.Val(), int(holds.Val()))
+		fill(&info, get.Val(), pttl.Val(), int(holds.Val()))
 	}
 	return info, nil
 }
 
 // fill records the holder described by the lock key's value and PTTL.
-func (info *Info) fill(value string, pttl time.Duration, holds int) {
+func fill(info *dlock.Info, value string, pttl time.Duration, holds int) {
 	info.Held = true
 	info.TTL = pttl
 	if pttl < 0 { // go-redis reports "no expiry" as -1ns
@@ -105,7 +79,7 @@ func (info *Info) fill(value string, pttl time.Duration, holds int) {
 // sorted by key. It walks the keyspace with SCAN, on every master of a
 // Cluster, so it never blocks the server as KEYS would; a lock taken or
 // released during the walk may or may not be listed.
-func (l *Locker) List(ctx context.Context, pattern string) ([]Info, error) {
+func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error) {
 	if l.closed.Load() {
 		return nil, dlock.ErrClosed
 	}
@@ -149,7 +123,7 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]Info, error) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	infos := make([]Info, 0, len(keys))
+	infos := make([]dlock.Info, 0, len(keys))
 	for _, k := range keys {
 		info, err := l.Inspect(ctx, k)
 		if errors.Is(err, dlock.ErrInvalidKey) {
@@ -182,33 +156,33 @@ func globEscape(s string) string {
 // operator clearing a stuck lock: the holder, if alive, learns at its next
 // renewal that the lock is lost (dlock.ErrOwnershipLost). It returns what it
 // deleted, or an error matching dlock.ErrNotHeld when the lock was free.
-func (l *Locker) ForceUnlock(ctx context.Context, key string) (Info, error) {
+func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error) {
 	if l.closed.Load() {
-		return Info{}, dlock.ErrClosed
+		return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: dlock.ErrClosed}
 	}
 	k, err := keysOf(l.opts.Prefix, key)
 	if err != nil {
-		return Info{}, err
+		return dlock.Info{}, err
 	}
 	res, err := forceScript.run(ctx, l.client, keyArgs(k)).Slice()
 	if errors.Is(err, redis.Nil) {
-		return Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
+		return dlock.Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
 	}
 	if err != nil {
-		return Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
+		return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
 	}
 	if len(res) != 4 {
-		return Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: fmt.Errorf("unexpected reply %v", res)}
+		return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: fmt.Errorf("unexpected reply %v", res)}
 	}
 	value, _ := res[0].(string)
 	pttl, _ := res[1].(int64)
 	holds, _ := res[2].(int64)
 	fence, _ := res[3].(int64)
-	info := Info{Key: key, Fence: uint64(fence)}
+	info := dlock.Info{Key: key, Fence: uint64(fence), FenceKnown: true}
 	ttl := time.Duration(pttl) * time.Millisecond
 	if pttl < 0 {
 		ttl = -1
 	}
-	info.fill(value, ttl, int(holds))
+	fill(&info, value, ttl, int(holds))
 	return info, nil
 }

@@ -23,7 +23,7 @@ func TestInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Info{Key: "job"}); info != want {
+	if want := (dlock.Info{Key: "job", FenceKnown: true, WaitersKnown: true}); info != want {
 		t.Fatalf("free, never locked: got %+v, want %+v", info, want)
 	}
 
@@ -35,7 +35,7 @@ func TestInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !info.Held || info.Owner != "" || info.Holds != 1 || info.Fence != lk.Fence() || info.TTL <= 0 || info.TTL > 5*time.Second {
+	if !info.Held || info.Owner != "" || info.Holds != 1 || info.Fence != lk.Fence() || !info.FenceKnown || !info.WaitersKnown || info.TTL <= 0 || info.TTL > 5*time.Second {
 		t.Fatalf("held plain lock: got %+v, want held, 1 hold, fence %d, 0 < TTL <= 5s", info, lk.Fence())
 	}
 	if err := lk.Unlock(ctx); err != nil {

@@ -40,7 +40,10 @@ type Locker struct {
 	hookAcquired func() // tests only: runs when an acquisition is about to be recorded
 }
 
-var _ dlock.Locker = (*Locker)(nil)
+var (
+	_ dlock.Locker    = (*Locker)(nil)
+	_ dlock.Inspector = (*Locker)(nil)
+)
 
 // errReleasedByClose is the Err of a hold that Close released.
 var errReleasedByClose = fmt.Errorf("%w: released by Close: %w", dlock.ErrNotHeld, dlock.ErrClosed)

@@ -71,29 +71,11 @@ func (b *backendFlags) store(e *env) (string, error) {
 // backend is a connected lock store: the Locker that run uses, and the
 // views of its locks that status, ls and unlock use.
 type backend interface {
-	locker() dlock.Locker
-	inspect(ctx context.Context, key string) (lockInfo, error)
-	list(ctx context.Context, pattern string) ([]lockInfo, error)
-	forceUnlock(ctx context.Context, key string) (lockInfo, error)
+	dlock.Locker
+	dlock.Inspector
 	// name is the store's name in messages: "Redis" or "etcd".
 	name() string
 	close()
-}
-
-// lockInfo is what a lock store holds about one lock (see
-// redislock.Info and etcdlock.Info).
-type lockInfo struct {
-	key     string
-	held    bool
-	owner   string
-	holds   int
-	ttl     time.Duration // -1: no expiry
-	fence   uint64
-	waiters int
-	// fenceUnknown: the store keeps no fence of a free lock (etcd).
-	fenceUnknown bool
-	// waitersUnknown: the store does not count waiters (etcd).
-	waitersUnknown bool
 }
 
 // connect opens the lock store and checks that it answers within the
@@ -110,57 +92,17 @@ func (b *backendFlags) connect(e *env, name string, opts ...dlock.Option) (backe
 	return b.connectRedis(e, name, opts...)
 }
 
-// operator is what a driver's Locker offers status, ls and unlock, in the
-// driver's own Info.
-type operator[I any] interface {
-	Inspect(ctx context.Context, key string) (I, error)
-	List(ctx context.Context, pattern string) ([]I, error)
-	ForceUnlock(ctx context.Context, key string) (I, error)
-}
-
-// views are a backend's inspect, list and forceUnlock: an operator's calls,
-// their Info turned into lockInfo by conv.
-type views[I any] struct {
-	op   operator[I]
-	conv func(I) lockInfo
-}
-
-func (v views[I]) inspect(ctx context.Context, key string) (lockInfo, error) {
-	i, err := v.op.Inspect(ctx, key)
-	return v.conv(i), err
-}
-
-func (v views[I]) list(ctx context.Context, pattern string) ([]lockInfo, error) {
-	is, err := v.op.List(ctx, pattern)
-	out := make([]lockInfo, 0, len(is))
-	for _, i := range is {
-		out = append(out, v.conv(i))
-	}
-	return out, err
-}
-
-func (v views[I]) forceUnlock(ctx context.Context, key string) (lockInfo, error) {
-	i, err := v.op.ForceUnlock(ctx, key)
-	return v.conv(i), err
-}
-
 // redisBackend is a connected Redis client and the Locker over it.
 type redisBackend struct {
-	views[redislock.Info]
+	*redislock.Locker
 	client redis.UniversalClient
-	l      *redislock.Locker
 }
 
-func (b *redisBackend) locker() dlock.Locker { return b.l }
-func (b *redisBackend) name() string         { return useRedis }
+func (b *redisBackend) name() string { return useRedis }
 
 func (b *redisBackend) close() {
-	b.l.Close()
+	b.Locker.Close()
 	b.client.Close()
-}
-
-func fromRedis(i redislock.Info) lockInfo {
-	return lockInfo{key: i.Key, held: i.Held, owner: i.Owner, holds: i.Holds, ttl: i.TTL, fence: i.Fence, waiters: i.Waiters}
 }
 
 // connectRedis opens the Redis backend and checks that Redis answers
@@ -194,7 +136,7 @@ func (b *backendFlags) connectRedis(e *env, name string, opts ...dlock.Option) (
 		fmt.Fprintf(e.stderr, "dlock: cannot reach Redis at %s: %v\n", cfg.addrs(), err)
 		return nil, exitUnavailable
 	}
-	return &redisBackend{views: views[redislock.Info]{locker, fromRedis}, client: client, l: locker}, 0
+	return &redisBackend{Locker: locker, client: client}, 0
 }
 
 // redisConfig is the parsed form of a --redis URL: exactly one of the

@@ -17,22 +17,15 @@ import (
 
 // etcdBackend is a connected etcd client and the Locker over it.
 type etcdBackend struct {
-	views[etcdlock.Info]
+	*etcdlock.Locker
 	client *clientv3.Client
-	l      *etcdlock.Locker
 }
 
-func (b *etcdBackend) locker() dlock.Locker { return b.l }
-func (b *etcdBackend) name() string         { return useEtcd }
+func (b *etcdBackend) name() string { return useEtcd }
 
 func (b *etcdBackend) close() {
-	b.l.Close()
+	b.Locker.Close()
 	b.client.Close()
-}
-
-func fromEtcd(i etcdlock.Info) lockInfo {
-	return lockInfo{key: i.Key, held: i.Held, owner: i.Owner, holds: i.Holds, ttl: i.TTL, fence: i.Fence,
-		fenceUnknown: !i.Held, waitersUnknown: true}
 }
 
 // etcdConfig is the parsed form of --etcd and the etcd environment.
@@ -141,5 +134,5 @@ func (b *backendFlags) connectEtcd(e *env, name string, opts ...dlock.Option) (b
 		fmt.Fprintf(e.stderr, "dlock: cannot reach etcd at %s: %v\n", where, err)
 		return nil, exitUnavailable
 	}
-	return &etcdBackend{views: views[etcdlock.Info]{locker, fromEtcd}, client: client, l: locker}, 0
+	return &etcdBackend{Locker: locker, client: client}, 0
 }

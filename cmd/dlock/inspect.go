@@ -26,14 +26,14 @@ type lockJSON struct {
 	Waiters *int   `json:"waiters,omitempty"` // nil: not counted (etcd)
 }
 
-func toJSON(i lockInfo) lockJSON {
-	ttl := i.ttl.Milliseconds()
-	if i.ttl < 0 {
+func toJSON(i dlock.Info) lockJSON {
+	ttl := i.TTL.Milliseconds()
+	if i.TTL < 0 {
 		ttl = -1
 	}
-	j := lockJSON{Key: i.key, Held: i.held, Owner: i.owner, Holds: i.holds, TTLms: ttl, Fence: i.fence}
-	if !i.waitersUnknown {
-		j.Waiters = &i.waiters
+	j := lockJSON{Key: i.Key, Held: i.Held, Owner: i.Owner, Holds: i.Holds, TTLms: ttl, Fence: i.Fence}
+	if i.WaitersKnown {
+		j.Waiters = &i.Waiters
 	}
 	return j
 }
@@ -104,7 +104,7 @@ func cmdStatus(e *env, args []string) int {
 	defer be.close()
 	ctx, stop := signalContext(e)
 	defer stop()
-	info, err := be.inspect(ctx, key)
+	info, err := be.Inspect(ctx, key)
 	if err != nil {
 		return backendError(e, ctx, err)
 	}
@@ -113,29 +113,29 @@ func cmdStatus(e *env, args []string) int {
 		return exitOK
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "key:\t%s\n", info.key)
-	if !info.held {
+	fmt.Fprintf(w, "key:\t%s\n", info.Key)
+	if !info.Held {
 		fmt.Fprintf(w, "state:\tfree\n")
 	} else {
 		fmt.Fprintf(w, "state:\theld\n")
-		fmt.Fprintf(w, "ttl:\t%s\n", ttlString(info.ttl))
-		if info.owner != "" {
-			fmt.Fprintf(w, "owner:\t%s\n", info.owner)
-			fmt.Fprintf(w, "holds:\t%d\n", info.holds)
+		fmt.Fprintf(w, "ttl:\t%s\n", ttlString(info.TTL))
+		if info.Owner != "" {
+			fmt.Fprintf(w, "owner:\t%s\n", info.Owner)
+			fmt.Fprintf(w, "holds:\t%d\n", info.Holds)
 		}
 	}
-	fence := strconv.FormatUint(info.fence, 10)
+	fence := strconv.FormatUint(info.Fence, 10)
 	switch {
-	case info.fenceUnknown:
+	case !info.FenceKnown:
 		fence = "- (" + be.name() + " keeps no fence of a free lock)"
-	case info.fence == 0:
+	case info.Fence == 0:
 		fence = "0 (never acquired with a fence)"
 	}
 	fmt.Fprintf(w, "fence:\t%s\n", fence)
-	if info.waitersUnknown {
+	if !info.WaitersKnown {
 		fmt.Fprintf(w, "waiters:\t- (%s does not count them)\n", be.name())
 	} else {
-		fmt.Fprintf(w, "waiters:\t%d\n", info.waiters)
+		fmt.Fprintf(w, "waiters:\t%d\n", info.Waiters)
 	}
 	w.Flush()
 	return exitOK
@@ -160,7 +160,7 @@ func cmdList(e *env, args []string) int {
 	defer be.close()
 	ctx, stop := signalContext(e)
 	defer stop()
-	infos, err := be.list(ctx, pattern)
+	infos, err := be.List(ctx, pattern)
 	if errors.Is(err, path.ErrBadPattern) {
 		return usageError(e, "ls", "PATTERN: %v", trimDlock(err))
 	}
@@ -182,15 +182,15 @@ func cmdList(e *env, args []string) int {
 	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "KEY\tTTL\tFENCE\tOWNER\tHOLDS\tWAITERS")
 	for _, i := range infos {
-		owner := i.owner
+		owner := i.Owner
 		if owner == "" {
 			owner = "-"
 		}
-		waiters := strconv.Itoa(i.waiters)
-		if i.waitersUnknown {
+		waiters := strconv.Itoa(i.Waiters)
+		if !i.WaitersKnown {
 			waiters = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\n", i.key, ttlString(i.ttl), i.fence, owner, i.holds, waiters)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\n", i.Key, ttlString(i.TTL), i.Fence, owner, i.Holds, waiters)
 	}
 	w.Flush()
 	return exitOK
@@ -218,7 +218,7 @@ func cmdUnlock(e *env, args []string) int {
 	defer be.close()
 	ctx, stop := signalContext(e)
 	defer stop()
-	info, err := be.forceUnlock(ctx, key)
+	info, err := be.ForceUnlock(ctx, key)
 	if errors.Is(err, dlock.ErrNotHeld) {
 		fmt.Fprintf(e.stderr, "dlock: %q is not held; nothing deleted\n", key)
 		return exitFailure
@@ -231,10 +231,10 @@ func cmdUnlock(e *env, args []string) int {
 		return exitOK
 	}
 	holder := "a plain lock"
-	if info.owner != "" {
-		holder = fmt.Sprintf("owner %q (%d holds)", info.owner, info.holds)
+	if info.Owner != "" {
+		holder = fmt.Sprintf("owner %q (%d holds)", info.Owner, info.Holds)
 	}
-	fmt.Fprintf(e.stdout, "deleted %q: %s, fence %d, %s of lease left\n", key, holder, info.fence, ttlString(info.ttl))
+	fmt.Fprintf(e.stdout, "deleted %q: %s, fence %d, %s of lease left\n", key, holder, info.Fence, ttlString(info.TTL))
 	return exitOK
 }
 

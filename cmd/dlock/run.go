@@ -192,7 +192,7 @@ func cmdRun(e *env, args []string) int {
 	if (c.wait.forever || c.wait.d > 0) && isTerminal(e.stderr) {
 		stopStatus = showWaiting(ctx, e.stderr.(*os.File), be, key, start)
 	}
-	lk, err := be.locker().Lock(ctx, key, opts...)
+	lk, err := be.Lock(ctx, key, opts...)
 	stopStatus()
 	stopSignals()
 	var sig *signalError

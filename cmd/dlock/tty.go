@@ -51,18 +51,18 @@ func showWaiting(ctx context.Context, w *os.File, be backend, key string, start 
 			}
 			holder := "holder unknown"
 			ictx, cancel := context.WithTimeout(ctx, time.Second)
-			info, err := be.inspect(ictx, key)
+			info, err := be.Inspect(ictx, key)
 			cancel()
 			switch {
 			case err != nil:
-			case !info.held:
+			case !info.Held:
 				holder = "just released"
-			case info.ttl < 0:
+			case info.TTL < 0:
 				holder = "held with no expiry"
 			default:
-				holder = "holder's lease " + info.ttl.Round(100*time.Millisecond).String()
-				if info.owner != "" {
-					holder = "owner " + info.owner + ", lease " + info.ttl.Round(100*time.Millisecond).String()
+				holder = "holder's lease " + info.TTL.Round(100*time.Millisecond).String()
+				if info.Owner != "" {
+					holder = "owner " + info.Owner + ", lease " + info.TTL.Round(100*time.Millisecond).String()
 				}
 			}
 			fmt.Fprintf(w, "\r\033[Kdlock: waiting for %q (%s), waited %v", key, holder, time.Since(start).Round(time.Second))
