@@ -7,8 +7,8 @@ import (
 )
 
 // TestDependencies holds the dependency policy: a program that imports only
-// dlock and redislock pulls in neither gRPC nor etcd, and dlock itself
-// imports only the standard library.
+// dlock and redislock pulls in neither gRPC nor etcd, and dlock and its
+// driver layer import only the standard library (and each other).
 func TestDependencies(t *testing.T) {
 	list := func(pkg string) []string {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg).Output()
@@ -24,9 +24,17 @@ func TestDependencies(t *testing.T) {
 			}
 		}
 	}
-	for _, pkg := range []string{"github.com/dlock-go/dlock", "github.com/dlock-go/dlock/keytmpl"} {
-		if deps := list(pkg); len(deps) != 1 || deps[0] != pkg {
-			t.Errorf("%s imports more than the standard library: %v", pkg, deps)
+	own := map[string]bool{
+		"github.com/dlock-go/dlock":                   true,
+		"github.com/dlock-go/dlock/driver":            true,
+		"github.com/dlock-go/dlock/internal/settings": true,
+		"github.com/dlock-go/dlock/keytmpl":           true,
+	}
+	for pkg := range own {
+		for _, dep := range list(pkg) {
+			if !own[dep] {
+				t.Errorf("%s imports %s, beyond the standard library", pkg, dep)
+			}
 		}
 	}
 }

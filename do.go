@@ -3,6 +3,8 @@ package dlock
 import (
 	"context"
 	"fmt"
+
+	"github.com/dlock-go/dlock/internal/settings"
 )
 
 // Do acquires key with l.Lock (waiting as opts say), runs fn while holding
@@ -25,7 +27,7 @@ func Do(ctx context.Context, l Locker, key string, fn func(context.Context) erro
 		return ErrNilClient
 	}
 	if _, ok := OwnerFrom(ctx); !ok {
-		ctx = WithOwner(ctx, NewToken())
+		ctx = ContextWithOwner(ctx, settings.NewToken())
 	}
 	lk, err := l.Lock(ctx, key, opts...)
 	if err != nil {

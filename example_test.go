@@ -48,7 +48,7 @@ func ExampleWithOwner() {
 	}
 	defer locker.Close()
 
-	ctx = dlock.WithOwner(ctx, "request-7f3a")
+	ctx = dlock.ContextWithOwner(ctx, "request-7f3a")
 	outer, err := locker.TryLock(ctx, "cart:9")
 	if err != nil {
 		panic(err)
@@ -57,7 +57,7 @@ func ExampleWithOwner() {
 	fmt.Println("inner hold:", err)
 	inner.Unlock(ctx)
 
-	_, err = locker.TryLock(dlock.WithOwner(context.Background(), "request-other"), "cart:9")
+	_, err = locker.TryLock(dlock.ContextWithOwner(context.Background(), "request-other"), "cart:9")
 	fmt.Println("another owner is busy:", errors.Is(err, dlock.ErrNotAcquired))
 	outer.Unlock(ctx)
 	// Output:

@@ -3,13 +3,14 @@ package dlock
 import (
 	"context"
 	"errors"
-	"time"
+
+	"github.com/dlock-go/dlock/internal/settings"
 )
 
-// ReleaseTimeout bounds the release that a Guard's release function makes,
-// on a context detached from the caller's so that a cancelled caller still
-// releases.
-const ReleaseTimeout = 5 * time.Second
+// releaseTimeout bounds the release that a Guard's release function
+// makes, on a context detached from the caller's so that a cancelled
+// caller still releases.
+const releaseTimeout = settings.ReleaseTimeout
 
 // Guard ties work to a held lock. It returns a context derived from ctx,
 // which carries lk (see [LockFrom]), and a release function.
@@ -22,7 +23,7 @@ const ReleaseTimeout = 5 * time.Second
 //
 // release stops watching, unlocks lk and returns nil when the hold was
 // still in place; otherwise it returns why the hold had ended. The unlock
-// runs on a context detached from ctx, bounded by ReleaseTimeout. Call
+// runs on a context detached from ctx, bounded by a timeout of 5s. Call
 // release exactly once, typically deferred.
 func Guard(ctx context.Context, lk Lock) (guarded context.Context, release func() error) {
 	guarded, cancel := context.WithCancelCause(context.WithValue(ctx, lockKey{}, lk))
@@ -47,7 +48,7 @@ func Guard(ctx context.Context, lk Lock) (guarded context.Context, release func(
 		if ended != nil {
 			return ended
 		}
-		rctx, done := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+		rctx, done := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer done()
 		err := lk.Unlock(rctx)
 		if lost := lk.Err(); errors.Is(lost, ErrLockLost) {

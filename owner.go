@@ -2,44 +2,34 @@ package dlock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
+	"fmt"
+
+	"github.com/dlock-go/dlock/internal/settings"
 )
 
-type ownerKey struct{}
+// WithOwner makes an acquisition reentrant for owner id: acquiring a key
+// the owner already holds succeeds at once and adds a hold, and the key is
+// released when the last hold is, even when the holds come from different
+// processes acting for the same owner (a request id, a trace id, a job
+// id). It overrides the owner a context carries (see [ContextWithOwner]).
+// An empty id means no owner.
+func WithOwner(id string) Option {
+	return func(o *settings.Options) {
+		if len(id) > MaxKeyLen {
+			o.Reject(fmt.Errorf("%w: owner id over %d bytes", ErrInvalidOption, MaxKeyLen))
+			return
+		}
+		o.Owner = id
+	}
+}
 
-// WithOwner returns a context that carries owner id. Locks acquired with
-// that context are reentrant for id: acquiring a key the owner already holds
-// succeeds at once and adds a hold, and the key is released when the last
-// hold is, even when the holds come from different processes acting for the
-// same owner (a request id, a trace id, a job id). An empty id removes the
+// ContextWithOwner returns a context that carries owner id: every
+// acquisition made with it is made for id, as if with [WithOwner](id),
+// and [Locker.Unlock] with it releases id's hold. An empty id removes the
 // owner.
-func WithOwner(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, ownerKey{}, id)
+func ContextWithOwner(ctx context.Context, id string) context.Context {
+	return settings.ContextWithOwner(ctx, id)
 }
 
 // OwnerFrom returns the owner id that ctx carries, if any.
-func OwnerFrom(ctx context.Context) (string, bool) {
-	id, _ := ctx.Value(ownerKey{}).(string)
-	return id, id != ""
-}
-
-// OwnerIn returns the owner of an acquisition: the one set by WithOwnerID in
-// o, else the one ctx carries, else "".
-func (o Options) OwnerIn(ctx context.Context) string {
-	if o.Owner != "" {
-		return o.Owner
-	}
-	id, _ := OwnerFrom(ctx)
-	return id
-}
-
-// NewToken returns 128 random bits from crypto/rand, as 22 characters of
-// unpadded URL-safe base64.
-func NewToken() string {
-	var b [16]byte
-	rand.Read(b[:]) // never fails (crypto/rand documents it)
-	var s [22]byte
-	base64.RawURLEncoding.Encode(s[:], b[:])
-	return string(s[:])
-}
+func OwnerFrom(ctx context.Context) (string, bool) { return settings.OwnerFrom(ctx) }

@@ -2,13 +2,14 @@ package dlock
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/settings"
 )
 
 // RetryStrategy paces the attempts of a waiting Lock. It is a value: copies
-// share nothing, and the counters of one wait live in the Backoff that Start
-// returns, so one strategy can serve any number of concurrent calls.
+// share nothing, and one strategy can serve any number of concurrent
+// calls.
 //
 // The delay before attempt n+1 (n counting from 0) is
 //
@@ -17,13 +18,7 @@ import (
 //
 // FixedInterval has factor 1 and no jitter; ExponentialBackoff has factor 2
 // and jitter 0.5.
-type RetryStrategy struct {
-	initial, max time.Duration
-	factor       float64
-	jitter       float64
-	maxAttempts  int
-	maxElapsed   time.Duration
-}
+type RetryStrategy struct{ r settings.Retry }
 
 // MaxRetryInterval is the longest delay between two attempts that a
 // RetryStrategy may ask for. A waiter that sleeps longer keeps its place in
@@ -34,80 +29,45 @@ const MaxRetryInterval = time.Hour
 
 // FixedInterval waits d between attempts.
 func FixedInterval(d time.Duration) RetryStrategy {
-	return RetryStrategy{initial: d, max: d, factor: 1}
+	return RetryStrategy{settings.Retry{Initial: d, Max: d, Factor: 1}}
 }
 
 // ExponentialBackoff starts at initial and doubles each attempt up to max,
 // with up to 50% jitter so that waiters spread out.
 func ExponentialBackoff(initial, max time.Duration) RetryStrategy {
-	return RetryStrategy{initial: initial, max: max, factor: 2, jitter: 0.5}
+	return RetryStrategy{settings.Retry{Initial: initial, Max: max, Factor: 2, Jitter: 0.5}}
 }
 
 // WithMaxAttempts stops waiting after n attempts in all (the first included).
 // Zero means no limit.
 func (r RetryStrategy) WithMaxAttempts(n int) RetryStrategy {
-	r.maxAttempts = n
+	r.r.MaxAttempts = n
 	return r
 }
 
 // WithMaxElapsed stops waiting once d has passed since the first attempt.
 // Zero means no limit.
 func (r RetryStrategy) WithMaxElapsed(d time.Duration) RetryStrategy {
-	r.maxElapsed = d
+	r.r.MaxElapsed = d
 	return r
 }
 
 // Interval is the longest delay the strategy ever waits between attempts.
-func (r RetryStrategy) Interval() time.Duration { return r.max }
+func (r RetryStrategy) Interval() time.Duration { return r.r.Max }
 
-func (r RetryStrategy) validate() error {
+func (s RetryStrategy) validate() error {
+	r := s.r
 	switch {
-	case r.initial <= 0 || r.max < r.initial:
-		return fmt.Errorf("%w: retry delays must satisfy 0 < initial <= max, got %v and %v", ErrInvalidOption, r.initial, r.max)
-	case r.max > MaxRetryInterval:
-		return fmt.Errorf("%w: retry delay %v over the limit of %v", ErrInvalidOption, r.max, MaxRetryInterval)
-	case r.factor < 1:
-		return fmt.Errorf("%w: retry factor %v below 1", ErrInvalidOption, r.factor)
-	case r.jitter < 0 || r.jitter >= 1:
-		return fmt.Errorf("%w: retry jitter %v outside [0, 1)", ErrInvalidOption, r.jitter)
-	case r.maxAttempts < 0 || r.maxElapsed < 0:
+	case r.Initial <= 0 || r.Max < r.Initial:
+		return fmt.Errorf("%w: retry delays must satisfy 0 < initial <= max, got %v and %v", ErrInvalidOption, r.Initial, r.Max)
+	case r.Max > MaxRetryInterval:
+		return fmt.Errorf("%w: retry delay %v over the limit of %v", ErrInvalidOption, r.Max, MaxRetryInterval)
+	case r.Factor < 1:
+		return fmt.Errorf("%w: retry factor %v below 1", ErrInvalidOption, r.Factor)
+	case r.Jitter < 0 || r.Jitter >= 1:
+		return fmt.Errorf("%w: retry jitter %v outside [0, 1)", ErrInvalidOption, r.Jitter)
+	case r.MaxAttempts < 0 || r.MaxElapsed < 0:
 		return fmt.Errorf("%w: negative retry limit", ErrInvalidOption)
 	}
 	return nil
-}
-
-// Start begins one wait. The first attempt counts as made.
-func (r RetryStrategy) Start() *Backoff {
-	return &Backoff{r: r, start: time.Now(), next: r.initial, attempts: 1}
-}
-
-// Backoff is the state of one wait under a RetryStrategy. It is not safe for
-// concurrent use.
-type Backoff struct {
-	r        RetryStrategy
-	start    time.Time
-	next     time.Duration
-	attempts int
-}
-
-// Next returns the delay before the next attempt, and false when the
-// strategy's attempt or elapsed-time limit says to stop.
-func (b *Backoff) Next() (time.Duration, bool) {
-	if b.r.maxAttempts > 0 && b.attempts >= b.r.maxAttempts {
-		return 0, false
-	}
-	d := b.next
-	if b.r.maxElapsed > 0 {
-		left := b.r.maxElapsed - time.Since(b.start)
-		if left <= 0 {
-			return 0, false
-		}
-		d = min(d, left)
-	}
-	b.attempts++
-	b.next = min(b.r.max, time.Duration(float64(b.next)*b.r.factor))
-	if b.r.jitter > 0 {
-		d -= time.Duration(rand.Float64() * b.r.jitter * float64(d))
-	}
-	return max(d, time.Microsecond), true
 }

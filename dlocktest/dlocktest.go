@@ -40,7 +40,7 @@
 //     ownerless TryLock or Lock of it with ErrAlreadyHeld, at once.
 //   - LockerUnlock: Locker.Unlock releases the Locker's own hold for the
 //     owner in ctx (or, when ctx carries none, the most recent hold made
-//     with WithOwnerID) and returns ErrNotHeld when there is none.
+//     with WithOwner) and returns ErrNotHeld when there is none.
 //   - Fencing (capability Fencing): fences of one key grow strictly across
 //     Lockers and owners.
 //   - Refresh: Refresh keeps a held lock and resets its lease; after Unlock

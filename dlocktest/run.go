@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // Run runs the whole contract against the driver that h describes, one
@@ -68,7 +69,7 @@ func (s *suite) locker(t *testing.T, opts ...dlock.Option) dlock.Locker {
 
 // key returns a key of t's own, with a '/' and a ':' in it.
 func key(t *testing.T) string {
-	return "dlocktest:" + t.Name() + ":" + dlock.NewToken()[:8]
+	return "dlocktest:" + t.Name() + ":" + driver.NewToken()[:8]
 }
 
 // context returns a context that ends when t does, bounded by h.bound.
@@ -400,12 +401,12 @@ func (s *suite) reentrancy(t *testing.T) {
 	ctx := s.context(t)
 	a, b, c := s.locker(t), s.locker(t), s.locker(t)
 	k := key(t)
-	octx := dlock.WithOwner(ctx, "dlocktest-owner-"+dlock.NewToken())
+	octx := dlock.ContextWithOwner(ctx, "dlocktest-owner-"+driver.NewToken())
 	l1 := mustLock(t)(a.TryLock(octx, k))
-	l2 := mustLock(t)(b.TryLock(octx, k))                              // same owner, another Locker
-	l3 := mustLock(t)(a.Lock(octx, k))                                 // same owner, same Locker, Lock does not wait
-	mustBusy(t)(c.TryLock(ctx, k))                                     // no owner
-	mustBusy(t)(c.TryLock(dlock.WithOwner(ctx, "dlocktest-other"), k)) // another owner
+	l2 := mustLock(t)(b.TryLock(octx, k))                                     // same owner, another Locker
+	l3 := mustLock(t)(a.Lock(octx, k))                                        // same owner, same Locker, Lock does not wait
+	mustBusy(t)(c.TryLock(ctx, k))                                            // no owner
+	mustBusy(t)(c.TryLock(dlock.ContextWithOwner(ctx, "dlocktest-other"), k)) // another owner
 	if s.h.Caps.Has(Fencing) && !(l1.Fence() < l2.Fence() && l2.Fence() < l3.Fence()) {
 		t.Errorf("fences of reentrant holds %d, %d, %d, want strictly increasing", l1.Fence(), l2.Fence(), l3.Fence())
 	}
@@ -480,7 +481,7 @@ func (s *suite) lockerUnlock(t *testing.T) {
 	if !s.h.Caps.Has(Reentrancy) {
 		return
 	}
-	octx := dlock.WithOwner(ctx, "dlocktest-owner-"+dlock.NewToken())
+	octx := dlock.ContextWithOwner(ctx, "dlocktest-owner-"+driver.NewToken())
 	l1 := mustLock(t)(a.TryLock(octx, k))
 	l2 := mustLock(t)(a.TryLock(octx, k))
 	if err := a.Unlock(ctx, k); !errors.Is(err, dlock.ErrNotHeld) {
@@ -499,20 +500,20 @@ func (s *suite) lockerUnlock(t *testing.T) {
 	lb = mustLock(t)(b.TryLock(ctx, k))
 	lb.Unlock(ctx)
 
-	// A hold made with WithOwnerID, whose owner ctx does not carry, is
+	// A hold made with WithOwner, whose owner ctx does not carry, is
 	// found by a Locker.Unlock whose ctx carries no owner either.
-	id := dlock.WithOwnerID("dlocktest-job-" + dlock.NewToken())
+	id := dlock.WithOwner("dlocktest-job-" + driver.NewToken())
 	l1 = mustLock(t)(a.TryLock(ctx, k, id))
 	l2 = mustLock(t)(a.TryLock(ctx, k, id))
 	if err := a.Unlock(ctx, k); err != nil {
-		t.Fatalf("Locker.Unlock of a hold made WithOwnerID: %v", err)
+		t.Fatalf("Locker.Unlock of a hold made with WithOwner: %v", err)
 	}
 	if !isDone(l2) || isDone(l1) {
-		t.Errorf("Locker.Unlock released the WithOwnerID hold made first (Done: first %v, second %v), want the most recent",
+		t.Errorf("Locker.Unlock released the WithOwner hold made first (Done: first %v, second %v), want the most recent",
 			isDone(l1), isDone(l2))
 	}
 	if err := a.Unlock(ctx, k); err != nil {
-		t.Fatalf("Locker.Unlock of the last WithOwnerID hold: %v", err)
+		t.Fatalf("Locker.Unlock of the last WithOwner hold: %v", err)
 	}
 	lb = mustLock(t)(b.TryLock(ctx, k))
 	lb.Unlock(ctx)
@@ -527,7 +528,7 @@ func (s *suite) fencing(t *testing.T) {
 	for i := range 9 {
 		c := ctx
 		if i%3 == 2 {
-			c = dlock.WithOwner(ctx, fmt.Sprintf("dlocktest-owner-%d", i))
+			c = dlock.ContextWithOwner(ctx, fmt.Sprintf("dlocktest-owner-%d", i))
 		}
 		lk := mustLock(t)(ls[i%3].TryLock(c, k))
 		if lk.Fence() <= last {
@@ -682,7 +683,7 @@ func (s *suite) exclusion(t *testing.T) {
 	for range lockers {
 		l := s.locker(t)
 		for range goroutines {
-			octx := dlock.WithOwner(ctx, "dlocktest-exclusion-"+dlock.NewToken())
+			octx := dlock.ContextWithOwner(ctx, "dlocktest-exclusion-"+driver.NewToken())
 			wg.Go(func() {
 				for range rounds {
 					lk, err := l.Lock(octx, k, dlock.WithWait(s.h.bound()))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -97,7 +98,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
 	if l.isClosed() {
 		return dlock.Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 	}
-	if err := dlock.CheckKey(key); err != nil {
+	if err := driver.CheckKey(key); err != nil {
 		return dlock.Info{}, &dlock.KeyError{Key: key, Err: err}
 	}
 	p := l.Prefix(key)
@@ -163,7 +164,7 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error)
 		}
 		defer func() { newest, holds, leases = nil, 0, nil }()
 		key, ok := unescape(esc)
-		if !ok || dlock.CheckKey(key) != nil || !globMatch(glob, []rune(key)) {
+		if !ok || driver.CheckKey(key) != nil || !globMatch(glob, []rune(key)) {
 			return nil
 		}
 		info := dlock.Info{Key: key}
@@ -252,7 +253,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 	if l.isClosed() {
 		return dlock.Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 	}
-	if err := dlock.CheckKey(key); err != nil {
+	if err := driver.CheckKey(key); err != nil {
 		return dlock.Info{}, &dlock.KeyError{Key: key, Err: err}
 	}
 	p := l.Prefix(key)

@@ -42,11 +42,11 @@ func TestInspect(t *testing.T) {
 		}
 	}
 
-	a, err := l.TryLock(ctx, "owned", dlock.WithOwnerID("deploy-7"))
+	a, err := l.TryLock(ctx, "owned", dlock.WithOwner("deploy-7"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := l.TryLock(ctx, "owned", dlock.WithOwnerID("deploy-7"), dlock.WithTTL(20*time.Second))
+	b, err := l.TryLock(ctx, "owned", dlock.WithOwner("deploy-7"), dlock.WithTTL(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestList(t *testing.T) {
 		fences[k] = lk.Fence()
 	}
 	for range 2 {
-		if _, err := l.TryLock(ctx, "owned", dlock.WithOwnerID("job-1")); err != nil {
+		if _, err := l.TryLock(ctx, "owned", dlock.WithOwner("job-1")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -289,7 +289,7 @@ func TestForceUnlock(t *testing.T) {
 	}
 
 	for range 3 {
-		if _, err := l.TryLock(ctx, "owned", dlock.WithOwnerID("deploy-9")); err != nil {
+		if _, err := l.TryLock(ctx, "owned", dlock.WithOwner("deploy-9")); err != nil {
 			t.Fatal(err)
 		}
 	}

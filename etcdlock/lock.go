@@ -33,7 +33,7 @@ type hold struct {
 	l     *Locker
 	key   string
 	owner string
-	// ownerByOption: the owner came from dlock.WithOwnerID, not from ctx
+	// ownerByOption: the owner came from dlock.WithOwner, not from ctx
 	ownerByOption bool
 	token         string
 	name          string // the etcd key

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,7 +19,7 @@ import (
 // releaseTimeout bounds the cleanup calls made on a detached context: the
 // release of an acquisition that arrived after its caller gave up, and the
 // releases of Close.
-const releaseTimeout = dlock.ReleaseTimeout
+const releaseTimeout = driver.ReleaseTimeout
 
 // maxRaces bounds how often one attempt re-reads the holders after losing a
 // race with another writer to the same key's range before it reports the
@@ -29,7 +30,7 @@ const maxRaces = 8
 // it with [New]. Its methods are safe for concurrent use.
 type Locker struct {
 	cli    *clientv3.Client
-	opts   dlock.Options
+	opts   driver.Options
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine of the Locker, its leases and holds
@@ -57,7 +58,7 @@ func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 	if client == nil {
 		return nil, dlock.ErrNilClient
 	}
-	o, err := dlock.NewOptions(opts...)
+	o, err := driver.NewOptions(opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +117,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 
 // Unlock releases this Locker's most recent hold on key for the owner in
 // ctx. When ctx carries no owner, it releases the hold without owner, or
-// else the most recent hold made with dlock.WithOwnerID; a hold whose owner
+// else the most recent hold made with dlock.WithOwner; a hold whose owner
 // came in a context is released only with that owner in ctx. See
 // [dlock.Locker.Unlock].
 func (l *Locker) Unlock(ctx context.Context, key string) error {
@@ -242,8 +243,8 @@ func (l *Locker) unregister(h *hold) {
 // call is one acquisition: its resolved options and state.
 type call struct {
 	key, owner    string
-	ownerByOption bool // the owner came from dlock.WithOwnerID, not from ctx
-	opts          dlock.Options
+	ownerByOption bool // the owner came from dlock.WithOwner, not from ctx
+	opts          driver.Options
 	renew         bool
 }
 
@@ -251,7 +252,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 	if l.isClosed() {
 		return nil, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 	}
-	if err := dlock.CheckKey(key); err != nil {
+	if err := driver.CheckKey(key); err != nil {
 		return nil, &dlock.KeyError{Key: key, Err: err}
 	}
 	o, err := l.opts.Apply(opts...)
@@ -427,7 +428,7 @@ func (l *Locker) attempt(ctx context.Context, c call, ls *lease) (*hold, busy, e
 	}
 	p := l.Prefix(c.key)
 	end := clientv3.GetPrefixRangeEnd(p)
-	token := dlock.NewToken()
+	token := driver.NewToken()
 	name := p + token
 	put := clientv3.OpPut(name, c.owner, clientv3.WithLease(ls.id))
 	get := clientv3.OpGet(p, clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/etcdlock/etcdtest"
 )
@@ -65,7 +66,7 @@ func TestPartitionClose(t *testing.T) {
 		if err == nil {
 			t.Error("Close cut off from etcd reported no error for the release it could not make")
 		}
-	case <-time.After(3*dlock.ReleaseTimeout + slack):
+	case <-time.After(3*driver.ReleaseTimeout + slack):
 		t.Fatal("Close cut off from etcd did not return")
 	}
 	select {

@@ -41,8 +41,8 @@
 //
 // # Inside the handler
 //
-// Each request acquires with an owner id of its own ([dlock.WithOwner] with
-// a fresh [dlock.NewToken]) unless its context already carries one, so two
+// Each request acquires with an owner id of its own ([dlock.ContextWithOwner] with
+// a fresh random id) unless its context already carries one, so two
 // requests of one process contend like two processes do, and a waiting
 // request waits for the other instead of failing. A context that carries an
 // owner (set by an earlier middleware from a request id, say) makes the

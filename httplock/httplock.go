@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/keytmpl"
 )
 
@@ -67,7 +68,7 @@ func (m Middleware) New(locker dlock.Locker, template string, opts ...dlock.Opti
 	// One attempt unless the caller asks to wait: Lock with WithWait(0) is
 	// TryLock.
 	lockOpts := append([]dlock.Option{dlock.WithWait(0)}, opts...)
-	if _, err := (dlock.Options{}).Apply(lockOpts...); err != nil {
+	if _, err := (driver.Options{}).Apply(lockOpts...); err != nil {
 		return nil, fmt.Errorf("httplock: %w", err)
 	}
 	log := m.Logger
@@ -101,7 +102,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 		}
 		key, err := m.tpl.RequestKey(r)
 		if err == nil {
-			err = dlock.CheckKey(key)
+			err = driver.CheckKey(key)
 		}
 		if err != nil {
 			m.badKey(w, err)
@@ -112,7 +113,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			// Each request is a party of its own: two requests of this
 			// process contend like two processes, and the second waits
 			// (WithWait) instead of failing with ErrAlreadyHeld.
-			ctx = dlock.WithOwner(ctx, dlock.NewToken())
+			ctx = dlock.ContextWithOwner(ctx, driver.NewToken())
 		}
 		lk, err := m.locker.Lock(ctx, key, m.opts...)
 		if err != nil {

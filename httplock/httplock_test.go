@@ -642,7 +642,7 @@ func TestOwnerReentrancy(t *testing.T) {
 	g := newGate()
 	withOwner := func(h http.Handler) http.Handler { // an earlier middleware sets the owner from a request id
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			h.ServeHTTP(w, r.WithContext(dlock.WithOwner(r.Context(), r.Header.Get("X-Request-Id"))))
+			h.ServeHTTP(w, r.WithContext(dlock.ContextWithOwner(r.Context(), r.Header.Get("X-Request-Id"))))
 		})
 	}
 	mux := http.NewServeMux()

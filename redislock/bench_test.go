@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -28,7 +29,7 @@ func BenchmarkUncontended(b *testing.B) {
 		key := "bench:floor"
 		b.ReportAllocs()
 		for b.Loop() {
-			token := dlock.NewToken()
+			token := driver.NewToken()
 			ok, err := c.SetNX(ctx, key, token, 10*time.Second).Result()
 			if err != nil || !ok {
 				b.Fatalf("SET NX: %v %v", ok, err)
@@ -45,7 +46,7 @@ func BenchmarkUncontended(b *testing.B) {
 	}{
 		{"dlock", nil},
 		{"dlock-lease", []dlock.Option{dlock.WithLease(10 * time.Second)}},
-		{"dlock-owner", []dlock.Option{dlock.WithOwnerID("bench")}},
+		{"dlock-owner", []dlock.Option{dlock.WithOwner("bench")}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			hook := &counter{}
@@ -191,7 +192,7 @@ func BenchmarkUncontendedParallel(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			key := fmt.Sprint("bench:pfloor:", seq.Add(1))
 			for pb.Next() {
-				token := dlock.NewToken()
+				token := driver.NewToken()
 				if ok, err := c.SetNX(ctx, key, token, 10*time.Second).Result(); err != nil || !ok {
 					b.Errorf("SET NX: %v %v", ok, err)
 					return

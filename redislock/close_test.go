@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dlock-go/dlock/internal/redistest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/redistest"
 
 	"github.com/dlock-go/dlock"
 	"github.com/redis/go-redis/v9"

@@ -50,11 +50,11 @@ func TestInspect(t *testing.T) {
 	}
 
 	// An owner's lock with two holds.
-	a, err := l.TryLock(ctx, "job", dlock.WithOwnerID("deploy-7"))
+	a, err := l.TryLock(ctx, "job", dlock.WithOwner("deploy-7"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := l.TryLock(ctx, "job", dlock.WithOwnerID("deploy-7"))
+	b, err := l.TryLock(ctx, "job", dlock.WithOwner("deploy-7"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // The Redis keys of one lock. The lock key of K is exactly
@@ -45,7 +46,7 @@ func checkPrefix(prefix string) error {
 // keysOf lays out the keys of lock key under prefix, building all five
 // names in one allocation.
 func keysOf(prefix, key string) (keys, error) {
-	if err := dlock.CheckKey(key); err != nil {
+	if err := driver.CheckKey(key); err != nil {
 		return keys{}, err
 	}
 	// Every name is a slice of one string: the lock key, then the siblings.

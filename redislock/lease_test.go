@@ -78,7 +78,7 @@ func TestResentCommands(t *testing.T) {
 	}{
 		{"plain", nil},
 		{"fenced", []dlock.Option{dlock.WithFencing(true)}},
-		{"owner", []dlock.Option{dlock.WithOwnerID("resent-owner")}},
+		{"owner", []dlock.Option{dlock.WithOwner("resent-owner")}},
 		{"fair", []dlock.Option{dlock.WithFair(true)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -60,7 +60,7 @@ type lock struct {
 	token, owner string
 	fence        uint64
 	fenced       bool // the acquisition asked for a fence
-	// ownerByOption: the owner came from dlock.WithOwnerID, not from ctx
+	// ownerByOption: the owner came from dlock.WithOwner, not from ctx
 	ownerByOption bool
 	state         atomic.Int32
 	below         *lock // the holder's previous hold in the Locker's table

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -21,7 +22,7 @@ import (
 type Locker struct {
 	client redis.UniversalClient
 	send   processor // the client, or a coalescer in front of it
-	opts   dlock.Options
+	opts   driver.Options
 	log    *slog.Logger
 
 	closed  atomic.Bool
@@ -59,7 +60,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	if v := reflect.ValueOf(client); client == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 		return nil, dlock.ErrNilClient // nil, or a nil *redis.Client in the interface
 	}
-	o, err := dlock.NewOptions(opts...)
+	o, err := driver.NewOptions(opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +78,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	}
 	l.watchdog = newWatchdog(l)
 	l.notify = newNotifier(client, l.log, l.quit)
-	l.sub = dlock.NewToken()[:8]
+	l.sub = driver.NewToken()[:8]
 	return l, nil
 }
 
@@ -113,7 +114,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 
 // Unlock releases this Locker's most recent hold on key for the owner in
 // ctx. When ctx carries no owner, it releases the hold without owner, or
-// else the most recent hold made with dlock.WithOwnerID (a key has one
+// else the most recent hold made with dlock.WithOwner (a key has one
 // owner at a time); a hold whose owner came in a context is released only
 // with that owner in ctx. It returns an error matching dlock.ErrNotHeld
 // when there is none.
@@ -125,7 +126,7 @@ func (l *Locker) Unlock(ctx context.Context, key string) error {
 	l.mu.Lock()
 	lk := l.held[holder{key, owner}]
 	if lk == nil && !ok {
-		// a hold made WithOwnerID: a key is held for one owner at a time
+		// a hold made with WithOwner: a key is held for one owner at a time
 		for h, x := range l.held {
 			if h.key == key && x.ownerByOption {
 				lk = x
@@ -173,7 +174,7 @@ func (l *Locker) close(release bool) error {
 	var errs []error
 	for _, lk := range all {
 		if release {
-			ctx, cancel := context.WithTimeout(context.Background(), dlock.ReleaseTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
 			if err := lk.closeRelease(ctx); err != nil {
 				errs = append(errs, err)
 			}
@@ -192,9 +193,9 @@ func (l *Locker) close(release bool) error {
 // A waiting call (wait) is counted in l.waiting, which Close waits for:
 // the caller must call l.waiting.Done when it returns, if prepare did not
 // fail.
-func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
+func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, driver.Options, error) {
 	if l.closed.Load() {
-		return nil, dlock.Options{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
+		return nil, driver.Options{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 	}
 	o, err := l.opts.Apply(opts...)
 	if err != nil {
@@ -207,7 +208,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	if err := ctx.Err(); err != nil {
 		return nil, o, &dlock.KeyError{Key: key, Err: err}
 	}
-	lk := l.newLock(key, k, dlock.NewToken(), o.OwnerIn(ctx), o.TTL)
+	lk := l.newLock(key, k, driver.NewToken(), o.OwnerIn(ctx), o.TTL)
 	lk.renew, lk.fenced, lk.ownerByOption = o.AutoRenew, o.Fencing, o.Owner != ""
 	if lk.owner == "" || wait {
 		l.mu.Lock()

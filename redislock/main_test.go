@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -41,7 +42,7 @@ func newLocker(t testing.TB, s *redistest.Server, opts ...dlock.Option) *Locker 
 // keyFor returns a key unique to the test and to this run of it, so that
 // -count=N runs do not meet the keys of earlier runs on the shared server.
 func keyFor(t testing.TB) string {
-	return strings.ReplaceAll(t.Name(), "/", ":") + ":" + dlock.NewToken()[:8]
+	return strings.ReplaceAll(t.Name(), "/", ":") + ":" + driver.NewToken()[:8]
 }
 
 // within fails t unless ch is closed or receives within d.

@@ -31,7 +31,7 @@ func TestFenceStrictlyIncreasing(t *testing.T) {
 			defer wg.Done()
 			l := lockers[w%2]
 			for count.Load() < total {
-				lk, err := l.Lock(ctx, key, dlock.WithOwnerID(string(rune('a'+w))))
+				lk, err := l.Lock(ctx, key, dlock.WithOwner(string(rune('a'+w))))
 				if err != nil {
 					t.Error(err)
 					return
@@ -80,7 +80,7 @@ func TestReentrantByOwner(t *testing.T) {
 	raw := shared.Client(t)
 	key := keyFor(t)
 	redisKey := "dlock:lock:" + key
-	octx := dlock.WithOwner(ctx, "req-7")
+	octx := dlock.ContextWithOwner(ctx, "req-7")
 
 	first, err := l.TryLock(octx, key)
 	if err != nil {
@@ -93,7 +93,7 @@ func TestReentrantByOwner(t *testing.T) {
 	if second.Fence() <= first.Fence() || second.Token() == first.Token() {
 		t.Fatalf("second hold: fence %d token %q; first: %d %q", second.Fence(), second.Token(), first.Fence(), first.Token())
 	}
-	if _, err := l.TryLock(dlock.WithOwner(ctx, "someone-else"), key); !errors.Is(err, dlock.ErrNotAcquired) {
+	if _, err := l.TryLock(dlock.ContextWithOwner(ctx, "someone-else"), key); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("another owner: %v, want ErrNotAcquired", err)
 	}
 	if _, err := l.TryLock(ctx, key); !errors.Is(err, dlock.ErrNotAcquired) {
@@ -124,7 +124,7 @@ func TestReentrantByOwner(t *testing.T) {
 // first to release must not delete the key while the other still holds it,
 // the bug of seed 003's own code.
 func TestReentrantAcrossLockers(t *testing.T) {
-	ctx := dlock.WithOwner(context.Background(), "trace-42")
+	ctx := dlock.ContextWithOwner(context.Background(), "trace-42")
 	p1, p2 := newLocker(t, shared), newLocker(t, shared)
 	other := newLocker(t, shared)
 	raw := shared.Client(t)

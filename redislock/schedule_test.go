@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -30,7 +31,7 @@ func TestWatchdogDeadlineSynctest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lk := l.newLock("k", k, dlock.NewToken(), "", ttl)
+			lk := l.newLock("k", k, driver.NewToken(), "", ttl)
 			lk.setDeadline(start, ttl)
 			if _, err := l.acquired(context.Background(), lk); err != nil {
 				t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // Lock waits until it holds key. Waiters queue in Redis, and a release
@@ -59,7 +60,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 type waiter struct {
 	l  *Locker
 	lk *lock
-	o  dlock.Options
+	o  driver.Options
 
 	queue   attemptMode // the mode of the attempts that join the queue
 	wake    <-chan grant
@@ -72,7 +73,7 @@ type waiter struct {
 	retryAfter time.Duration // the holder's remaining lease, as the last attempt saw it
 }
 
-func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, error) {
+func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, error) {
 	single := o.Waiting && o.Wait == 0 // WithWait(0): one attempt, like TryLock
 	w := &waiter{l: l, lk: lk, o: o, unwatch: func() {}}
 	defer func() { w.unwatch() }()
@@ -91,7 +92,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 	mode, delay := base, time.Duration(0)
 	if w.queue&modeWait != 0 && o.Notify && l.notify.ready(l.channel(lk)) {
 		w.watch(ctx)
-		mode, delay = w.queue, o.Retry.Interval()
+		mode, delay = w.queue, o.Retry.Max
 	}
 	held, err := w.attempt(ctx, mode, delay)
 	switch {
@@ -119,7 +120,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 	defer sleep.Stop()
 	// A waiter that did not join the queue yet attempts again right after
 	// subscribing: a release in between is then never missed.
-	delay, again := o.Retry.Interval(), !w.queued
+	delay, again := o.Retry.Max, !w.queued
 	for {
 		if again {
 			var ok bool
@@ -201,7 +202,7 @@ func (w *waiter) leave(ctx context.Context, cause error) error {
 // round trip of its own. A grant to an older attempt (it may have lapsed), one that is too
 // close to its end, or one for a lock without watchdog is confirmed by the
 // next attempt instead.
-func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.Duration, o dlock.Options) bool {
+func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.Duration, o driver.Options) bool {
 	if g.attempt != n || !o.AutoRenew {
 		return false
 	}

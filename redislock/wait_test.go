@@ -91,7 +91,7 @@ func TestWakeOnePerRelease(t *testing.T) {
 	}
 	var gots []<-chan dlock.Lock
 	for i := range 3 {
-		gots = append(gots, waitFor(dlock.WithOwner(ctx, fmt.Sprint("w", i)), waiter, key, dlock.WithRetry(dlock.FixedInterval(10*time.Second))))
+		gots = append(gots, waitFor(dlock.ContextWithOwner(ctx, fmt.Sprint("w", i)), waiter, key, dlock.WithRetry(dlock.FixedInterval(10*time.Second))))
 		queued(t, shared, key, int64(i+1))
 	}
 	lk.Unlock(ctx)

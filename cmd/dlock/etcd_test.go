@@ -188,11 +188,11 @@ func TestEtcdStatus(t *testing.T) {
 		t.Fatalf("status of a free key: exit %d, stdout %q, want %q", res.code, res.stdout, want)
 	}
 
-	a, err := l.TryLock(ctx, "job", dlock.WithOwnerID("deploy-7"), dlock.WithTTL(20*time.Second))
+	a, err := l.TryLock(ctx, "job", dlock.WithOwner("deploy-7"), dlock.WithTTL(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := l.TryLock(ctx, "job", dlock.WithOwnerID("deploy-7"), dlock.WithTTL(20*time.Second))
+	b, err := l.TryLock(ctx, "job", dlock.WithOwner("deploy-7"), dlock.WithTTL(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestEtcdList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := l.TryLock(ctx, "owned", dlock.WithOwnerID("job-1")); err != nil {
+	if _, err := l.TryLock(ctx, "owned", dlock.WithOwner("job-1")); err != nil {
 		t.Fatal(err)
 	}
 	res = dlockIn(t, etcdArgs("ls", "--prefix", "ls"))
@@ -298,7 +298,7 @@ func TestEtcdUnlock(t *testing.T) {
 		t.Fatalf("unlock --force of a free key: exit %d, stderr %q", res.code, res.stderr)
 	}
 	for range 2 {
-		if _, err := l.TryLock(ctx, "owned", dlock.WithOwnerID("deploy-9")); err != nil {
+		if _, err := l.TryLock(ctx, "owned", dlock.WithOwner("deploy-9")); err != nil {
 			t.Fatal(err)
 		}
 	}

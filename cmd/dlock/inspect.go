@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // lockJSON is a lock in the --json output of status, ls and unlock.
@@ -82,7 +83,7 @@ func keyArg(e *env, name string, pos []string) (string, int) {
 	case len(pos) > 1:
 		return "", usageError(e, name, "unexpected argument %q after KEY", pos[1])
 	}
-	if err := dlock.CheckKey(pos[0]); err != nil {
+	if err := driver.CheckKey(pos[0]); err != nil {
 		return "", usageError(e, name, "KEY: %v", trimDlock(err))
 	}
 	return pos[0], 0

@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 func TestStatus(t *testing.T) {
 	ctx := context.Background()
-	prefix := "st" + dlock.NewToken()[:6] // a fresh namespace per run, for -count=N
+	prefix := "st" + driver.NewToken()[:6] // a fresh namespace per run, for -count=N
 	l := newLocker(t, dlock.WithPrefix(prefix))
 	args := func(a ...string) []string { return append([]string{a[0], "--prefix", prefix}, a[1:]...) }
 
@@ -24,11 +25,11 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("status of a fresh key: exit %d, stdout %q", res.code, res.stdout)
 	}
 
-	a, err := l.TryLock(ctx, "job", dlock.WithOwnerID("deploy-7"), dlock.WithTTL(20*time.Second))
+	a, err := l.TryLock(ctx, "job", dlock.WithOwner("deploy-7"), dlock.WithTTL(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := l.TryLock(ctx, "job", dlock.WithOwnerID("deploy-7"), dlock.WithTTL(20*time.Second))
+	b, err := l.TryLock(ctx, "job", dlock.WithOwner("deploy-7"), dlock.WithTTL(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := l.TryLock(ctx, "owned", dlock.WithOwnerID("job-1")); err != nil {
+	if _, err := l.TryLock(ctx, "owned", dlock.WithOwner("job-1")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -134,7 +135,7 @@ func TestUnlock(t *testing.T) {
 		t.Fatalf("unlock --force of a free key: exit %d, stderr %q", res.code, res.stderr)
 	}
 
-	if _, err := l.TryLock(ctx, "owned", dlock.WithOwnerID("deploy-9")); err != nil {
+	if _, err := l.TryLock(ctx, "owned", dlock.WithOwner("deploy-9")); err != nil {
 		t.Fatal(err)
 	}
 	res = dlockIn(t, []string{"unlock", "--prefix", "ul", "--force", "--json", "owned"})

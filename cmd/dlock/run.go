@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // minTTL is the shortest --ttl: the watchdog renews every ttl/3, and a
@@ -165,7 +166,7 @@ func cmdRun(e *env, args []string) int {
 	case c.killGrace < 0:
 		return usageError(e, "run", "--kill-grace %v: must not be negative", c.killGrace)
 	}
-	if err := dlock.CheckKey(key); err != nil {
+	if err := driver.CheckKey(key); err != nil {
 		return usageError(e, "run", "KEY: %v", trimDlock(err))
 	}
 	path, err := exec.LookPath(argv[0])
@@ -181,7 +182,7 @@ func cmdRun(e *env, args []string) int {
 
 	opts := []dlock.Option{dlock.WithFair(c.fair), dlock.WithFencing(true)} // DLOCK_FENCE
 	if c.owner != "" {
-		opts = append(opts, dlock.WithOwnerID(c.owner))
+		opts = append(opts, dlock.WithOwner(c.owner))
 	}
 	if !c.wait.forever {
 		opts = append(opts, dlock.WithWait(c.wait.d))
@@ -310,7 +311,7 @@ wait:
 // release gives lk back, warning when it cannot; the lease then ends by
 // itself. It returns the release error.
 func release(e *env, lk dlock.Lock) error {
-	ctx, cancel := context.WithTimeout(context.Background(), dlock.ReleaseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
 	defer cancel()
 	err := lk.Unlock(ctx)
 	if err != nil && !errors.Is(err, dlock.ErrLockLost) {

@@ -348,7 +348,7 @@ func TestRunStatusLineOnTerminal(t *testing.T) {
 func TestRunOwnerAndFair(t *testing.T) {
 	ctx := context.Background()
 	l := newLocker(t)
-	lk, err := l.TryLock(ctx, "owned", dlock.WithOwnerID("deploy-1"), dlock.WithTTL(20*time.Second))
+	lk, err := l.TryLock(ctx, "owned", dlock.WithOwner("deploy-1"), dlock.WithTTL(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
