@@ -24,7 +24,7 @@ var forceScript = newScript(preludeLua + commonLua + forceLua)
 // block over the lock's keys, which share a Cluster slot). It changes
 // nothing.
 func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
-	if l.closed.Load() {
+	if l.table.Closed() {
 		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
 	}
 	k, err := keysOf(l.opts.Prefix, key)
@@ -80,7 +80,7 @@ func fill(info *dlock.Info, value string, pttl time.Duration, holds int) {
 // Cluster, so it never blocks the server as KEYS would; a lock taken or
 // released during the walk may or may not be listed.
 func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error) {
-	if l.closed.Load() {
+	if l.table.Closed() {
 		return nil, dlock.ErrClosed
 	}
 	if pattern == "" {
@@ -157,7 +157,7 @@ func globEscape(s string) string {
 // renewal that the lock is lost (dlock.ErrOwnershipLost). It returns what it
 // deleted, or an error matching dlock.ErrNotHeld when the lock was free.
 func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error) {
-	if l.closed.Load() {
+	if l.table.Closed() {
 		return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: dlock.ErrClosed}
 	}
 	k, err := keysOf(l.opts.Prefix, key)

@@ -2,14 +2,12 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -44,26 +42,14 @@ import (
 // And its dual: a hold that ends other than by its own Unlock ends the work
 // done under it (dlock.Guard and dlock.Do watch Done).
 
-// The states of a lock handle.
-const (
-	statePending  int32 = iota // being acquired
-	stateHeld                  // ours
-	stateReleased              // given back by Unlock
-	stateLost                  // lost: expired, taken, or unreachable past its deadline
-)
-
 // lock is the handle of one acquisition, the dlock.Lock of this driver.
 type lock struct {
-	l            *Locker
-	key          string
-	keys         keys
-	token, owner string
-	fence        uint64
-	fenced       bool // the acquisition asked for a fence
-	// ownerByOption: the owner came from dlock.WithOwner, not from ctx
-	ownerByOption bool
-	state         atomic.Int32
-	below         *lock // the holder's previous hold in the Locker's table
+	driver.Hold // the key, the owner, the state, Done and Err
+	l           *Locker
+	keys        keys
+	token       string
+	fence       uint64
+	fenced      bool // the acquisition asked for a fence
 
 	// The script arguments, boxed once: keys, token and owner.
 	keyArgs            [5]any
@@ -71,10 +57,6 @@ type lock struct {
 
 	unlockMu sync.Mutex // serialises Unlock, so that a second Unlock sees the first
 	unknown  bool       // a release was sent whose outcome is unknown; under unlockMu
-
-	mu   sync.Mutex // guards err and done
-	err  error
-	done chan struct{}
 
 	// Guarded by l.watchdog.mu: the lease and the watchdog's schedule.
 	ttl       time.Duration
@@ -93,27 +75,17 @@ type lock struct {
 
 var _ dlock.Lock = (*lock)(nil)
 
-// closedChan is returned by Done for a handle that ended before anyone asked.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// drift is the clock-drift margin taken off every lease: the local deadline
-// of a lease of ttl that was requested at time t is t + ttl - drift(ttl),
-// where t is read on the monotonic clock before the command is sent. Redis
-// cannot expire the key before that moment unless its clock runs more than
-// 1% fast.
-func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+// drift is the clock-drift margin taken off every lease: Redis cannot
+// expire a key before drift.Deadline unless its clock runs more than 1%
+// fast.
+var drift = driver.Drift{Divisor: 100, Floor: 2 * time.Millisecond}
 
 func (lk *lock) setDeadline(sent time.Time, ttl time.Duration) {
-	lk.deadline = sent.Add(ttl - drift(ttl))
+	lk.deadline = drift.Deadline(sent, ttl)
 }
 
 // leaseKeys are the keys of refresh.lua and ttl.lua: the lock and its holds.
 func (lk *lock) leaseKeys() []any { return []any{lk.keyArgs[0], lk.keyArgs[2]} }
-
-func (lk *lock) pending() bool { return lk.state.Load() == statePending }
-
-// Key returns the key the caller asked for.
-func (lk *lock) Key() string { return lk.key }
 
 // Token returns the random value that identifies this acquisition.
 func (lk *lock) Token() string { return lk.token }
@@ -121,63 +93,11 @@ func (lk *lock) Token() string { return lk.token }
 // Fence returns the fencing token of this acquisition.
 func (lk *lock) Fence() uint64 { return lk.fence }
 
-// Done returns a channel closed when the lock is released or lost.
-func (lk *lock) Done() <-chan struct{} {
-	lk.mu.Lock()
-	defer lk.mu.Unlock()
-	if lk.done == nil {
-		if lk.err != nil {
-			return closedChan
-		}
-		lk.done = make(chan struct{})
-	}
-	return lk.done
-}
+// end ends the handle once; see driver.Table.End.
+func (lk *lock) end(err error) bool { return lk.l.table.End(lk, err) }
 
-// Err returns nil while the lock is held, then why it ended.
-func (lk *lock) Err() error {
-	lk.mu.Lock()
-	defer lk.mu.Unlock()
-	return lk.err
-}
-
-// end moves the handle to a final state once: it takes the lock out of the
-// watchdog and the Locker's table, says so in the log (before Done closes,
-// so that a watcher of Done finds the entry) and closes Done. It reports
-// whether this call ended it.
-func (lk *lock) end(state int32, err error) bool {
-	if lk.Err() != nil {
-		return false
-	}
-	// Out of the watchdog and the table first: whoever sees Done closed
-	// finds the key free in this Locker. (Both are idempotent, should two
-	// ends race.)
-	lk.l.watchdog.remove(lk)
-	lk.l.forget(lk)
-	lk.mu.Lock()
-	if lk.err != nil {
-		lk.mu.Unlock()
-		return false
-	}
-	lk.err = err
-	lk.state.Store(state)
-	if log := lk.l.log; state == stateLost {
-		log.Warn("lock lost", "key", lk.key, "fence", lk.fence, "reason", errors.Unwrap(err))
-	} else if log.Enabled(context.Background(), slog.LevelDebug) {
-		log.Debug("released", "key", lk.key, "fence", lk.fence)
-	}
-	if lk.done != nil {
-		close(lk.done)
-	}
-	lk.mu.Unlock()
-	return true
-}
-
-// lose ends the handle as lost for cause, and returns the *dlock.LostError.
-func (lk *lock) lose(cause error) error {
-	lk.end(stateLost, &dlock.LostError{Key: lk.key, Err: cause})
-	return lk.Err()
-}
+// lose ends the handle as lost for cause, and returns its Err.
+func (lk *lock) lose(cause error) error { return lk.l.table.Lose(lk, cause) }
 
 // Unlock releases the lock in one round trip.
 //
@@ -200,15 +120,12 @@ func (lk *lock) lose(cause error) error {
 func (lk *lock) Unlock(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	switch lk.state.Load() {
-	case stateReleased:
-		return &dlock.KeyError{Key: lk.key, Err: dlock.ErrNotHeld}
-	case stateLost:
-		return lk.Err()
+	if err := lk.Check(); err != nil {
+		return err
 	}
 	lk.l.watchdog.releasing(lk)
 	var release *redis.Cmd
-	if lk.owner == "" {
+	if lk.Owner() == "" {
 		release = releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg)
 	} else {
 		release = releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "0")
@@ -216,19 +133,19 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	n, err := release.Int64()
 	if err != nil {
 		lk.unknown = true
-		return &dlock.KeyError{Op: "unlock", Key: lk.key, Err: err}
+		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
 	}
 	inLease := time.Now().Before(lk.l.watchdog.deadline(lk))
 	switch {
 	case n == releaseDone,
 		n == releaseGone && inLease,
 		n == releaseTaken && inLease && lk.unknown:
-		lk.end(stateReleased, dlock.ErrNotHeld)
+		lk.end(dlock.ErrNotHeld)
 		return nil
 	case n == releaseGone || n == releaseTaken:
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
-	return &dlock.KeyError{Op: "unlock", Key: lk.key, Err: fmt.Errorf("unexpected reply %d", n)}
+	return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: fmt.Errorf("unexpected reply %d", n)}
 }
 
 // closeRelease is Close's release of lk: it ends the handle first, so
@@ -238,26 +155,16 @@ func (lk *lock) Unlock(ctx context.Context) error {
 func (lk *lock) closeRelease(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if lk.state.Load() != stateHeld {
+	if lk.State() != driver.Held {
 		return nil
 	}
-	lk.end(stateReleased, errReleasedByClose)
+	lk.end(driver.ErrReleasedByClose)
 	args := []any{lk.tokenArg, lk.ownerArg, "0"}
-	if lk.owner == "" {
+	if lk.Owner() == "" {
 		args = args[:1]
 	}
 	if err := releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], args...).Err(); err != nil {
-		return &dlock.KeyError{Op: "unlock", Key: lk.key, Err: err}
-	}
-	return nil
-}
-
-func (lk *lock) check() error {
-	switch lk.state.Load() {
-	case stateReleased:
-		return &dlock.KeyError{Key: lk.key, Err: dlock.ErrNotHeld}
-	case stateLost:
-		return lk.Err()
+		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
 	}
 	return nil
 }
@@ -267,9 +174,9 @@ func (lk *lock) check() error {
 // from now on.
 func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < dlock.MinTTL {
-		return &dlock.KeyError{Op: "refresh", Key: lk.key, Err: fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL)}
+		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL)}
 	}
-	if err := lk.check(); err != nil {
+	if err := lk.Check(); err != nil {
 		return err
 	}
 	sent := time.Now()
@@ -277,7 +184,7 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		// Redis may have applied it: the lease is the shorter of the two.
 		lk.l.watchdog.refreshed(lk, sent, ttl, false)
-		return &dlock.KeyError{Op: "refresh", Key: lk.key, Err: err}
+		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: err}
 	}
 	if n == 0 {
 		return lk.lose(dlock.ErrOwnershipLost)
@@ -288,12 +195,12 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // TTL returns the remaining lease as Redis sees it.
 func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
-	if err := lk.check(); err != nil {
+	if err := lk.Check(); err != nil {
 		return 0, err
 	}
 	n, err := ttlScript.run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg).Int64()
 	if err != nil {
-		return 0, &dlock.KeyError{Op: "ttl", Key: lk.key, Err: err}
+		return 0, &dlock.KeyError{Op: "ttl", Key: lk.Key(), Err: err}
 	}
 	if n < 0 {
 		return 0, lk.lose(dlock.ErrOwnershipLost)

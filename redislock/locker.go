@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dlock-go/dlock"
@@ -25,12 +23,8 @@ type Locker struct {
 	opts   driver.Options
 	log    *slog.Logger
 
-	closed  atomic.Bool
-	quit    chan struct{}  // closed by Close: waiters stop waiting
-	waiting sync.WaitGroup // the Lock calls under way; Close waits for them
-
-	mu   sync.Mutex
-	held map[holder]*lock // this Locker's newest hold of each holder; older ones hang below it
+	quit  chan struct{}       // closed by Close: waiters stop waiting
+	table driver.Table[*lock] // this Locker's holds, and the Lock calls under way
 
 	ttlArg any // the default TTL in ms, boxed once
 
@@ -45,12 +39,6 @@ var (
 	_ dlock.Locker    = (*Locker)(nil)
 	_ dlock.Inspector = (*Locker)(nil)
 )
-
-// errReleasedByClose is the Err of a hold that Close released.
-var errReleasedByClose = fmt.Errorf("%w: released by Close: %w", dlock.ErrNotHeld, dlock.ErrClosed)
-
-// holder names a hold in the table: a key and the owner ("" for none).
-type holder struct{ key, owner string }
 
 // New returns a Locker over client: a *redis.Client, a failover
 // (Sentinel) client, or a *redis.ClusterClient. opts become the defaults of
@@ -73,10 +61,10 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 		opts:   o,
 		log:    o.Logger,
 		quit:   make(chan struct{}),
-		held:   make(map[holder]*lock),
 		ttlArg: o.TTL.Milliseconds(),
 	}
 	l.watchdog = newWatchdog(l)
+	l.table.Init(l.log, l.watchdog.remove)
 	l.notify = newNotifier(client, l.log, l.quit)
 	l.sub = driver.NewToken()[:8]
 	return l, nil
@@ -106,7 +94,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 		_, err = l.acquired(ctx, lk)
 	}
 	if err != nil {
-		l.forget(lk)
+		l.table.Remove(lk)
 		return nil, err
 	}
 	return lk, nil
@@ -119,24 +107,9 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 // with that owner in ctx. It returns an error matching dlock.ErrNotHeld
 // when there is none.
 func (l *Locker) Unlock(ctx context.Context, key string) error {
-	if l.closed.Load() {
-		return &dlock.KeyError{Op: "unlock", Key: key, Err: dlock.ErrClosed}
-	}
-	owner, ok := dlock.OwnerFrom(ctx)
-	l.mu.Lock()
-	lk := l.held[holder{key, owner}]
-	if lk == nil && !ok {
-		// a hold made with WithOwner: a key is held for one owner at a time
-		for h, x := range l.held {
-			if h.key == key && x.ownerByOption {
-				lk = x
-				break
-			}
-		}
-	}
-	l.mu.Unlock()
-	if lk == nil || lk.pending() {
-		return &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
+	lk, err := l.table.Find(ctx, key)
+	if err != nil {
+		return err
 	}
 	return lk.Unlock(ctx)
 }
@@ -154,23 +127,13 @@ func (l *Locker) Close() error { return l.close(true) }
 func (l *Locker) Orphan() error { return l.close(false) }
 
 func (l *Locker) close(release bool) error {
-	// closed is decided under mu, where acquired records a hold: every
-	// acquisition is either collected here or sees closed and gives back.
-	l.mu.Lock()
-	if l.closed.Swap(true) {
-		l.mu.Unlock()
+	// Every acquisition is either collected here or told by the table
+	// that the Locker closed, and gives back.
+	all, ok := l.table.Close()
+	if !ok {
 		return dlock.ErrClosed
 	}
 	close(l.quit)
-	var all []*lock
-	for _, lk := range l.held {
-		for ; lk != nil; lk = lk.below {
-			if !lk.pending() {
-				all = append(all, lk)
-			}
-		}
-	}
-	l.mu.Unlock()
 	var errs []error
 	for _, lk := range all {
 		if release {
@@ -183,18 +146,17 @@ func (l *Locker) close(release bool) error {
 			lk.lose(fmt.Errorf("%w: the Locker was orphaned", dlock.ErrOwnershipLost))
 		}
 	}
-	l.waiting.Wait() // the waiters leave their queues before the client may close
+	l.table.Wait() // the waiters leave their queues before the client may close
 	l.watchdog.stop()
 	l.notify.stop()
 	return errors.Join(errs...)
 }
 
-// prepare validates a call and reserves its place in the table of holds.
-// A waiting call (wait) is counted in l.waiting, which Close waits for:
-// the caller must call l.waiting.Done when it returns, if prepare did not
-// fail.
+// prepare validates a call and reserves its place in the table of holds
+// (see driver.Table.Reserve). A waiting call (wait) must call
+// l.table.Leave when it returns, if prepare did not fail.
 func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, driver.Options, error) {
-	if l.closed.Load() {
+	if l.table.Closed() {
 		return nil, driver.Options{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 	}
 	o, err := l.opts.Apply(opts...)
@@ -208,30 +170,17 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	if err := ctx.Err(); err != nil {
 		return nil, o, &dlock.KeyError{Key: key, Err: err}
 	}
-	lk := l.newLock(key, k, driver.NewToken(), o.OwnerIn(ctx), o.TTL)
-	lk.renew, lk.fenced, lk.ownerByOption = o.AutoRenew, o.Fencing, o.Owner != ""
-	if lk.owner == "" || wait {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.closed.Load() {
-			return nil, o, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
-		}
-		if lk.owner == "" {
-			h := holder{key: key}
-			if l.held[h] != nil {
-				return nil, o, &dlock.KeyError{Key: key, Err: dlock.ErrAlreadyHeld}
-			}
-			l.held[h] = lk // pending until acquired
-		}
-		if wait {
-			l.waiting.Add(1)
-		}
+	lk := l.newLock(key, k, driver.NewToken(), o.OwnerIn(ctx), o.Owner != "", o.TTL)
+	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
+	if err := l.table.Reserve(lk, wait); err != nil {
+		return nil, o, err
 	}
 	return lk, o, nil
 }
 
-func (l *Locker) newLock(key string, k keys, token, owner string, ttl time.Duration) *lock {
-	lk := &lock{l: l, key: key, keys: k, token: token, owner: owner, ttl: ttl, index: -1}
+func (l *Locker) newLock(key string, k keys, token, owner string, byOption bool, ttl time.Duration) *lock {
+	lk := &lock{l: l, keys: k, token: token, ttl: ttl, index: -1}
+	lk.Init(key, owner, byOption)
 	for i, s := range k.list() {
 		lk.keyArgs[i] = s
 	}
@@ -240,52 +189,21 @@ func (l *Locker) newLock(key string, k keys, token, owner string, ttl time.Durat
 }
 
 // acquired records a lock that is now held and starts watching its lease.
-// A lock that arrives after Close began is given back: Close decides
-// "closed" under l.mu, so every hold is either recorded before it (and
-// released by Close) or sees it here.
+// A lock that arrives after Close began is given back (see
+// driver.Table.Add).
 func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 	if l.hookAcquired != nil {
 		l.hookAcquired()
 	}
-	l.mu.Lock()
-	if l.closed.Load() {
-		l.mu.Unlock()
+	if err := l.table.Add(lk); err != nil {
 		l.giveBack(ctx, lk)
-		return nil, &dlock.KeyError{Key: lk.key, Err: dlock.ErrClosed}
+		return nil, err
 	}
-	if lk.owner != "" {
-		h := holder{lk.key, lk.owner}
-		lk.below = l.held[h]
-		l.held[h] = lk
-	}
-	lk.state.Store(stateHeld)
-	l.mu.Unlock()
 	l.watchdog.add(lk)
 	if l.log.Enabled(context.Background(), slog.LevelDebug) {
-		l.log.Debug("acquired", "key", lk.key, "fence", lk.fence, "ttl", lk.ttl)
+		l.log.Debug("acquired", "key", lk.Key(), "fence", lk.fence, "ttl", lk.ttl)
 	}
 	return lk, nil
-}
-
-// forget removes a hold from the table.
-func (l *Locker) forget(lk *lock) {
-	h := holder{lk.key, lk.owner}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if top := l.held[h]; top == lk {
-		if lk.below == nil {
-			delete(l.held, h)
-		} else {
-			l.held[h] = lk.below
-		}
-	} else {
-		for x := top; x != nil; x = x.below {
-			if x.below == lk {
-				x.below = lk.below
-				break
-			}
-		}
-	}
 }
 
 // attempt makes one attempt: a bare SET NX PX GET for a plain try, else
@@ -302,7 +220,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 	}
 	var r int64
 	switch {
-	case mode == modeTry && lk.owner == "" && !lk.fenced:
+	case mode == modeTry && lk.Owner() == "" && !lk.fenced:
 		// SET NX GET answers nil when it set, else the current value: our
 		// own token when this is a re-sent attempt whose first run set it.
 		set := redis.NewStringCmd(ctx, "set", lk.keyArgs[0], lk.tokenArg, "px", ttl, "nx", "get")
@@ -313,7 +231,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 		case err == nil && set.Val() != lk.token:
 			return false, 0, nil
 		}
-	case mode == modeTry && lk.owner == "":
+	case mode == modeTry && lk.Owner() == "":
 		r, err = tryScript.run(ctx, l.send, lk.keyArgs[:2], lk.tokenArg, ttl).Int64()
 	default:
 		fenced := "0"
@@ -331,7 +249,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 			// queue it joined earlier: a grant to it would block the key.
 			l.giveBack(ctx, lk)
 		}
-		return false, 0, &dlock.KeyError{Op: "lock", Key: lk.key, Err: err}
+		return false, 0, &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: err}
 	}
 	if r < 0 {
 		return false, time.Duration(-1-r) * time.Millisecond, nil

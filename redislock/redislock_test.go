@@ -133,8 +133,8 @@ func TestHazardStaleRenew(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Keep A1's token, as a stale renewal from an old process would have it.
-	stale := a.newLock(key, a1.(*lock).keys, a1.Token(), "", time.Second)
-	stale.state.Store(stateHeld)
+	stale := a.newLock(key, a1.(*lock).keys, a1.Token(), "", false, time.Second)
+	a.table.Add(stale) // held, as the stale process believes
 	if err := a1.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}

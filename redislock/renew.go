@@ -100,7 +100,7 @@ func (s *watchdog) add(lk *lock) {
 		now := time.Now()
 		lk.due = now.Add(lk.deadline.Sub(now) / 3)
 	} else {
-		lk.due = nextDue(lk, lk.deadline.Add(-lk.ttl+drift(lk.ttl)))
+		lk.due = nextDue(lk, lk.deadline.Add(-lk.ttl+drift.Of(lk.ttl)))
 	}
 	heap.Push(&s.locks, lk)
 	s.arm(lk.due)
@@ -243,7 +243,7 @@ func (s *watchdog) expire(lk *lock) {
 	cause, released := lk.lastErr, lk.releasing
 	s.mu.Unlock()
 	if released {
-		lk.end(stateReleased, dlock.ErrNotHeld) // a release with unknown outcome: the lease lapsed
+		lk.end(dlock.ErrNotHeld) // a release with unknown outcome: the lease lapsed
 		return
 	}
 	if cause != nil {
@@ -329,7 +329,7 @@ func (s *watchdog) renew(batch []*lock) {
 			lk.lastErr = nil
 			if lk.gen == gens[i] {
 				lk.setDeadline(sent, ttls[i])
-			} else if d := sent.Add(ttls[i] - drift(ttls[i])); d.Before(lk.deadline) {
+			} else if d := drift.Deadline(sent, ttls[i]); d.Before(lk.deadline) {
 				// a Refresh came while this renewal was on the wire: Redis
 				// applied the two in an unknown order, so the shorter
 				// lease is the one to count on
@@ -357,7 +357,7 @@ func (s *watchdog) renew(batch []*lock) {
 	}
 	s.mu.Unlock()
 	if err != nil {
-		s.l.log.Warn("renewal failed", "key", batch[0].key, "locks", len(batch), "error", err)
+		s.l.log.Warn("renewal failed", "key", batch[0].Key(), "locks", len(batch), "error", err)
 	}
 	for _, lk := range lost {
 		lk.lose(dlock.ErrOwnershipLost)

@@ -120,7 +120,7 @@ func TestServerUnreachable(t *testing.T) {
 	// The local deadline counts from before the acquire was sent, less the
 	// drift margin: it falls before the server could expire the key.
 	deadline := lk.(*lock).leaseDeadline()
-	if !deadline.After(t0.Add(ttl-drift(ttl))) || !deadline.Before(time.Now().Add(ttl-drift(ttl))) {
+	if !deadline.After(t0.Add(ttl-drift.Of(ttl))) || !deadline.Before(time.Now().Add(ttl-drift.Of(ttl))) {
 		t.Fatalf("lease deadline %v after acquire, want within the call's span + ttl - drift", deadline.Sub(t0))
 	}
 	if err := s.Pause(); err != nil {
@@ -136,7 +136,7 @@ func TestServerUnreachable(t *testing.T) {
 	if err := lk.Err(); !errors.Is(err, dlock.ErrLeaseExpired) || !errors.Is(err, dlock.ErrLockLost) {
 		t.Fatalf("Err = %v, want ErrLeaseExpired", err)
 	}
-	t.Logf("declared lost %v after the local deadline (server expiry no earlier than %v after it)", lostAt.Sub(deadline), drift(ttl))
+	t.Logf("declared lost %v after the local deadline (server expiry no earlier than %v after it)", lostAt.Sub(deadline), drift.Of(ttl))
 	if err := s.Resume(); err != nil {
 		t.Fatal(err)
 	}

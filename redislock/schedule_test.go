@@ -31,7 +31,7 @@ func TestWatchdogDeadlineSynctest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lk := l.newLock("k", k, driver.NewToken(), "", ttl)
+			lk := l.newLock("k", k, driver.NewToken(), "", false, ttl)
 			lk.setDeadline(start, ttl)
 			if _, err := l.acquired(context.Background(), lk); err != nil {
 				t.Fatal(err)
@@ -43,7 +43,7 @@ func TestWatchdogDeadlineSynctest(t *testing.T) {
 			if lk.Err() != nil {
 				t.Fatalf("lease of %v ended early, at %v", lk.ttl, time.Since(start))
 			}
-			want := lk.ttl - drift(lk.ttl)
+			want := lk.ttl - drift.Of(lk.ttl)
 			time.Sleep(time.Until(start.Add(want)) - time.Nanosecond)
 			synctest.Wait()
 			if lk.Err() != nil {

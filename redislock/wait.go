@@ -46,10 +46,10 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 	if err != nil {
 		return nil, err
 	}
-	defer l.waiting.Done()
+	defer l.table.Leave()
 	got, err := l.wait(ctx, lk, o)
 	if err != nil {
-		l.forget(lk)
+		l.table.Remove(lk)
 		return nil, err
 	}
 	return got, nil
@@ -184,7 +184,7 @@ func (w *waiter) attempt(ctx context.Context, mode attemptMode, delay time.Durat
 
 // busy is the error of a wait that ended without the lock.
 func (w *waiter) busy(cause error) error {
-	return &dlock.NotAcquiredError{Key: w.lk.key, RetryAfter: w.retryAfter, Err: cause}
+	return &dlock.NotAcquiredError{Key: w.lk.Key(), RetryAfter: w.retryAfter, Err: cause}
 }
 
 // leave ends the wait without the lock: it leaves the queue, if it joined.
@@ -206,7 +206,7 @@ func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.
 	if g.attempt != n || !o.AutoRenew {
 		return false
 	}
-	deadline := sent.Add(claim - drift(claim))
+	deadline := drift.Deadline(sent, claim)
 	if time.Until(deadline) < claim/2 {
 		return false
 	}

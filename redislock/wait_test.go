@@ -296,7 +296,7 @@ func TestFairNoBarging(t *testing.T) {
 	// a waiter at the head of the queue, alive for 10s, while the lock is free
 	raw := shared.Client(t)
 	raw.Set(ctx, "dlock:lock:"+key, "holder", time.Minute)
-	head := l.newLock(key, k, "queued-waiter", "", 10*time.Second)
+	head := l.newLock(key, k, "queued-waiter", "", false, 10*time.Second)
 	if held, _, err := l.attempt(ctx, head, modeFair|modeWait, 10*time.Second, 1); err != nil || held {
 		t.Fatalf("the head's attempt: held %v, %v", held, err)
 	}
@@ -320,7 +320,7 @@ func TestFairCrashedWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The crashed waiter: it queued (claim window 300ms) and never came back.
-	dead := holder.newLock(key, lk.(*lock).keys, "crashed-waiter", "", 10*time.Second)
+	dead := holder.newLock(key, lk.(*lock).keys, "crashed-waiter", "", false, 10*time.Second)
 	if _, _, err := holder.attempt(ctx, dead, modeFair|modeWait, 300*time.Millisecond, 1); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,119 @@
+package driver
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dlock-go/dlock"
+)
+
+// State is where a hold is in its life.
+//
+//	Pending ──acquired (Table.Add)──▶ Held ──released──▶ Released
+//	   │                                └───lost───────▶ Lost
+//	   └── the attempt failed: the hold never leaves Pending
+//
+// A hold leaves Held once, through Table.End, and its Done closes then.
+type State int32
+
+// The states of a hold.
+const (
+	Pending  State = iota // being acquired
+	Held                  // acquired, not yet ended
+	Released              // given back by its holder, or by Close
+	Lost                  // expired, taken, or unreachable past its deadline
+)
+
+// Hold is the part of a driver's lock handle that every driver shares: its
+// key and owner, its state, and Done and Err. A driver embeds it in its
+// handle, whose other methods do the backend's I/O, and gives the handle
+// to a [Table], which moves the hold through its states. The zero Hold is
+// not usable: call Init first. Its methods are safe for concurrent use.
+type Hold struct {
+	key, owner string
+	byOption   bool // the owner came from dlock.WithOwner, not from the context
+	state      atomic.Int32
+
+	ending sync.Mutex // serialises Table.End
+	mu     sync.Mutex // guards err and done
+	err  error
+	done chan struct{} // made on the first call to Done
+}
+
+// Init prepares a pending hold of key for owner ("" for none); byOption
+// says that the owner came from dlock.WithOwner rather than from the
+// context, which lets Locker.Unlock without an owner find it.
+func (h *Hold) Init(key, owner string, byOption bool) {
+	h.key, h.owner, h.byOption = key, owner, byOption && owner != ""
+}
+
+// Key returns the key the caller asked for.
+func (h *Hold) Key() string { return h.key }
+
+// Owner returns the owner the hold was acquired for, "" for none.
+func (h *Hold) Owner() string { return h.owner }
+
+// State returns the hold's state.
+func (h *Hold) State() State { return State(h.state.Load()) }
+
+func (h *Hold) hold() *Hold { return h }
+
+// closedChan is Done's channel for a hold that ended before anyone asked.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Done returns a channel that is closed when the hold ends, in the manner
+// of context.Context. The channel is made on the first call, so that a
+// hold nobody watches costs no channel.
+func (h *Hold) Done() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done == nil {
+		if h.err != nil {
+			return closedChan
+		}
+		h.done = make(chan struct{})
+	}
+	return h.done
+}
+
+// Err is nil while the hold is pending or held, then why it ended.
+func (h *Hold) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// Check returns nil while the hold is held. After it ended it returns the
+// error of a call on the handle: after a release, an error matching
+// dlock.ErrNotHeld; after a loss, the *dlock.LostError.
+func (h *Hold) Check() error {
+	switch h.State() {
+	case Released:
+		return &dlock.KeyError{Key: h.key, Err: dlock.ErrNotHeld}
+	case Lost:
+		return h.Err()
+	}
+	return nil
+}
+
+// end moves the hold to Released or Lost (a *dlock.LostError, or any
+// error matching dlock.ErrLockLost) once, and closes Done. It reports
+// whether this call ended it.
+func (h *Hold) end(err error) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return false
+	}
+	h.err = err
+	if errors.Is(err, dlock.ErrLockLost) {
+		h.state.Store(int32(Lost))
+	} else {
+		h.state.Store(int32(Released))
+	}
+	if h.done != nil {
+		close(h.done)
+	}
+	return true
+}
