@@ -37,8 +37,8 @@ type Hold struct {
 
 	ending sync.Mutex // serialises Table.End
 	mu     sync.Mutex // guards err and done
-	err  error
-	done chan struct{} // made on the first call to Done
+	err    error
+	done   chan struct{} // made on the first call to Done
 }
 
 // Init prepares a pending hold of key for owner ("" for none); byOption
