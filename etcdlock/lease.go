@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -15,9 +16,9 @@ import (
 // errLeaseClosed is the Err of a lease that its Locker closed on purpose.
 var errLeaseClosed = errors.New("dlock: lease closed")
 
-// driftDivisor sets the drift margin: a lease of ttl renewed by a request
-// sent at time t is held locally until t + ttl - ttl/driftDivisor.
-const driftDivisor = 10
+// drift is the margin taken off every lease: a tenth, for etcd's leases
+// are counted by whichever member leads, on its own clock.
+var drift = driver.Drift{Divisor: 10}
 
 // lease is one etcd lease that holds keys: renewed by its keeper every
 // ttl/3, or pinned (it runs out unless Refresh extends it). It is lost, and
@@ -51,8 +52,6 @@ type lease struct {
 	deadline time.Time // the local deadline, as the keeper last set it
 }
 
-func drift(ttl time.Duration) time.Duration { return ttl / driftDivisor }
-
 // newLease grants a lease of ttl (whole seconds) and starts its keeper,
 // counted in wg. A grant whose reply came too late to leave any of the
 // lease is revoked and reported as an error.
@@ -65,7 +64,7 @@ func newLease(ctx context.Context, cli *clientv3.Client, ttl time.Duration, rene
 	// etcd may grant more than asked (its minimum lease is 1.5 election
 	// timeouts): the local deadline follows what the server holds.
 	granted := max(ttl, time.Duration(g.TTL)*time.Second)
-	deadline := t0.Add(granted - drift(granted))
+	deadline := drift.Deadline(t0, granted)
 	if !time.Now().Before(deadline) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		cli.Revoke(rctx, g.ID)
@@ -141,7 +140,7 @@ func (ls *lease) keep(ctx context.Context, start, deadline time.Time) {
 		default:
 			lastErr = nil
 			d := time.Duration(resp.TTL) * time.Second
-			if nd := sent.Add(d - drift(d)); nd.After(deadline) {
+			if nd := drift.Deadline(sent, d); nd.After(deadline) {
 				deadline = nd
 				ls.noteDeadline(deadline)
 			}
@@ -195,7 +194,7 @@ func (ls *lease) extend(t0 time.Time) {
 	case <-ls.reset:
 	default:
 	}
-	ls.reset <- t0.Add(ls.ttl - drift(ls.ttl))
+	ls.reset <- drift.Deadline(t0, ls.ttl)
 }
 
 // close ends the lease and revokes it on the server, which deletes every

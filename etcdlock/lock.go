@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -30,14 +31,11 @@ import (
 // than by its own Unlock ends the work done under it (dlock.Guard and
 // dlock.Do watch Done).
 type hold struct {
-	l     *Locker
-	key   string
-	owner string
-	// ownerByOption: the owner came from dlock.WithOwner, not from ctx
-	ownerByOption bool
-	token         string
-	name          string // the etcd key
-	rev           int64  // its create revision
+	driver.Hold // the key, the owner, the state, Done and Err
+	l           *Locker
+	token       string
+	name        string // the etcd key
+	rev         int64  // its create revision
 
 	stop chan struct{} // closed when the hold ends, to stop watch
 
@@ -50,19 +48,17 @@ type hold struct {
 	releasing int
 	deleted   bool
 	released  bool
-	ended     bool
-	done      chan struct{}
-	err       error
 }
 
 var _ dlock.Lock = (*hold)(nil)
 
-func newHold(l *Locker, c call, token, name string, rev int64, ls *lease) *hold {
-	return &hold{l: l, key: c.key, owner: c.owner, ownerByOption: c.ownerByOption, token: token, name: name, rev: rev,
-		lease: ls, stop: make(chan struct{}), done: make(chan struct{})}
+// newHold returns a pending hold of key for the owner of c.
+func newHold(l *Locker, c call) *hold {
+	h := &hold{l: l, stop: make(chan struct{})}
+	h.Init(c.key, c.owner, c.ownerByOption)
+	return h
 }
 
-func (h *hold) Key() string   { return h.key }
 func (h *hold) Token() string { return h.token }
 
 // Fence is the create revision of the hold's etcd key: etcd revisions grow
@@ -70,45 +66,23 @@ func (h *hold) Token() string { return h.token }
 // earlier acquisition of any key.
 func (h *hold) Fence() uint64 { return uint64(h.rev) }
 
-func (h *hold) Done() <-chan struct{} { return h.done }
-
-func (h *hold) Err() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.err
-}
-
 func (h *hold) currentLease() *lease {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.lease
 }
 
-// end finishes the hold once with err, stops its goroutine, removes it
-// from the Locker's table and, for a lease of its own, revokes the lease.
-// It reports whether this call ended it.
+// end finishes the hold once with err (see driver.Table.End; the table's
+// onEnd stops watch) and, for a lease of its own, revokes the lease. It
+// reports whether this call ended it.
 func (h *hold) end(err error) bool {
-	if h.endedErr() != nil {
+	if !h.l.table.End(h, err) {
 		return false
 	}
-	// Out of the table first: whoever sees Done closed finds the key free
-	// in this Locker. (unregister is idempotent, should two ends race.)
-	h.l.unregister(h)
-	h.mu.Lock()
-	if h.ended {
-		h.mu.Unlock()
-		return false
-	}
-	h.ended = true
-	h.err = err
-	ls := h.lease
-	if errors.Is(err, dlock.ErrLockLost) {
-		h.l.opts.Logger.Warn("lock lost", "key", h.key, "fence", h.rev, "err", err)
-	}
-	close(h.done)
-	close(h.stop)
-	h.mu.Unlock()
-	if !ls.shared {
+	// Read after the end: a Refresh that swaps the lease either did so
+	// before (and this revokes its new lease) or sees the end and revokes
+	// the new lease itself.
+	if ls := h.currentLease(); !ls.shared {
 		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 		ls.close(ctx)
 		cancel()
@@ -117,7 +91,7 @@ func (h *hold) end(err error) bool {
 }
 
 func (h *hold) lose(cause error) {
-	h.end(&dlock.LostError{Key: h.key, Err: cause})
+	h.end(&dlock.LostError{Key: h.Key(), Err: cause})
 }
 
 // watch ends the hold when its key is deleted by someone else or its
@@ -201,22 +175,13 @@ func (h *hold) follow(ctx context.Context, ls *lease, from int64) (deleted bool)
 	}
 }
 
-func (h *hold) endedErr() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.ended {
-		return nil
-	}
-	return h.err
-}
-
 // Unlock deletes the hold's key in a transaction that compares its create
 // revision, so that a late or repeated Unlock never deletes a newer hold
 // (the flaw reported in etcd-io/etcd#22082). It returns ErrNotHeld after a
 // release, the LostError when the lock was lost, and the client's error,
 // holding on, when etcd cannot be reached: the call can be repeated.
 func (h *hold) Unlock(ctx context.Context) error {
-	if err := h.endedErr(); err != nil {
+	if err := h.Check(); err != nil {
 		return err
 	}
 	return h.release(ctx, dlock.ErrNotHeld)
@@ -255,7 +220,7 @@ func (h *hold) release(ctx context.Context, ended error) error {
 			// it: either way it is no longer held.
 			h.lose(fmt.Errorf("%w: etcd key %q was deleted", dlock.ErrOwnershipLost, h.name))
 		}
-		return &dlock.KeyError{Op: "unlock", Key: h.key, Err: err}
+		return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
 	}
 	if !resp.Succeeded {
 		h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
@@ -273,12 +238,12 @@ func (h *hold) release(ctx context.Context, ended error) error {
 // new lease of ttl, renewed by a session of its own when the lock was
 // acquired with the watchdog on.
 func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
-	if err := h.endedErr(); err != nil {
+	if err := h.Check(); err != nil {
 		return err
 	}
 	ttl, err := wholeSeconds(ttl)
 	if err != nil {
-		return &dlock.KeyError{Key: h.key, Err: err}
+		return &dlock.KeyError{Key: h.Key(), Err: err}
 	}
 	old := h.currentLease()
 	if ttl == old.ttl {
@@ -288,7 +253,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 				h.lose(fmt.Errorf("%w: lease %x is gone", dlock.ErrOwnershipLost, int64(old.id)))
 				return h.Err()
 			}
-			return &dlock.KeyError{Op: "refresh", Key: h.key, Err: err}
+			return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
 		}
 		if err := h.check(ctx); err != nil {
 			return err
@@ -298,23 +263,23 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	ls, err := newLease(ctx, h.l.cli, ttl, old.renew, &h.l.wg)
 	if err != nil {
-		return &dlock.KeyError{Op: "refresh", Key: h.key, Err: err}
+		return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
 	}
 	resp, err := h.l.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
-		Then(clientv3.OpPut(h.name, h.owner, clientv3.WithLease(ls.id))).Commit()
+		Then(clientv3.OpPut(h.name, h.Owner(), clientv3.WithLease(ls.id))).Commit()
 	if err != nil || !resp.Succeeded {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		ls.close(rctx)
 		cancel()
 		if err != nil {
-			return &dlock.KeyError{Op: "refresh", Key: h.key, Err: err}
+			return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
 		}
 		h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
 		return h.Err()
 	}
 	h.mu.Lock()
-	if h.ended {
+	if h.Err() != nil {
 		h.mu.Unlock()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		ls.close(rctx)
@@ -335,7 +300,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 func (h *hold) check(ctx context.Context) error {
 	resp, err := h.l.cli.Get(ctx, h.name)
 	if err != nil {
-		return &dlock.KeyError{Key: h.key, Err: err}
+		return &dlock.KeyError{Key: h.Key(), Err: err}
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
 		h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
@@ -347,7 +312,7 @@ func (h *hold) check(ctx context.Context) error {
 // TTL returns the remaining lease of the hold, as etcd counts it (whole
 // seconds), or an error matching ErrNotHeld when the lock is not held.
 func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
-	if err := h.endedErr(); err != nil {
+	if err := h.Check(); err != nil {
 		return 0, err
 	}
 	if err := h.check(ctx); err != nil {
@@ -355,7 +320,7 @@ func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	r, err := h.l.cli.TimeToLive(ctx, h.currentLease().id)
 	if err != nil {
-		return 0, &dlock.KeyError{Key: h.key, Err: err}
+		return 0, &dlock.KeyError{Key: h.Key(), Err: err}
 	}
 	if r.TTL <= 0 {
 		h.lose(fmt.Errorf("%w: lease %x is gone", dlock.ErrOwnershipLost, r.ID))

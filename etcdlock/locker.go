@@ -35,10 +35,10 @@ type Locker struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine of the Locker, its leases and holds
 
+	table driver.Table[*hold] // this Locker's holds
+
 	mu     sync.Mutex
-	closed bool
-	shared *lease             // the session of renewed locks with the default TTL
-	held   map[string][]*hold // this Locker's holds, by key, oldest first
+	shared *lease // the session of renewed locks with the default TTL
 }
 
 var (
@@ -69,11 +69,10 @@ func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 		return nil, errNoFair
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel, held: map[string][]*hold{}}, nil
+	l := &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel}
+	l.table.Init(o.Logger, func(h *hold) { close(h.stop) })
+	return l, nil
 }
-
-// errReleasedByClose is the Err of a hold that Close released.
-var errReleasedByClose = fmt.Errorf("%w: released by Close: %w", dlock.ErrNotHeld, dlock.ErrClosed)
 
 var errNoFair = fmt.Errorf("%w: etcdlock has no fair mode (WithFair(true))", dlock.ErrInvalidOption)
 
@@ -121,27 +120,9 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 // came in a context is released only with that owner in ctx. See
 // [dlock.Locker.Unlock].
 func (l *Locker) Unlock(ctx context.Context, key string) error {
-	owner, ok := dlock.OwnerFrom(ctx)
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
-	}
-	var h *hold
-	hs := l.held[key]
-	for i := len(hs) - 1; i >= 0 && h == nil; i-- {
-		if hs[i].owner == owner {
-			h = hs[i]
-		}
-	}
-	for i := len(hs) - 1; i >= 0 && h == nil && !ok; i-- {
-		if hs[i].ownerByOption { // a key has one owner at a time
-			h = hs[i]
-		}
-	}
-	l.mu.Unlock()
-	if h == nil {
-		return &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
+	h, err := l.table.Find(ctx, key)
+	if err != nil {
+		return err
 	}
 	return h.Unlock(ctx)
 }
@@ -151,15 +132,13 @@ func (l *Locker) Unlock(ctx context.Context, key string) error {
 // ErrClosed. Waiting Lock calls return at once. Calling Close again returns
 // ErrClosed.
 func (l *Locker) Close() error {
+	// Closed under l.mu, where sharedLease starts the session: a session
+	// started before is revoked here, and none starts after.
 	l.mu.Lock()
-	if l.closed {
+	hs, ok := l.table.Close()
+	if !ok {
 		l.mu.Unlock()
 		return dlock.ErrClosed
-	}
-	l.closed = true
-	var hs []*hold
-	for _, s := range l.held {
-		hs = append(hs, s...)
 	}
 	shared := l.shared
 	l.shared = nil
@@ -170,10 +149,7 @@ func (l *Locker) Close() error {
 	defer cancel()
 	var err error
 	for _, h := range hs {
-		if e := h.endedErr(); e != nil {
-			continue
-		}
-		if e := h.release(ctx, errReleasedByClose); e != nil && !errors.Is(e, dlock.ErrNotHeld) {
+		if e := h.release(ctx, driver.ErrReleasedByClose); e != nil && !errors.Is(e, dlock.ErrNotHeld) {
 			err = errors.Join(err, e)
 		}
 	}
@@ -191,7 +167,7 @@ func (l *Locker) Close() error {
 func (l *Locker) sharedLease(ctx context.Context) (*lease, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
+	if l.table.Closed() {
 		return nil, dlock.ErrClosed
 	}
 	if l.shared != nil && !l.shared.lost() {
@@ -206,40 +182,6 @@ func (l *Locker) sharedLease(ctx context.Context) (*lease, error) {
 	return ls, nil
 }
 
-// holdsOwnerless reports whether the Locker holds key without owner.
-func (l *Locker) holdsOwnerless(key string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, h := range l.held[key] {
-		if h.owner == "" {
-			return true
-		}
-	}
-	return false
-}
-
-// register adds h to the held table, or reports that the Locker closed.
-func (l *Locker) register(h *hold) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.held[h.key] = append(l.held[h.key], h)
-	return true
-}
-
-func (l *Locker) unregister(h *hold) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	hs := slices.DeleteFunc(l.held[h.key], func(x *hold) bool { return x == h })
-	if len(hs) == 0 {
-		delete(l.held, h.key)
-	} else {
-		l.held[h.key] = hs
-	}
-}
-
 // call is one acquisition: its resolved options and state.
 type call struct {
 	key, owner    string
@@ -249,9 +191,6 @@ type call struct {
 }
 
 func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dlock.Option) (_ dlock.Lock, err error) {
-	if l.isClosed() {
-		return nil, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
-	}
 	if err := driver.CheckKey(key); err != nil {
 		return nil, &dlock.KeyError{Key: key, Err: err}
 	}
@@ -266,9 +205,15 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 		return nil, &dlock.KeyError{Key: key, Err: errNoFair}
 	}
 	c := call{key: key, owner: o.OwnerIn(ctx), ownerByOption: o.Owner != "", opts: o, renew: o.AutoRenew}
-	if c.owner == "" && l.holdsOwnerless(key) {
-		return nil, &dlock.KeyError{Key: key, Err: dlock.ErrAlreadyHeld}
+	h := newHold(l, c)
+	if err := l.table.Reserve(h, false); err != nil {
+		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			l.table.Remove(h)
+		}
+	}()
 	if o.Waiting && o.Wait == 0 {
 		wait = false
 	}
@@ -324,9 +269,9 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 		limit = t.C
 	}
 	for {
-		h, seen, err := l.attempt(ctx, c, ls)
+		held, seen, err := l.attempt(ctx, c, h, ls)
 		switch {
-		case h != nil:
+		case held:
 			return h, nil
 		case err != nil && ls != nil && ls.lost():
 			return nil, &dlock.NotAcquiredError{Key: key, Err: ls.err}
@@ -377,12 +322,6 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 	}
 }
 
-func (l *Locker) isClosed() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.closed
-}
-
 // busy describes a lock held by someone else, as one attempt saw it.
 type busy struct {
 	rev   int64            // the revision of the read
@@ -404,7 +343,8 @@ func (l *Locker) notAcquired(ctx context.Context, c call, b busy, cause error) e
 }
 
 // attempt makes one attempt at c.key with lease ls (nil for a pinned lease,
-// granted here). It returns the new hold, or what it saw of the holder.
+// granted here). It reports whether it acquired, and then makes the
+// pending hold h held; else it returns what it saw of the holder.
 //
 // The holds of a key are the keys of its range (see Prefix), one per
 // acquisition, each with its owner id as value and attached to the lease
@@ -412,11 +352,11 @@ func (l *Locker) notAcquired(ctx context.Context, c call, b busy, cause error) e
 // owner may add a hold when every hold in the range is its own. The write
 // is a transaction whose condition says the range has not changed since it
 // was read, so two writers never both succeed on what they each saw.
-func (l *Locker) attempt(ctx context.Context, c call, ls *lease) (*hold, busy, error) {
+func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool, busy, error) {
 	if ls == nil {
 		var err error
 		if ls, err = newLease(ctx, l.cli, c.opts.TTL, false, &l.wg); err != nil {
-			return nil, busy{}, fmt.Errorf("grant a lease: %w", err)
+			return false, busy{}, fmt.Errorf("grant a lease: %w", err)
 		}
 	}
 	pinnedFail := func() {
@@ -451,18 +391,19 @@ func (l *Locker) attempt(ctx context.Context, c call, ls *lease) (*hold, busy, e
 				cancel()
 			}
 			pinnedFail()
-			return nil, busy{}, err
+			return false, busy{}, err
 		}
 		if resp.Succeeded {
-			h := newHold(l, c, token, name, resp.Header.Revision, ls)
-			if !l.register(h) {
-				rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-				h.release(rctx, errReleasedByClose)
+			h.token, h.name, h.rev, h.lease = token, name, resp.Header.Revision, ls
+			if err := l.table.Add(h); err != nil { // closed: give it back
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+				l.cli.Delete(rctx, name)
 				cancel()
-				return nil, busy{}, dlock.ErrClosed
+				pinnedFail()
+				return false, busy{}, err
 			}
 			l.wg.Go(h.watch)
-			return h, busy{}, nil
+			return true, busy{}, nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		b = busy{rev: resp.Header.Revision}
@@ -471,13 +412,13 @@ func (l *Locker) attempt(ctx context.Context, c call, ls *lease) (*hold, busy, e
 		}
 		if len(kvs) > 0 && (c.owner == "" || slices.ContainsFunc(kvs, func(kv *mvccpb.KeyValue) bool { return string(kv.Value) != c.owner })) {
 			pinnedFail()
-			return nil, b, nil
+			return false, b, nil
 		}
 		// Free, or held by our owner alone: write if nothing changed since.
 		cmp = clientv3.Compare(clientv3.ModRevision(p), "<", b.rev+1).WithRange(end)
 	}
 	pinnedFail()
-	return nil, b, nil
+	return false, b, nil
 }
 
 // deleteLater deletes, in the background, the etcd key name that an
