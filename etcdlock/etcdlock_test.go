@@ -48,7 +48,7 @@ func TestTTLBelowASecond(t *testing.T) {
 func leaseOf(t *testing.T, cli *clientv3.Client, l *etcdlock.Locker, lk dlock.Lock) time.Duration {
 	t.Helper()
 	ctx := context.Background()
-	resp, err := cli.Get(ctx, l.Prefix(lk.Key())+lk.Token())
+	resp, err := cli.Get(ctx, l.RangeOf(lk.Key())+lk.Token())
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("get the hold of %q: %v, %d keys", lk.Key(), err, len(resp.Kvs))
 	}
@@ -90,7 +90,7 @@ func TestKeyLayout(t *testing.T) {
 	cli := client(t)
 	l := newLocker(t, cli, dlock.WithPrefix("app"))
 	ctx := context.Background()
-	if got, want := l.Prefix("order/42%"), "app/lock/order%2F42%25/"; got != want {
+	if got, want := l.RangeOf("order/42%"), "app/lock/order%2F42%25/"; got != want {
 		t.Errorf("Prefix = %q, want %q", got, want)
 	}
 	inner, err := l.TryLock(ctx, "a/b")
@@ -144,7 +144,7 @@ func TestSessions(t *testing.T) {
 	l := newLocker(t, cli, dlock.WithTTL(5*time.Second))
 	ctx := context.Background()
 	lease := func(lk dlock.Lock) int64 {
-		resp, err := cli.Get(ctx, l.Prefix(lk.Key())+lk.Token())
+		resp, err := cli.Get(ctx, l.RangeOf(lk.Key())+lk.Token())
 		if err != nil || len(resp.Kvs) != 1 {
 			t.Fatalf("get %q: %v", lk.Key(), err)
 		}

@@ -16,3 +16,6 @@ func Glob(pattern, s string) (bool, error) {
 func LeaseDeadline(lk interface{ Key() string }) time.Time {
 	return lk.(*hold).currentLease().localDeadline()
 }
+
+// RangeOf is the etcd key range of key's holds.
+func (l *Locker) RangeOf(key string) string { return l.rangeOf(key) }

@@ -101,7 +101,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
 	if err := driver.CheckKey(key); err != nil {
 		return dlock.Info{}, &dlock.KeyError{Key: key, Err: err}
 	}
-	p := l.Prefix(key)
+	p := l.rangeOf(key)
 	resp, err := l.cli.Get(ctx, p, clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(inspectLimit))
 	if err != nil {
@@ -256,7 +256,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 	if err := driver.CheckKey(key); err != nil {
 		return dlock.Info{}, &dlock.KeyError{Key: key, Err: err}
 	}
-	p := l.Prefix(key)
+	p := l.rangeOf(key)
 	end := clientv3.GetPrefixRangeEnd(p)
 	for range maxRaces {
 		resp, err := l.cli.Get(ctx, p, clientv3.WithRange(end),

@@ -82,7 +82,7 @@ func TestInspectNoLease(t *testing.T) {
 	ctx := context.Background()
 	cli := client(t)
 	l := newLocker(t, cli, dlock.WithPrefix("inspect-nolease"))
-	if _, err := cli.Put(ctx, l.Prefix("forever")+"sometoken", ""); err != nil {
+	if _, err := cli.Put(ctx, l.RangeOf("forever")+"sometoken", ""); err != nil {
 		t.Fatal(err)
 	}
 	info, err := l.Inspect(ctx, "forever")
@@ -187,10 +187,10 @@ func TestListPages(t *testing.T) {
 	const owned, plain = 700, 600
 	var names []string
 	for i := range owned {
-		names = append(names, l.Prefix("big")+fmt.Sprintf("tok%04d", i))
+		names = append(names, l.RangeOf("big")+fmt.Sprintf("tok%04d", i))
 	}
 	for i := range plain {
-		names = append(names, l.Prefix(fmt.Sprintf("k%04d", i))+"tok")
+		names = append(names, l.RangeOf(fmt.Sprintf("k%04d", i))+"tok")
 	}
 	var (
 		wg   sync.WaitGroup

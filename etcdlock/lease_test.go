@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -261,4 +262,62 @@ func TestStalledLeaseNotKeptAlive(t *testing.T) {
 		t.Fatalf("another Locker: %v (the lost lease is still kept alive)", err)
 	}
 	lb.Unlock(ctx)
+}
+
+// WithNotify(false) makes a waiter poll: it opens no watch, so a release
+// does not wake it, and it gets the lock only at its next attempt.
+func TestNotifyOffPolls(t *testing.T) {
+	ctx := context.Background()
+	holder := newLocker(t, client(t))
+	for _, notify := range []bool{true, false} {
+		var f faults
+		attempted := make(chan struct{}, 1)
+		txn := func(method string, call func() error) error {
+			err := call()
+			if method == "/etcdserverpb.KV/Txn" {
+				select {
+				case attempted <- struct{}{}:
+				default:
+				}
+			}
+			return err
+		}
+		f.unary.Store(&txn)
+		var watches atomic.Int32
+		sent := func(method string) {
+			if method == "/etcdserverpb.Watch/Watch" {
+				watches.Add(1)
+			}
+		}
+		f.sent.Store(&sent)
+		waiter := newLocker(t, f.client(t))
+		key := fmt.Sprintf("%s-%v", t.Name(), notify)
+		lk, err := holder.TryLock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			lk  dlock.Lock
+			err error
+		}
+		res := make(chan result, 1)
+		go func() {
+			w, err := waiter.Lock(ctx, key, dlock.WithNotify(notify), dlock.WithRetry(dlock.FixedInterval(time.Hour)), dlock.WithWait(time.Second))
+			res <- result{w, err}
+		}()
+		<-attempted // the waiter found the lock busy
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := <-res
+		switch {
+		case notify && (r.err != nil || watches.Load() == 0):
+			t.Fatalf("with notify: Lock = %v after %d watch requests; want the lock, woken by a watch", r.err, watches.Load())
+		case !notify && (!errors.Is(r.err, dlock.ErrNotAcquired) || watches.Load() != 0):
+			t.Fatalf("without notify: Lock = %v after %d watch requests; want no watch, and ErrNotAcquired when the wait ends before the next poll", r.err, watches.Load())
+		}
+		if r.lk != nil {
+			r.lk.Unlock(ctx)
+		}
+	}
 }

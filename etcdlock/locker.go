@@ -85,10 +85,10 @@ func wholeSeconds(ttl time.Duration) (time.Duration, error) {
 	return (ttl + time.Second - 1).Truncate(time.Second), nil
 }
 
-// Prefix is the etcd key range of key's holds: "<prefix>/lock/<key>/",
+// rangeOf is the etcd key range of key's holds: "<prefix>/lock/<key>/",
 // where '%' and '/' in key are written %25 and %2F so that no key's range
 // holds another's ("a/b" would otherwise live inside "a"'s range).
-func (l *Locker) Prefix(key string) string {
+func (l *Locker) rangeOf(key string) string {
 	return l.opts.Prefix + "/lock/" + escape(key) + "/"
 }
 
@@ -109,7 +109,8 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 // lock ends (then the error matches ErrNotAcquired and ErrLeaseExpired).
 // Waiters watch the key's range in etcd and try again when a hold is
 // deleted; the retry strategy only paces a fallback attempt in case a watch
-// event is missed. Waiters are not served in order.
+// event is missed. With dlock.WithNotify(false) they open no watch and
+// poll at the retry strategy's pace. Waiters are not served in order.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
 	return l.acquire(ctx, key, true, opts)
 }
@@ -289,8 +290,8 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 		if !wait {
 			return nil, l.notAcquired(ctx, c, b, nil)
 		}
-		if watch == nil && b.rev > 0 {
-			p := l.Prefix(key)
+		if watch == nil && b.rev > 0 && o.Notify {
+			p := l.rangeOf(key)
 			watch = l.cli.Watch(wctx, p, clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)), clientv3.WithRev(b.rev+1), clientv3.WithFilterPut())
 		}
 		d, ok := retry.Next()
@@ -366,7 +367,7 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 			cancel()
 		}
 	}
-	p := l.Prefix(c.key)
+	p := l.rangeOf(c.key)
 	end := clientv3.GetPrefixRangeEnd(p)
 	token := driver.NewToken()
 	name := p + token

@@ -104,8 +104,8 @@ func TestConformance(t *testing.T) {
 			defer l.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if _, err := cli.Delete(ctx, l.Prefix(key), clientv3.WithPrefix()); err != nil {
-				t.Fatalf("delete %q: %v", l.Prefix(key), err)
+			if _, err := cli.Delete(ctx, l.RangeOf(key), clientv3.WithPrefix()); err != nil {
+				t.Fatalf("delete %q: %v", l.RangeOf(key), err)
 			}
 		},
 		MinTTL: time.Second,

@@ -110,7 +110,6 @@ func TestEtcdRunExitCodes(t *testing.T) {
 // A fractional --ttl is rounded up to whole seconds, as the driver does.
 func TestEtcdRunRoundsTTLUp(t *testing.T) {
 	ctx := context.Background()
-	l := newEtcdLocker(t)
 	cli := etcdSrv.Client(t)
 	dir := t.TempDir()
 	res := make(chan result, 1)
@@ -119,7 +118,7 @@ func TestEtcdRunRoundsTTLUp(t *testing.T) {
 			`touch "$1/ready"; while [ ! -e "$1/stop" ]; do sleep 0.05; done`, "sh", dir))
 	}()
 	waitFor(t, 20*time.Second, "CMD to start", func() bool { _, err := os.Stat(filepath.Join(dir, "ready")); return err == nil })
-	resp, err := cli.Get(ctx, l.Prefix("round"), clientv3.WithPrefix())
+	resp, err := cli.Get(ctx, "dlock/lock/round/", clientv3.WithPrefix()) // the layout etcdlock documents
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("the hold of round: %v, %d keys", err, len(resp.Kvs))
 	}
@@ -153,7 +152,7 @@ func TestEtcdRunLostLock(t *testing.T) {
 			`trap 'exit 0' TERM; touch "$1"; while :; do sleep 0.05; done`, "sh", ready))
 	}()
 	waitFor(t, 20*time.Second, "CMD to start", func() bool { _, err := os.Stat(ready); return err == nil })
-	del, err := cli.Delete(ctx, l.Prefix("lost"), clientv3.WithPrefix())
+	del, err := cli.Delete(ctx, "dlock/lock/lost/", clientv3.WithPrefix())
 	if err != nil || del.Deleted != 1 {
 		t.Fatalf("delete the hold: %v, %d deleted", err, del.Deleted)
 	}
