@@ -191,21 +191,30 @@ type call struct {
 	renew         bool
 }
 
-func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dlock.Option) (_ dlock.Lock, err error) {
+// newCall validates one acquisition of key and resolves its options.
+func (l *Locker) newCall(ctx context.Context, key string, opts []dlock.Option) (call, error) {
 	if err := driver.CheckKey(key); err != nil {
-		return nil, &dlock.KeyError{Key: key, Err: err}
+		return call{}, &dlock.KeyError{Key: key, Err: err}
 	}
 	o, err := l.opts.Apply(opts...)
 	if err != nil {
-		return nil, &dlock.KeyError{Key: key, Err: err}
+		return call{}, &dlock.KeyError{Key: key, Err: err}
 	}
 	if o.TTL, err = wholeSeconds(o.TTL); err != nil {
-		return nil, &dlock.KeyError{Key: key, Err: err}
+		return call{}, &dlock.KeyError{Key: key, Err: err}
 	}
 	if o.Fair {
-		return nil, &dlock.KeyError{Key: key, Err: errNoFair}
+		return call{}, &dlock.KeyError{Key: key, Err: errNoFair}
 	}
-	c := call{key: key, owner: o.OwnerIn(ctx), ownerByOption: o.Owner != "", opts: o, renew: o.AutoRenew}
+	return call{key: key, owner: o.OwnerIn(ctx), ownerByOption: o.Owner != "", opts: o, renew: o.AutoRenew}, nil
+}
+
+// acquire is TryLock (wait false) and Lock.
+func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dlock.Option) (_ dlock.Lock, err error) {
+	c, err := l.newCall(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
 	h := newHold(l, c)
 	if err := l.table.Reserve(h, false); err != nil {
 		return nil, err
@@ -215,59 +224,77 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 			l.table.Remove(h)
 		}
 	}()
-	if o.Waiting && o.Wait == 0 {
-		wait = false
-	}
 
 	// Close ends every call in flight.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(l.ctx, func() { cancel(dlock.ErrClosed) })
-	defer stop()
+	defer context.AfterFunc(l.ctx, func() { cancel(dlock.ErrClosed) })()
 	defer func() {
 		if err != nil && errors.Is(context.Cause(ctx), dlock.ErrClosed) {
 			err = &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
 		}
 	}()
 
-	// A renewed lock needs its session before the first attempt; a pinned
-	// lease is granted at each attempt, since its time runs from the grant.
-	var ls *lease
-	if c.renew {
-		if o.TTL == l.opts.TTL {
-			ls, err = l.sharedLease(ctx)
-		} else {
-			ls, err = newLease(ctx, l.cli, o.TTL, true, &l.wg)
-		}
-		if err != nil {
-			return nil, &dlock.KeyError{Op: "lock", Key: key, Err: fmt.Errorf("start a session: %w", err)}
-		}
-		// A waiter whose session ended must not wait on (etcd-io/etcd#19597).
-		stopLs := context.AfterFunc(ls.ctx, func() { cancel(context.Cause(ls.ctx)) })
-		defer stopLs()
-		if !ls.shared {
-			defer func() {
-				if err != nil {
-					rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
-					ls.close(rctx)
-					rcancel()
-				}
-			}()
-		}
+	ls, done, err := l.session(ctx, c, cancel)
+	if err != nil {
+		return nil, err
 	}
+	defer func() { done(err == nil) }()
+	if c.opts.Waiting && c.opts.Wait == 0 {
+		wait = false
+	}
+	return l.attempts(ctx, c, h, ls, wait)
+}
 
+// session returns the lease a renewed lock is written with, started before
+// the first attempt; a pinned lease is granted at each attempt instead,
+// since its time runs from the grant (ls is then nil). The call's context
+// is cancelled when the session ends: a waiter whose session ended must
+// not wait on (etcd-io/etcd#19597). The caller calls done when the call
+// returns, saying whether it acquired; a session of the call's own is
+// revoked when it did not.
+func (l *Locker) session(ctx context.Context, c call, cancel context.CancelCauseFunc) (ls *lease, done func(acquired bool), err error) {
+	if !c.renew {
+		return nil, func(bool) {}, nil
+	}
+	if c.opts.TTL == l.opts.TTL {
+		ls, err = l.sharedLease(ctx)
+	} else {
+		ls, err = newLease(ctx, l.cli, c.opts.TTL, true, &l.wg)
+	}
+	if err != nil {
+		return nil, nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: fmt.Errorf("start a session: %w", err)}
+	}
+	stop := context.AfterFunc(ls.ctx, func() { cancel(context.Cause(ls.ctx)) })
+	return ls, func(acquired bool) {
+		stop()
+		if !acquired && !ls.shared {
+			rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
+			ls.close(rctx)
+			rcancel()
+		}
+	}, nil
+}
+
+// attempts makes the call's attempts: one, or (wait) as many as its wait
+// allows, each after a release the watch reports or the retry delay.
+func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait bool) (dlock.Lock, error) {
 	var (
-		watch clientv3.WatchChan
-		limit <-chan time.Time
-		retry = o.Retry.Start()
-		b     busy
+		watch  clientv3.WatchChan
+		limit  <-chan time.Time
+		lsDone <-chan struct{}
+		retry  = c.opts.Retry.Start()
+		b      busy
 	)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	if o.Waiting {
-		t := time.NewTimer(o.Wait)
+	if c.opts.Waiting {
+		t := time.NewTimer(c.opts.Wait)
 		defer t.Stop()
 		limit = t.C
+	}
+	if ls != nil {
+		lsDone = ls.done
 	}
 	for {
 		held, seen, err := l.attempt(ctx, c, h, ls)
@@ -275,32 +302,28 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 		case held:
 			return h, nil
 		case err != nil && ls != nil && ls.lost():
-			return nil, &dlock.NotAcquiredError{Key: key, Err: ls.err}
+			return nil, &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
 		case err != nil && ctx.Err() != nil:
 			return nil, l.notAcquired(context.WithoutCancel(ctx), c, b, context.Cause(ctx))
 		case err != nil && !wait:
-			return nil, &dlock.KeyError{Key: key, Err: err}
+			return nil, &dlock.KeyError{Key: c.key, Err: err}
 		case err != nil:
 			// A waiter rides out a failed round trip (a leader election,
 			// a reconnection) and tries again after the retry delay.
-			l.opts.Logger.Debug("attempt failed, waiting on", "key", key, "err", err)
+			l.opts.Logger.Debug("attempt failed, waiting on", "key", c.key, "err", err)
 		default:
 			b = seen
 		}
 		if !wait {
 			return nil, l.notAcquired(ctx, c, b, nil)
 		}
-		if watch == nil && b.rev > 0 && o.Notify {
-			p := l.rangeOf(key)
+		if watch == nil && b.rev > 0 && c.opts.Notify {
+			p := l.rangeOf(c.key)
 			watch = l.cli.Watch(wctx, p, clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)), clientv3.WithRev(b.rev+1), clientv3.WithFilterPut())
 		}
 		d, ok := retry.Next()
 		if !ok {
 			return nil, l.notAcquired(ctx, c, b, nil)
-		}
-		var lsDone <-chan struct{}
-		if ls != nil {
-			lsDone = ls.done
 		}
 		t := time.NewTimer(d)
 		select {
@@ -312,7 +335,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 			return nil, l.notAcquired(ctx, c, b, nil)
 		case <-lsDone:
 			t.Stop()
-			return nil, &dlock.NotAcquiredError{Key: key, Err: ls.err}
+			return nil, &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
 		case _, ok := <-watch:
 			t.Stop()
 			if !ok {
