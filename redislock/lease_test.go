@@ -222,7 +222,7 @@ func TestRenewalRacingRefresh(t *testing.T) {
 	eventually(t, 5*time.Second, "the renewal's reply is filed", func() bool {
 		l.watchdog.mu.Lock()
 		defer l.watchdog.mu.Unlock()
-		return !lk.(*lock).inflight
+		return !lk.(*lock).sched.inflight
 	})
 	if d := lk.(*lock).leaseDeadline(); d.After(sent.Add(short)) {
 		t.Fatalf("local deadline %v after Refresh(%v): the older renewal put a longer lease back", d.Sub(sent), short)

@@ -58,19 +58,7 @@ type lock struct {
 	unlockMu sync.Mutex // serialises Unlock, so that a second Unlock sees the first
 	unknown  bool       // a release was sent whose outcome is unknown; under unlockMu
 
-	// Guarded by l.watchdog.mu: the lease and the watchdog's schedule.
-	ttl       time.Duration
-	renew     bool
-	deadline  time.Time // local lease deadline, on the monotonic clock
-	due       time.Time // next time the watchdog looks at this lock
-	index     int       // in the watchdog's heap; -1 when not there
-	inflight  bool      // a renewal is on the wire
-	renewNow  bool      // the lease is a waiter's short grant: renew it early
-	renewArgs []any     // the renewal command, for renewTTL
-	renewTTL  time.Duration
-	lastErr   error  // why the last renewal failed
-	gen       uint64 // the lease's generation: Refresh starts a new one
-	releasing bool   // Unlock began: renewal stops, and the handle ends as released at its deadline
+	sched schedule // the lease, as the watchdog keeps it
 }
 
 var _ dlock.Lock = (*lock)(nil)
@@ -81,7 +69,7 @@ var _ dlock.Lock = (*lock)(nil)
 var drift = driver.Drift{Divisor: 100, Floor: 2 * time.Millisecond}
 
 func (lk *lock) setDeadline(sent time.Time, ttl time.Duration) {
-	lk.deadline = drift.Deadline(sent, ttl)
+	lk.sched.deadline = drift.Deadline(sent, ttl)
 }
 
 // leaseKeys are the keys of refresh.lua and ttl.lua: the lock and its holds.

@@ -171,7 +171,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 		return nil, o, &dlock.KeyError{Key: key, Err: err}
 	}
 	lk := l.newLock(key, k, driver.NewToken(), o.OwnerIn(ctx), o.Owner != "", o.TTL)
-	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
+	lk.sched.renew, lk.fenced = o.AutoRenew, o.Fencing
 	if err := l.table.Reserve(lk, wait); err != nil {
 		return nil, o, err
 	}
@@ -179,7 +179,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 }
 
 func (l *Locker) newLock(key string, k keys, token, owner string, byOption bool, ttl time.Duration) *lock {
-	lk := &lock{l: l, keys: k, token: token, ttl: ttl, index: -1}
+	lk := &lock{l: l, keys: k, token: token, sched: schedule{ttl: ttl, index: -1}}
 	lk.Init(key, owner, byOption)
 	for i, s := range k.list() {
 		lk.keyArgs[i] = s
@@ -201,7 +201,7 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 	}
 	l.watchdog.add(lk)
 	if l.log.Enabled(context.Background(), slog.LevelDebug) {
-		l.log.Debug("acquired", "key", lk.Key(), "fence", lk.fence, "ttl", lk.ttl)
+		l.log.Debug("acquired", "key", lk.Key(), "fence", lk.fence, "ttl", lk.sched.ttl)
 	}
 	return lk, nil
 }
@@ -215,8 +215,8 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
 	sent := time.Now()
 	ttl := l.ttlArg
-	if lk.ttl != l.opts.TTL {
-		ttl = lk.ttl.Milliseconds()
+	if lk.sched.ttl != l.opts.TTL {
+		ttl = lk.sched.ttl.Milliseconds()
 	}
 	var r int64
 	switch {
@@ -255,7 +255,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 		return false, time.Duration(-1-r) * time.Millisecond, nil
 	}
 	lk.fence = uint64(r)
-	lk.setDeadline(sent, lk.ttl)
+	lk.setDeadline(sent, lk.sched.ttl)
 	return true, 0, nil
 }
 

@@ -12,6 +12,25 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// schedule is a held lock's lease as the watchdog keeps it: its local
+// deadline and the watchdog's plan for renewing it. It belongs to the
+// watchdog, which guards it with its mutex; a lock carries its own so
+// that scheduling one costs no allocation.
+type schedule struct {
+	ttl       time.Duration
+	renew     bool
+	deadline  time.Time // local lease deadline, on the monotonic clock
+	due       time.Time // next time the watchdog looks at this lock
+	index     int       // in the watchdog's heap; -1 when not there
+	inflight  bool      // a renewal is on the wire
+	renewNow  bool      // the lease is a waiter's short grant: renew it early
+	renewArgs []any     // the renewal command, for renewTTL
+	renewTTL  time.Duration
+	lastErr   error  // why the last renewal failed
+	gen       uint64 // the lease's generation: Refresh starts a new one
+	releasing bool   // Unlock began: renewal stops, and the handle ends as released at its deadline
+}
+
 // The watchdog. One per Locker keeps every held lock in a heap ordered by
 // the next moment it needs attention:
 //
@@ -73,10 +92,10 @@ func signal(c chan struct{}) {
 // nextDue is when the scheduler must next look at lk: its renewal time, or
 // its deadline.
 func nextDue(lk *lock, leaseStart time.Time) time.Time {
-	if lk.renew {
-		return leaseStart.Add(lk.ttl / 3)
+	if lk.sched.renew {
+		return leaseStart.Add(lk.sched.ttl / 3)
 	}
-	return lk.deadline
+	return lk.sched.deadline
 }
 
 // add starts watching a lock that was just acquired.
@@ -94,16 +113,16 @@ func (s *watchdog) add(lk *lock) {
 		go s.schedule()
 		go s.renewLoop()
 	}
-	if lk.renewNow {
+	if lk.sched.renewNow {
 		// a waiter's grant: renew when a third of what is left of it has
 		// passed, as any lease (a holder that releases sooner never does)
 		now := time.Now()
-		lk.due = now.Add(lk.deadline.Sub(now) / 3)
+		lk.sched.due = now.Add(lk.sched.deadline.Sub(now) / 3)
 	} else {
-		lk.due = nextDue(lk, lk.deadline.Add(-lk.ttl+drift.Of(lk.ttl)))
+		lk.sched.due = nextDue(lk, lk.sched.deadline.Add(-lk.sched.ttl+drift.Of(lk.sched.ttl)))
 	}
 	heap.Push(&s.locks, lk)
-	s.arm(lk.due)
+	s.arm(lk.sched.due)
 }
 
 // arm makes the scheduler look at the heap no later than t. It resets the
@@ -121,8 +140,8 @@ func (s *watchdog) arm(t time.Time) {
 func (s *watchdog) remove(lk *lock) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if lk.index >= 0 && lk.index < len(s.locks) && s.locks[lk.index] == lk {
-		heap.Remove(&s.locks, lk.index)
+	if lk.sched.index >= 0 && lk.sched.index < len(s.locks) && s.locks[lk.sched.index] == lk {
+		heap.Remove(&s.locks, lk.sched.index)
 	}
 }
 
@@ -130,7 +149,7 @@ func (s *watchdog) remove(lk *lock) {
 func (s *watchdog) deadline(lk *lock) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return lk.deadline
+	return lk.sched.deadline
 }
 
 // refreshed records a lease of ttl that Refresh asked for at time sent,
@@ -141,26 +160,26 @@ func (s *watchdog) deadline(lk *lock) time.Time {
 func (s *watchdog) refreshed(lk *lock, sent time.Time, ttl time.Duration, applied bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lk.gen++
-	lk.ttl = ttl
-	old := lk.deadline
+	lk.sched.gen++
+	lk.sched.ttl = ttl
+	old := lk.sched.deadline
 	lk.setDeadline(sent, ttl)
-	if !applied && old.Before(lk.deadline) {
-		lk.deadline = old
+	if !applied && old.Before(lk.sched.deadline) {
+		lk.sched.deadline = old
 	}
-	if lk.index < 0 {
+	if lk.sched.index < 0 {
 		return
 	}
 	switch {
-	case !lk.inflight && !lk.releasing:
-		lk.due = nextDue(lk, sent)
-	case lk.due.After(lk.deadline):
-		lk.due = lk.deadline
+	case !lk.sched.inflight && !lk.sched.releasing:
+		lk.sched.due = nextDue(lk, sent)
+	case lk.sched.due.After(lk.sched.deadline):
+		lk.sched.due = lk.sched.deadline
 	default:
 		return
 	}
-	heap.Fix(&s.locks, lk.index)
-	s.arm(lk.due)
+	heap.Fix(&s.locks, lk.sched.index)
+	s.arm(lk.sched.due)
 }
 
 // releasing stops renewing lk, whose Unlock began: a release may delete
@@ -170,14 +189,14 @@ func (s *watchdog) refreshed(lk *lock, sent time.Time, ttl time.Duration, applie
 func (s *watchdog) releasing(lk *lock) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if lk.releasing {
+	if lk.sched.releasing {
 		return
 	}
-	lk.releasing, lk.renew = true, false
-	if lk.index >= 0 && !lk.inflight {
-		lk.due = lk.deadline
-		heap.Fix(&s.locks, lk.index)
-		s.arm(lk.due)
+	lk.sched.releasing, lk.sched.renew = true, false
+	if lk.sched.index >= 0 && !lk.sched.inflight {
+		lk.sched.due = lk.sched.deadline
+		heap.Fix(&s.locks, lk.sched.index)
+		s.arm(lk.sched.due)
 	}
 }
 
@@ -202,18 +221,18 @@ func (s *watchdog) schedule() {
 		for len(s.locks) > 0 {
 			lk := s.locks[0]
 			switch {
-			case !now.Before(lk.deadline):
+			case !now.Before(lk.sched.deadline):
 				heap.Pop(&s.locks)
 				expired = append(expired, lk)
-			case lk.renew && !lk.inflight && !lk.due.After(now.Add(lk.ttl/coalesce)):
+			case lk.sched.renew && !lk.sched.inflight && !lk.sched.due.After(now.Add(lk.sched.ttl/coalesce)):
 				// due now or soon: renewals that fall due together share a
 				// batch
-				lk.inflight = true
-				lk.due = lk.deadline // still watched while on the wire
+				lk.sched.inflight = true
+				lk.sched.due = lk.sched.deadline // still watched while on the wire
 				heap.Fix(&s.locks, 0)
 				s.batch = append(s.batch, lk)
-			case !lk.due.After(now):
-				lk.due = lk.deadline // nothing to send: watch the deadline
+			case !lk.sched.due.After(now):
+				lk.sched.due = lk.sched.deadline // nothing to send: watch the deadline
 				heap.Fix(&s.locks, 0)
 			default:
 				break due
@@ -224,7 +243,7 @@ func (s *watchdog) schedule() {
 		}
 		s.next = time.Time{}
 		if len(s.locks) > 0 {
-			s.arm(s.locks[0].due)
+			s.arm(s.locks[0].sched.due)
 		}
 		s.mu.Unlock()
 		for _, lk := range expired {
@@ -240,7 +259,7 @@ func (s *watchdog) schedule() {
 
 func (s *watchdog) expire(lk *lock) {
 	s.mu.Lock()
-	cause, released := lk.lastErr, lk.releasing
+	cause, released := lk.sched.lastErr, lk.sched.releasing
 	s.mu.Unlock()
 	if released {
 		lk.end(dlock.ErrNotHeld) // a release with unknown outcome: the lease lapsed
@@ -279,15 +298,15 @@ func (s *watchdog) renewLoop() {
 // renew sends one batch of renewals and files the results.
 func (s *watchdog) renew(batch []*lock) {
 	s.mu.Lock()
-	deadline := batch[0].deadline
+	deadline := batch[0].sched.deadline
 	ttls := make([]time.Duration, len(batch))
 	gens := make([]uint64, len(batch))
 	args := make([][]any, len(batch))
 	for i, lk := range batch {
-		ttls[i], gens[i] = lk.ttl, lk.gen
+		ttls[i], gens[i] = lk.sched.ttl, lk.sched.gen
 		args[i] = lk.renewal()
-		if lk.deadline.Before(deadline) {
-			deadline = lk.deadline
+		if lk.sched.deadline.Before(deadline) {
+			deadline = lk.sched.deadline
 		}
 	}
 	s.mu.Unlock()
@@ -316,8 +335,8 @@ func (s *watchdog) renew(batch []*lock) {
 	var lost []*lock
 	s.mu.Lock()
 	for i, lk := range batch {
-		lk.inflight = false
-		if lk.index < 0 {
+		lk.sched.inflight = false
+		if lk.sched.index < 0 {
 			continue // released or lost meanwhile
 		}
 		cerr := err
@@ -326,34 +345,34 @@ func (s *watchdog) renew(batch []*lock) {
 		}
 		switch {
 		case cerr == nil && codes[i] == '1':
-			lk.lastErr = nil
-			if lk.gen == gens[i] {
+			lk.sched.lastErr = nil
+			if lk.sched.gen == gens[i] {
 				lk.setDeadline(sent, ttls[i])
-			} else if d := drift.Deadline(sent, ttls[i]); d.Before(lk.deadline) {
+			} else if d := drift.Deadline(sent, ttls[i]); d.Before(lk.sched.deadline) {
 				// a Refresh came while this renewal was on the wire: Redis
 				// applied the two in an unknown order, so the shorter
 				// lease is the one to count on
-				lk.deadline = d
+				lk.sched.deadline = d
 			}
-			lk.due = sent.Add(ttls[i] / 3)
-			if lk.releasing || lk.deadline.Before(lk.due) {
-				lk.due = lk.deadline
+			lk.sched.due = sent.Add(ttls[i] / 3)
+			if lk.sched.releasing || lk.sched.deadline.Before(lk.sched.due) {
+				lk.sched.due = lk.sched.deadline
 			}
-		case cerr == nil && lk.releasing:
+		case cerr == nil && lk.sched.releasing:
 			// the release deleted the key after this renewal was sent
-			lk.due = lk.deadline
+			lk.sched.due = lk.sched.deadline
 		case cerr == nil:
 			lost = append(lost, lk)
 			continue
 		default:
-			lk.lastErr = cerr
-			lk.due = now.Add(min(max(ttls[i]/20, 10*time.Millisecond), time.Second))
-			if lk.due.After(lk.deadline) {
-				lk.due = lk.deadline
+			lk.sched.lastErr = cerr
+			lk.sched.due = now.Add(min(max(ttls[i]/20, 10*time.Millisecond), time.Second))
+			if lk.sched.due.After(lk.sched.deadline) {
+				lk.sched.due = lk.sched.deadline
 			}
 		}
-		heap.Fix(&s.locks, lk.index)
-		s.arm(lk.due)
+		heap.Fix(&s.locks, lk.sched.index)
+		s.arm(lk.sched.due)
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -409,32 +428,32 @@ func (s *watchdog) pipeline(ctx context.Context, args [][]any) ([]byte, []error,
 // command is not changed while it is on the wire, for a lock has one
 // renewal in flight at a time and its ttl changes only under s.mu.
 func (lk *lock) renewal() []any {
-	if lk.renewArgs == nil || lk.renewTTL != lk.ttl {
-		lk.renewArgs = refreshScript.args(lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.ttl.Milliseconds())
-		lk.renewTTL = lk.ttl
+	if lk.sched.renewArgs == nil || lk.sched.renewTTL != lk.sched.ttl {
+		lk.sched.renewArgs = refreshScript.args(lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.sched.ttl.Milliseconds())
+		lk.sched.renewTTL = lk.sched.ttl
 	}
-	return lk.renewArgs
+	return lk.sched.renewArgs
 }
 
 // lockHeap orders locks by due time.
 type lockHeap []*lock
 
 func (h lockHeap) Len() int           { return len(h) }
-func (h lockHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h lockHeap) Less(i, j int) bool { return h[i].sched.due.Before(h[j].sched.due) }
 func (h lockHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
+	h[i].sched.index, h[j].sched.index = i, j
 }
 func (h *lockHeap) Push(x any) {
 	lk := x.(*lock)
-	lk.index = len(*h)
+	lk.sched.index = len(*h)
 	*h = append(*h, lk)
 }
 func (h *lockHeap) Pop() any {
 	old := *h
 	lk := old[len(old)-1]
 	old[len(old)-1] = nil
-	lk.index = -1
+	lk.sched.index = -1
 	*h = old[:len(old)-1]
 	return lk
 }

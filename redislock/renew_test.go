@@ -153,7 +153,7 @@ func TestServerUnreachable(t *testing.T) {
 func (lk *lock) leaseDeadline() time.Time {
 	lk.l.watchdog.mu.Lock()
 	defer lk.l.watchdog.mu.Unlock()
-	return lk.deadline
+	return lk.sched.deadline
 }
 
 func TestLeaseWithoutWatchdog(t *testing.T) {

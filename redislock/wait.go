@@ -210,7 +210,7 @@ func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.
 	if time.Until(deadline) < claim/2 {
 		return false
 	}
-	lk.fence, lk.deadline, lk.renewNow = g.fence, deadline, true
+	lk.fence, lk.sched.deadline, lk.sched.renewNow = g.fence, deadline, true
 	return true
 }
 
