@@ -1,6 +1,7 @@
 package httplock
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,41 +102,28 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			return
 		}
 		key, err := m.tpl.RequestKey(r)
-		if err == nil {
-			err = driver.CheckKey(key)
-		}
 		if err != nil {
 			m.badKey(w, err)
 			return
 		}
-		ctx := r.Context()
-		if _, ok := dlock.OwnerFrom(ctx); !ok {
-			// Each request is a party of its own: two requests of this
-			// process contend like two processes, and the second waits
-			// (WithWait) instead of failing with ErrAlreadyHeld.
-			ctx = dlock.ContextWithOwner(ctx, driver.NewToken())
-		}
-		lk, err := m.locker.Lock(ctx, key, m.opts...)
-		if err != nil {
+		// Do gives a request without an owner a fresh one: two requests of
+		// this process contend like two processes, and the second waits
+		// (WithWait) instead of failing with ErrAlreadyHeld.
+		served := false
+		err = dlock.Do(r.Context(), m.locker, key, func(ctx context.Context) error {
+			served = true
+			next.ServeHTTP(w, r.WithContext(ctx))
+			return nil
+		}, m.opts...)
+		switch {
+		case !served:
 			m.notAcquired(w, r, err)
-			return
-		}
-		m.serve(w, r.WithContext(ctx), lk, next)
-	})
-}
-
-// serve runs next holding lk, and releases lk when next returns or panics.
-func (m *middleware) serve(w http.ResponseWriter, r *http.Request, lk dlock.Lock, next http.Handler) {
-	ctx, release := dlock.Guard(r.Context(), lk)
-	defer func() {
-		err := release()
-		if errors.Is(err, dlock.ErrLockLost) {
+		case errors.Is(err, dlock.ErrLockLost):
 			m.log.Warn("httplock: lock lost while the handler ran", "err", err)
-		} else if err != nil {
+		case err != nil:
 			m.log.Error("httplock: release failed", "err", err)
 		}
-	}()
-	next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 func (m *middleware) badKey(w http.ResponseWriter, err error) {
