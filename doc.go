@@ -5,7 +5,9 @@
 //
 // The package imports only the standard library. Drivers live beside it:
 // redislock (Redis 7 or later, through a go-redis client) and etcdlock (a
-// module of its own, so that Redis-only programs never pull in gRPC).
+// module of its own, so that Redis-only programs never pull in gRPC). What
+// drivers share, and the contract between them and this package, is in
+// package driver, which users never need.
 //
 // # A lock in a few lines
 //
