@@ -1,0 +1,306 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dlock-go/dlock/etcdlock/etcdtest"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// The faults a schedule draws from.
+const (
+	PauseHolder   = "pause-holder"   // SIGSTOP a holder for twice the TTL, then SIGCONT
+	KillHolder    = "kill-holder"    // SIGKILL a holder, and start the worker again
+	PauseServer   = "pause-server"   // SIGSTOP redis-server for 1.5 TTL, then SIGCONT
+	RestartServer = "restart-server" // kill redis-server and start it again, empty
+	StopMember    = "stop-member"    // stop an etcd member (the leader every other time) for twice the TTL
+)
+
+// Config is one run.
+type Config struct {
+	Backend  string        // "redis", "etcd" or "none"
+	Members  int           // etcd members (default 1)
+	Workers  int           // worker processes (default 4)
+	Duration time.Duration // how long the workers contend
+	TTL      time.Duration // the lease (default 1s)
+	Wait     time.Duration // each Lock call's WithWait (default 2 TTL)
+	Hold     time.Duration // the longest pause between a hold's writes (default 30ms)
+	Seed     uint64
+	Faults   []string // the kinds the schedule draws from; none: no faults
+	Dir      string   // for the servers' data and the histories
+	// Worker is the command line that starts a worker process: a program
+	// whose first act is WorkerMain (the test binary, or faultcheck).
+	Worker []string
+}
+
+func (c *Config) defaults() {
+	if c.Members == 0 {
+		c.Members = 1
+	}
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.TTL == 0 {
+		c.TTL = time.Second
+	}
+	if c.Wait == 0 {
+		c.Wait = 2 * c.TTL
+	}
+	if c.Hold == 0 {
+		c.Hold = 30 * time.Millisecond
+	}
+}
+
+// fault is one fault of a schedule, as it ran.
+type fault struct {
+	Kind   string
+	At     int64 // CLOCK_MONOTONIC when it began
+	End    int64 // when it was undone
+	Target string
+}
+
+// Run starts the servers, the store and the workers, throws the
+// schedule's faults at them for cfg.Duration, and checks the history.
+func Run(cfg Config) (*Report, error) {
+	cfg.defaults()
+	st, err := startStore()
+	if err != nil {
+		return nil, err
+	}
+	defer st.close()
+	env, err := startServers(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer env.close()
+
+	start := now()
+	until := start + int64(cfg.Duration)
+	ws := &workers{cfg: cfg, addrs: env.addrs, store: st.url, until: until, procs: map[int]*exec.Cmd{}}
+	for w := range cfg.Workers {
+		if err := ws.start(w); err != nil {
+			ws.stopAll()
+			return nil, err
+		}
+	}
+	sched := runSchedule(cfg, env, ws, st, until)
+	ws.waitAll(until + int64(cfg.Wait+cfg.TTL+10*time.Second))
+	hist, err := readHistory(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	r := check(cfg, hist, st.history(), sched, ws.kills, ws.pauses)
+	r.Schedule = sched
+	return r, nil
+}
+
+// servers are the lock store's processes (or members).
+type servers struct {
+	addrs []string
+	redis *redistest.Server
+	etcd  *etcdtest.Cluster
+}
+
+func startServers(cfg Config) (*servers, error) {
+	switch cfg.Backend {
+	case "redis":
+		dir := filepath.Join(cfg.Dir, "redis")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		s, err := redistest.New(dir, redistest.Config{})
+		if err != nil {
+			return nil, err
+		}
+		return &servers{addrs: []string{s.Addr()}, redis: s}, nil
+	case "etcd":
+		c, err := etcdtest.New(filepath.Join(cfg.Dir, "etcd"), cfg.Members)
+		if err != nil {
+			return nil, err
+		}
+		return &servers{addrs: c.Endpoints(), etcd: c}, nil
+	case "none":
+		return &servers{}, nil
+	}
+	return nil, fmt.Errorf("faults: unknown backend %q", cfg.Backend)
+}
+
+func (s *servers) close() {
+	if s.redis != nil {
+		s.redis.Close()
+	}
+	if s.etcd != nil {
+		s.etcd.Close()
+	}
+}
+
+// workers are the worker processes, by worker number.
+type workers struct {
+	cfg   Config
+	addrs []string
+	store string
+	until int64
+
+	mu     sync.Mutex
+	procs  map[int]*exec.Cmd
+	incarn map[int]int
+	kills  map[string]int64   // "<worker>.<incarnation>" -> when it was killed
+	pauses map[int][][2]int64 // worker -> its pauses
+}
+
+func (ws *workers) start(w int) error {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.incarn == nil {
+		ws.incarn, ws.kills, ws.pauses = map[int]int{}, map[string]int64{}, map[int][][2]int64{}
+	}
+	cfg := workerConfig{
+		Backend: ws.cfg.Backend, Addrs: ws.addrs, Key: "faults", TTL: ws.cfg.TTL, Wait: ws.cfg.Wait,
+		Hold: ws.cfg.Hold, Store: ws.store, Worker: w, Incarnation: ws.incarn[w], Until: ws.until,
+		Out: filepath.Join(ws.cfg.Dir, fmt.Sprintf("worker-%d.jsonl", w)), Seed: ws.cfg.Seed,
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(ws.cfg.Worker[0], ws.cfg.Worker[1:]...)
+	cmd.Env = append(os.Environ(), workerEnv+"="+string(raw))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("faults: start worker %d: %w", w, err)
+	}
+	ws.procs[w] = cmd
+	return nil
+}
+
+// kill kills worker w and starts it again as its next incarnation.
+func (ws *workers) kill(w int) {
+	ws.mu.Lock()
+	cmd := ws.procs[w]
+	ws.mu.Unlock()
+	cmd.Process.Kill()
+	cmd.Wait()
+	ws.mu.Lock()
+	ws.kills[fmt.Sprintf("%d.%d", w, ws.incarn[w])] = now()
+	ws.incarn[w]++
+	ws.mu.Unlock()
+	if now() < ws.until {
+		ws.start(w)
+	}
+}
+
+// pause stops worker w for d, then lets it go on.
+func (ws *workers) pause(w int, d time.Duration) (int64, int64) {
+	ws.mu.Lock()
+	cmd := ws.procs[w]
+	ws.mu.Unlock()
+	t0 := now()
+	cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(d) // the fault itself: the worker stays stopped this long
+	cmd.Process.Signal(syscall.SIGCONT)
+	t1 := now()
+	ws.mu.Lock()
+	ws.pauses[w] = append(ws.pauses[w], [2]int64{t0, t1})
+	ws.mu.Unlock()
+	return t0, t1
+}
+
+// waitAll waits for the workers to stop by themselves, killing those
+// still running at deadline.
+func (ws *workers) waitAll(deadline int64) {
+	ws.mu.Lock()
+	procs := make([]*exec.Cmd, 0, len(ws.procs))
+	for _, c := range ws.procs {
+		procs = append(procs, c)
+	}
+	ws.mu.Unlock()
+	for _, c := range procs {
+		done := make(chan struct{})
+		go func() { c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Duration(max(deadline-now(), 0))):
+			c.Process.Kill()
+			<-done
+		}
+	}
+}
+
+func (ws *workers) stopAll() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, c := range ws.procs {
+		c.Process.Kill()
+		c.Wait()
+	}
+}
+
+// runSchedule throws faults drawn from cfg.Seed until until: one every
+// one to three TTLs, each undone before the next.
+func runSchedule(cfg Config, env *servers, ws *workers, st *store, until int64) []fault {
+	var sched []fault
+	if len(cfg.Faults) == 0 {
+		time.Sleep(time.Duration(until - now()))
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+	for n := 0; ; n++ {
+		gap := cfg.TTL + time.Duration(rng.Int64N(int64(2*cfg.TTL)))
+		kind := cfg.Faults[rng.IntN(len(cfg.Faults))]
+		if now()+int64(gap+3*cfg.TTL) > until {
+			time.Sleep(time.Duration(max(until-now(), 0)))
+			return sched
+		}
+		time.Sleep(gap) // the quiet time between two faults
+		f := fault{Kind: kind, At: now()}
+		switch kind {
+		case PauseHolder, KillHolder:
+			w := st.holder()
+			if w < 0 {
+				w = rng.IntN(cfg.Workers)
+			}
+			f.Target = fmt.Sprintf("worker %d", w)
+			if kind == PauseHolder {
+				f.At, f.End = ws.pause(w, 2*cfg.TTL)
+			} else {
+				st.forget(w)
+				ws.kill(w)
+				f.End = now()
+			}
+		case PauseServer:
+			f.Target = "redis-server"
+			env.redis.Pause()
+			time.Sleep(cfg.TTL * 3 / 2) // the fault: the server stays stopped
+			env.redis.Resume()
+			f.End = now()
+		case RestartServer:
+			f.Target = "redis-server"
+			env.redis.Restart()
+			f.End = now()
+		case StopMember:
+			i := rng.IntN(env.etcd.Size())
+			if n%2 == 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				if l, err := env.etcd.Leader(ctx); err == nil {
+					i = l
+				}
+				cancel()
+			}
+			f.Target = fmt.Sprintf("etcd member %d", i)
+			env.etcd.Stop(i)
+			time.Sleep(2 * cfg.TTL) // the fault: the member stays down
+			env.etcd.Restart(i)
+			f.End = now()
+		}
+		sched = append(sched, f)
+	}
+}

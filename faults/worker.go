@@ -1,0 +1,186 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/etcdlock"
+	"github.com/dlock-go/dlock/redislock"
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// workerEnv is the environment variable that makes a process a worker: it
+// holds the worker's config as JSON.
+const workerEnv = "DLOCK_FAULTS_WORKER"
+
+// workerConfig is what one worker process is told.
+type workerConfig struct {
+	Backend     string   // "redis", "etcd" or "none" (a lock that excludes nothing)
+	Addrs       []string // the servers
+	Key         string
+	TTL         time.Duration
+	Wait        time.Duration // each Lock call's WithWait
+	Hold        time.Duration // the longest pause between a hold's writes
+	Store       string        // the fenced store's URL
+	Worker      int
+	Incarnation int   // counts the restarts of this worker
+	Until       int64 // CLOCK_MONOTONIC at which to stop
+	Out         string
+	Seed        uint64
+}
+
+// event is one line of a worker's history.
+type event struct {
+	E      string // start, acq, fail, write, done, rel, relok
+	Hold   string // "<worker>.<incarnation>.<seq>"
+	T      int64  // CLOCK_MONOTONIC
+	Fence  uint64 `json:",omitempty"`
+	OK     bool   `json:",omitempty"` // write: accepted
+	Lost   bool   `json:",omitempty"` // done: the hold was lost
+	Busy   bool   `json:",omitempty"` // fail: the lock was busy
+	Err    string `json:",omitempty"`
+	Worker int
+}
+
+// WorkerMain runs a worker when the process was started as one, and
+// reports false otherwise. A test's TestMain and cmd/faultcheck call it
+// first thing.
+func WorkerMain() bool {
+	raw := os.Getenv(workerEnv)
+	if raw == "" {
+		return false
+	}
+	var cfg workerConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "faults worker:", err)
+		os.Exit(2)
+	}
+	if err := runWorker(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "faults worker:", err)
+		os.Exit(1)
+	}
+	return true
+}
+
+// log is a worker's history file, written a line at a time so that a
+// worker killed mid-hold leaves everything before the kill.
+type log struct {
+	mu  sync.Mutex
+	f   *os.File
+	enc *json.Encoder
+	w   int
+}
+
+func (l *log) add(e event) {
+	e.Worker = l.w
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.enc.Encode(e) // one write(2) per line: the file is unbuffered
+}
+
+func runWorker(cfg workerConfig) error {
+	f, err := os.OpenFile(cfg.Out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	hist := &log{f: f, enc: json.NewEncoder(f), w: cfg.Worker}
+	locker, closeLocker, err := newLocker(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeLocker()
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Worker)<<32|uint64(cfg.Incarnation)))
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for seq := 0; now() < cfg.Until; seq++ {
+		id := fmt.Sprintf("%d.%d.%d", cfg.Worker, cfg.Incarnation, seq)
+		hist.add(event{E: "start", Hold: id, T: now()})
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.Wait+cfg.TTL+5*time.Second)
+		lk, err := locker.Lock(ctx, cfg.Key, dlock.WithFencing(true), dlock.WithWait(cfg.Wait))
+		if err != nil {
+			cancel()
+			busy := errors.Is(err, dlock.ErrNotAcquired)
+			hist.add(event{E: "fail", Hold: id, T: now(), Busy: busy, Err: err.Error()})
+			if !busy {
+				time.Sleep(20 * time.Millisecond) // the server is down: pace the retries
+			}
+			continue
+		}
+		hist.add(event{E: "acq", Hold: id, T: now(), Fence: lk.Fence()})
+		go func() {
+			<-lk.Done()
+			hist.add(event{E: "done", Hold: id, T: now(), Lost: errors.Is(lk.Err(), dlock.ErrLockLost)})
+		}()
+		post(hc, cfg.Store+"/holding", url.Values{"worker": {strconv.Itoa(cfg.Worker)}, "held": {"1"}})
+		for range 2 {
+			time.Sleep(time.Duration(rng.Int64N(int64(cfg.Hold) + 1))) // the work between writes
+			code := post(hc, cfg.Store+"/write", url.Values{"hold": {id}, "fence": {strconv.FormatUint(lk.Fence(), 10)}})
+			hist.add(event{E: "write", Hold: id, T: now(), Fence: lk.Fence(), OK: code == http.StatusOK})
+		}
+		post(hc, cfg.Store+"/holding", url.Values{"worker": {strconv.Itoa(cfg.Worker)}, "held": {"0"}})
+		hist.add(event{E: "rel", Hold: id, T: now()})
+		err = lk.Unlock(ctx)
+		cancel()
+		e := event{E: "relok", Hold: id, T: now()}
+		if err != nil {
+			e.Err = err.Error()
+		}
+		hist.add(e)
+	}
+	return nil
+}
+
+func post(hc *http.Client, u string, form url.Values) int {
+	resp, err := hc.Post(u, "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// newLocker connects the worker's Locker.
+func newLocker(cfg workerConfig) (dlock.Locker, func(), error) {
+	opts := []dlock.Option{dlock.WithTTL(cfg.TTL), dlock.WithPrefix("faults")}
+	switch cfg.Backend {
+	case "redis":
+		redis.SetLogger(quiet{}) // a server that is down is part of the run
+		client := redis.NewClient(&redis.Options{Addr: cfg.Addrs[0], DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		l, err := redislock.New(client, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return l, func() { l.Close(); client.Close() }, nil
+	case "etcd":
+		client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Addrs, DialTimeout: time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, nil, err
+		}
+		l, err := etcdlock.New(client, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return l, func() { l.Close(); client.Close() }, nil
+	case "none":
+		return noLock{}, func() {}, nil
+	}
+	return nil, nil, fmt.Errorf("unknown backend %q", cfg.Backend)
+}
+
+// quiet is a go-redis logger that says nothing.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
