@@ -7,7 +7,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STATICCHECK_VERSION = v0.8.2
 STATICCHECK = $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: help demo test deps staticcheck-dep vet bench fuzz lint
+.PHONY: help demo test deps staticcheck-dep vet bench fuzz lint soak
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -35,10 +35,6 @@ test: deps vet ## install what the tests need, vet, and run every module's tests
 
 lint: vet ## same as vet
 
-bench: deps ## run the side-by-side benchmark program (bench/RESULTS.md)
-	cd bench && $(GO) run . -out RESULTS.md
-
-fuzz: ## run each fuzz test for 10s
-	cd redislock && $(GO) test -run '^$$' -fuzz FuzzSlot -fuzztime 10s .
-	cd keytmpl && $(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 10s .
-	cd keytmpl && $(GO) test -run '^$$' -fuzz FuzzKeyInjective -fuzztime 10s .
+SECONDS ?= 600
+soak: deps ## run the fault checker for SECONDS (default 600) on every backend at once and print the safety table
+	faults/soak.sh $(SECONDS)

@@ -56,3 +56,22 @@ func TestEtcdFaults(t *testing.T) {
 }
 
 func safe(r *Report) bool { return r.OK() && r.Holds > 0 }
+
+// A run with a fault that does not apply to its backend, or an unknown
+// backend, is refused before anything starts.
+func TestConfigErrors(t *testing.T) {
+	for _, cfg := range []Config{
+		{Backend: "etcd", Faults: []string{PauseServer}},
+		{Backend: "redis", Faults: []string{"bogus"}},
+		{Backend: "zookeeper"},
+		{Backend: "redis"}, // no duration
+	} {
+		if cfg.Duration == 0 && cfg.Backend != "redis" {
+			cfg.Duration = time.Second
+		}
+		cfg.Dir, cfg.Worker = t.TempDir(), []string{os.Args[0]}
+		if r, err := Run(cfg); err == nil {
+			t.Errorf("%+v ran: %v", cfg, r)
+		}
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,6 +62,29 @@ func (c *Config) defaults() {
 	}
 }
 
+// applies lists the faults each backend's schedules can throw.
+var applies = map[string][]string{
+	"redis": {PauseHolder, KillHolder, PauseServer, RestartServer},
+	"etcd":  {PauseHolder, KillHolder, StopMember},
+	"none":  {PauseHolder, KillHolder},
+}
+
+func (c *Config) check() error {
+	kinds, ok := applies[c.Backend]
+	switch {
+	case !ok:
+		return fmt.Errorf("faults: unknown backend %q; want redis, etcd or none", c.Backend)
+	case c.Duration <= 0 || len(c.Worker) == 0 || c.Dir == "":
+		return fmt.Errorf("faults: a run needs a duration, a worker command and a directory")
+	}
+	for _, f := range c.Faults {
+		if !slices.Contains(kinds, f) {
+			return fmt.Errorf("faults: %q does not apply to %s; choose from %s", f, c.Backend, strings.Join(kinds, ", "))
+		}
+	}
+	return nil
+}
+
 // fault is one fault of a schedule, as it ran.
 type fault struct {
 	Kind   string
@@ -72,6 +97,9 @@ type fault struct {
 // schedule's faults at them for cfg.Duration, and checks the history.
 func Run(cfg Config) (*Report, error) {
 	cfg.defaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	st, err := startStore()
 	if err != nil {
 		return nil, err

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# soak.sh SECONDS: runs the fault checker for SECONDS on every backend and
+# fault mix at once, prints each report and the safety table, and exits 1
+# when a run broke a property every safe run keeps.
+set -u
+seconds=${1:-600}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cd "$(dirname "$0")" && go build -o "$dir/faultcheck" ./cmd/faultcheck || exit 2
+
+run() { # NAME FLAGS...
+	local name=$1; shift
+	"$dir/faultcheck" -seconds "$seconds" -table "$@" >"$dir/$name.out" 2>&1
+	echo $? >"$dir/$name.code"
+}
+run 1-redis -backend redis -faults pause-holder,kill-holder,pause-server &
+run 2-etcd -backend etcd -members 3 -ttl 2s -faults pause-holder,kill-holder,stop-member &
+run 3-redis-empty -backend redis -faults restart-server &
+wait
+
+fail=0
+for f in "$dir"/*.out; do cat "$f"; echo; done
+echo "| backend | faults | holds | overlaps | (a) unsafe | (b) fenced | (c) regressions | (d) stuck | (e) late loss |"
+echo "|---|---|---|---|---|---|---|---|---|"
+grep -h '^| ' "$dir"/*.out
+for c in "$dir"/*.code; do [ "$(cat "$c")" = 0 ] || fail=1; done
+exit $fail
