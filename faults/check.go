@@ -144,13 +144,15 @@ func check(cfg Config, events []event, writes []write, sched []fault, kills map[
 			continue
 		}
 		// The critical section ends at the release's start; a hold whose
-		// worker was killed ends at the kill; one still open ends with
-		// the run.
+		// worker was killed ends at the kill; one whose CMD dlock run
+		// stopped, at the stop; one still open ends with the run.
 		switch {
 		case h.rel != 0:
 			h.end = h.rel
 		case kills[h.incarnation] != 0:
 			h.end = kills[h.incarnation]
+		case h.lost && h.done != 0:
+			h.end = h.done // dlock run stopped its CMD
 		default:
 			h.end = last
 		}

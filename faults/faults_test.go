@@ -1,7 +1,11 @@
 package faults
 
 import (
+	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -22,16 +26,21 @@ func run(t *testing.T, cfg Config, want func(*Report) bool) *Report {
 	}
 	cfg.Dir = t.TempDir()
 	cfg.Worker = []string{os.Args[0], "-test.run=^$"}
-	if cfg.Seed == 0 {
-		cfg.Seed = uint64(time.Now().UnixNano())
+	cfg.Seed = uint64(time.Now().UnixNano())
+	if s := os.Getenv("DLOCK_FAULTS_SEED"); s != "" { // replay a run
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("DLOCK_FAULTS_SEED=%s: %v", s, err)
+		}
+		cfg.Seed = seed
 	}
-	r, err := Run(cfg)
+	r, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log(r)
 	if !want(r) {
-		t.Fatalf("seed %d:\n%s", cfg.Seed, r)
+		t.Fatalf("seed %d (replay with DLOCK_FAULTS_SEED=%d):\n%s", cfg.Seed, cfg.Seed, r)
 	}
 	return r
 }
@@ -70,8 +79,18 @@ func TestConfigErrors(t *testing.T) {
 			cfg.Duration = time.Second
 		}
 		cfg.Dir, cfg.Worker = t.TempDir(), []string{os.Args[0]}
-		if r, err := Run(cfg); err == nil {
+		if r, err := Run(context.Background(), cfg); err == nil {
 			t.Errorf("%+v ran: %v", cfg, r)
 		}
 	}
+}
+
+// dlock run as the holder: the workers run `dlock run`, whose CMD does
+// the writes with DLOCK_FENCE.
+func TestRedisRunFaults(t *testing.T) {
+	cli := filepath.Join(t.TempDir(), "dlock")
+	if out, err := exec.Command("go", "build", "-o", cli, "github.com/dlock-go/dlock/cmd/dlock").CombinedOutput(); err != nil {
+		t.Fatalf("build dlock: %v\n%s", err, out)
+	}
+	run(t, Config{Backend: "redis", CLI: cli, Duration: 20 * time.Second, Faults: []string{PauseHolder, KillHolder, CutHolder}}, safe)
 }

@@ -25,6 +25,8 @@ const (
 	PauseServer   = "pause-server"   // SIGSTOP redis-server for 1.5 TTL, then SIGCONT
 	RestartServer = "restart-server" // kill redis-server and start it again, empty
 	StopMember    = "stop-member"    // stop an etcd member (the leader every other time) for twice the TTL
+	CutHolder     = "cut-holder"     // cut a holder off from the servers for twice the TTL (its proxy drops everything)
+	SlowHolder    = "slow-holder"    // delay everything between a holder and the servers by half the TTL, for twice the TTL
 )
 
 // Config is one run.
@@ -42,6 +44,10 @@ type Config struct {
 	// Worker is the command line that starts a worker process: a program
 	// whose first act is WorkerMain (the test binary, or faultcheck).
 	Worker []string
+	// CLI, when set, is the path of a dlock binary: the workers then hold
+	// the lock through `dlock run`, whose CMD is the worker program doing
+	// its writes (Redis and etcd).
+	CLI string
 }
 
 func (c *Config) defaults() {
@@ -64,8 +70,8 @@ func (c *Config) defaults() {
 
 // applies lists the faults each backend's schedules can throw.
 var applies = map[string][]string{
-	"redis": {PauseHolder, KillHolder, PauseServer, RestartServer},
-	"etcd":  {PauseHolder, KillHolder, StopMember},
+	"redis": {PauseHolder, KillHolder, PauseServer, RestartServer, CutHolder, SlowHolder},
+	"etcd":  {PauseHolder, KillHolder, StopMember, CutHolder, SlowHolder},
 	"none":  {PauseHolder, KillHolder},
 }
 
@@ -76,6 +82,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("faults: unknown backend %q; want redis, etcd or none", c.Backend)
 	case c.Duration <= 0 || len(c.Worker) == 0 || c.Dir == "":
 		return fmt.Errorf("faults: a run needs a duration, a worker command and a directory")
+	case c.CLI != "" && c.Backend == "none":
+		return fmt.Errorf("faults: dlock run needs a lock store")
 	}
 	for _, f := range c.Faults {
 		if !slices.Contains(kinds, f) {
@@ -95,7 +103,9 @@ type fault struct {
 
 // Run starts the servers, the store and the workers, throws the
 // schedule's faults at them for cfg.Duration, and checks the history.
-func Run(cfg Config) (*Report, error) {
+// When ctx ends first, it undoes the fault under way, kills the workers,
+// stops the servers and returns ctx's error.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -113,14 +123,19 @@ func Run(cfg Config) (*Report, error) {
 
 	start := now()
 	until := start + int64(cfg.Duration)
-	ws := &workers{cfg: cfg, addrs: env.addrs, store: st.url, until: until, procs: map[int]*exec.Cmd{}}
+	ws := &workers{cfg: cfg, addrs: env.addrs, store: st.url, until: until, procs: map[int]*exec.Cmd{}, proxies: map[int][]*proxy{}}
+	defer ws.closeProxies()
 	for w := range cfg.Workers {
 		if err := ws.start(w); err != nil {
 			ws.stopAll()
 			return nil, err
 		}
 	}
-	sched := runSchedule(cfg, env, ws, st, until)
+	sched := runSchedule(ctx, cfg, env, ws, st, until)
+	if ctx.Err() != nil {
+		ws.stopAll()
+		return nil, ctx.Err()
+	}
 	ws.waitAll(until + int64(cfg.Wait+cfg.TTL+10*time.Second))
 	hist, err := readHistory(cfg.Dir)
 	if err != nil {
@@ -178,11 +193,12 @@ type workers struct {
 	store string
 	until int64
 
-	mu     sync.Mutex
-	procs  map[int]*exec.Cmd
-	incarn map[int]int
-	kills  map[string]int64   // "<worker>.<incarnation>" -> when it was killed
-	pauses map[int][][2]int64 // worker -> its pauses
+	mu      sync.Mutex
+	procs   map[int]*exec.Cmd
+	proxies map[int][]*proxy // each worker's way to each server
+	incarn  map[int]int
+	kills   map[string]int64   // "<worker>.<incarnation>" -> when it was killed
+	pauses  map[int][][2]int64 // worker -> its pauses
 }
 
 func (ws *workers) start(w int) error {
@@ -191,10 +207,24 @@ func (ws *workers) start(w int) error {
 	if ws.incarn == nil {
 		ws.incarn, ws.kills, ws.pauses = map[int]int{}, map[string]int64{}, map[int][][2]int64{}
 	}
+	if _, ok := ws.proxies[w]; !ok {
+		for _, a := range ws.addrs {
+			p, err := startProxy(strings.TrimPrefix(a, "http://"))
+			if err != nil {
+				return err
+			}
+			ws.proxies[w] = append(ws.proxies[w], p)
+		}
+	}
+	var addrs []string
+	for i, p := range ws.proxies[w] {
+		addrs = append(addrs, strings.TrimSuffix(ws.addrs[i], strings.TrimPrefix(ws.addrs[i], "http://"))+p.addr())
+	}
 	cfg := workerConfig{
-		Backend: ws.cfg.Backend, Addrs: ws.addrs, Key: "faults", TTL: ws.cfg.TTL, Wait: ws.cfg.Wait,
+		Backend: ws.cfg.Backend, Addrs: addrs, Key: "faults", TTL: ws.cfg.TTL, Wait: ws.cfg.Wait,
 		Hold: ws.cfg.Hold, Store: ws.store, Worker: w, Incarnation: ws.incarn[w], Until: ws.until,
 		Out: filepath.Join(ws.cfg.Dir, fmt.Sprintf("worker-%d.jsonl", w)), Seed: ws.cfg.Seed,
+		CLI: ws.cfg.CLI, Self: ws.cfg.Worker,
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -203,6 +233,9 @@ func (ws *workers) start(w int) error {
 	cmd := exec.Command(ws.cfg.Worker[0], ws.cfg.Worker[1:]...)
 	cmd.Env = append(os.Environ(), workerEnv+"="+string(raw))
 	cmd.Stderr = os.Stderr
+	// A group of its own: a fault hits the worker and what it started
+	// (dlock run and its CMD), as it would hit a machine.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("faults: start worker %d: %w", w, err)
 	}
@@ -215,7 +248,7 @@ func (ws *workers) kill(w int) {
 	ws.mu.Lock()
 	cmd := ws.procs[w]
 	ws.mu.Unlock()
-	cmd.Process.Kill()
+	signalGroup(cmd, syscall.SIGKILL)
 	cmd.Wait()
 	ws.mu.Lock()
 	ws.kills[fmt.Sprintf("%d.%d", w, ws.incarn[w])] = now()
@@ -227,14 +260,14 @@ func (ws *workers) kill(w int) {
 }
 
 // pause stops worker w for d, then lets it go on.
-func (ws *workers) pause(w int, d time.Duration) (int64, int64) {
+func (ws *workers) pause(ctx context.Context, w int, d time.Duration) (int64, int64) {
 	ws.mu.Lock()
 	cmd := ws.procs[w]
 	ws.mu.Unlock()
 	t0 := now()
-	cmd.Process.Signal(syscall.SIGSTOP)
-	time.Sleep(d) // the fault itself: the worker stays stopped this long
-	cmd.Process.Signal(syscall.SIGCONT)
+	signalGroup(cmd, syscall.SIGSTOP)
+	sleep(ctx, d) // the fault itself: the worker stays stopped this long
+	signalGroup(cmd, syscall.SIGCONT)
 	t1 := now()
 	ws.mu.Lock()
 	ws.pauses[w] = append(ws.pauses[w], [2]int64{t0, t1})
@@ -257,8 +290,35 @@ func (ws *workers) waitAll(deadline int64) {
 		select {
 		case <-done:
 		case <-time.After(time.Duration(max(deadline-now(), 0))):
-			c.Process.Kill()
+			signalGroup(c, syscall.SIGKILL)
 			<-done
+		}
+	}
+}
+
+// network cuts worker w off from the servers (cut), or delays what flows
+// between them by delay, for d; then heals.
+func (ws *workers) network(ctx context.Context, w int, cut bool, delay, d time.Duration) {
+	ws.mu.Lock()
+	ps := ws.proxies[w]
+	ws.mu.Unlock()
+	for _, p := range ps {
+		p.setCut(cut)
+		p.setDelay(delay)
+	}
+	sleep(ctx, d) // the fault: the network stays bad this long
+	for _, p := range ps {
+		p.setCut(false)
+		p.setDelay(0)
+	}
+}
+
+func (ws *workers) closeProxies() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, ps := range ws.proxies {
+		for _, p := range ps {
+			p.close()
 		}
 	}
 }
@@ -267,47 +327,52 @@ func (ws *workers) stopAll() {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for _, c := range ws.procs {
-		c.Process.Kill()
+		signalGroup(c, syscall.SIGKILL)
 		c.Wait()
 	}
 }
 
 // runSchedule throws faults drawn from cfg.Seed until until: one every
 // one to three TTLs, each undone before the next.
-func runSchedule(cfg Config, env *servers, ws *workers, st *store, until int64) []fault {
+func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st *store, until int64) []fault {
 	var sched []fault
 	if len(cfg.Faults) == 0 {
-		time.Sleep(time.Duration(until - now()))
+		sleep(ctx, time.Duration(until-now()))
 		return nil
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
-	for n := 0; ; n++ {
+	for n := 0; ctx.Err() == nil; n++ {
 		gap := cfg.TTL + time.Duration(rng.Int64N(int64(2*cfg.TTL)))
 		kind := cfg.Faults[rng.IntN(len(cfg.Faults))]
 		if now()+int64(gap+3*cfg.TTL) > until {
-			time.Sleep(time.Duration(max(until-now(), 0)))
+			sleep(ctx, time.Duration(max(until-now(), 0)))
 			return sched
 		}
-		time.Sleep(gap) // the quiet time between two faults
+		sleep(ctx, gap) // the quiet time between two faults
 		f := fault{Kind: kind, At: now()}
 		switch kind {
-		case PauseHolder, KillHolder:
+		case PauseHolder, KillHolder, CutHolder, SlowHolder:
 			w := st.holder()
 			if w < 0 {
 				w = rng.IntN(cfg.Workers)
 			}
 			f.Target = fmt.Sprintf("worker %d", w)
-			if kind == PauseHolder {
-				f.At, f.End = ws.pause(w, 2*cfg.TTL)
-			} else {
+			switch kind {
+			case PauseHolder:
+				f.At, f.End = ws.pause(ctx, w, 2*cfg.TTL)
+			case KillHolder:
 				st.forget(w)
 				ws.kill(w)
-				f.End = now()
+			case CutHolder:
+				ws.network(ctx, w, true, 0, 2*cfg.TTL)
+			case SlowHolder:
+				ws.network(ctx, w, false, cfg.TTL/2, 2*cfg.TTL)
 			}
+			f.End = now()
 		case PauseServer:
 			f.Target = "redis-server"
 			env.redis.Pause()
-			time.Sleep(cfg.TTL * 3 / 2) // the fault: the server stays stopped
+			sleep(ctx, cfg.TTL*3/2) // the fault: the server stays stopped
 			env.redis.Resume()
 			f.End = now()
 		case RestartServer:
@@ -325,10 +390,26 @@ func runSchedule(cfg Config, env *servers, ws *workers, st *store, until int64) 
 			}
 			f.Target = fmt.Sprintf("etcd member %d", i)
 			env.etcd.Stop(i)
-			time.Sleep(2 * cfg.TTL) // the fault: the member stays down
+			sleep(ctx, 2*cfg.TTL) // the fault: the member stays down
 			env.etcd.Restart(i)
 			f.End = now()
 		}
 		sched = append(sched, f)
+	}
+	return sched
+}
+
+// signalGroup sends sig to the process group that cmd leads.
+func signalGroup(cmd *exec.Cmd, sig syscall.Signal) {
+	syscall.Kill(-cmd.Process.Pid, sig)
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }

@@ -9,9 +9,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/dlock-go/dlock"
@@ -40,6 +43,9 @@ type workerConfig struct {
 	Until       int64 // CLOCK_MONOTONIC at which to stop
 	Out         string
 	Seed        uint64
+	CLI         string   // a dlock binary: hold the lock through `dlock run`
+	Self        []string // the worker program, as dlock run's CMD
+	Section     string   // set for dlock run's CMD: the hold it is the critical section of
 }
 
 // event is one line of a worker's history.
@@ -68,7 +74,11 @@ func WorkerMain() bool {
 		fmt.Fprintln(os.Stderr, "faults worker:", err)
 		os.Exit(2)
 	}
-	if err := runWorker(cfg); err != nil {
+	run := runWorker
+	if cfg.Section != "" {
+		run = runSection
+	}
+	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "faults worker:", err)
 		os.Exit(1)
 	}
@@ -91,20 +101,30 @@ func (l *log) add(e event) {
 	l.enc.Encode(e) // one write(2) per line: the file is unbuffered
 }
 
-func runWorker(cfg workerConfig) error {
+// openLog opens the worker's history file.
+func openLog(cfg workerConfig) (*log, error) {
 	f, err := os.OpenFile(cfg.Out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &log{f: f, enc: json.NewEncoder(f), w: cfg.Worker}, nil
+}
+
+func runWorker(cfg workerConfig) error {
+	hist, err := openLog(cfg)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	hist := &log{f: f, enc: json.NewEncoder(f), w: cfg.Worker}
+	defer hist.f.Close()
+	if cfg.CLI != "" {
+		return runCLI(cfg, hist)
+	}
 	locker, closeLocker, err := newLocker(cfg)
 	if err != nil {
 		return err
 	}
 	defer closeLocker()
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Worker)<<32|uint64(cfg.Incarnation)))
-	hc := &http.Client{Timeout: 5 * time.Second}
 	for seq := 0; now() < cfg.Until; seq++ {
 		id := fmt.Sprintf("%d.%d.%d", cfg.Worker, cfg.Incarnation, seq)
 		hist.add(event{E: "start", Hold: id, T: now()})
@@ -124,13 +144,7 @@ func runWorker(cfg workerConfig) error {
 			<-lk.Done()
 			hist.add(event{E: "done", Hold: id, T: now(), Lost: errors.Is(lk.Err(), dlock.ErrLockLost)})
 		}()
-		post(hc, cfg.Store+"/holding", url.Values{"worker": {strconv.Itoa(cfg.Worker)}, "held": {"1"}})
-		for range 2 {
-			time.Sleep(time.Duration(rng.Int64N(int64(cfg.Hold) + 1))) // the work between writes
-			code := post(hc, cfg.Store+"/write", url.Values{"hold": {id}, "fence": {strconv.FormatUint(lk.Fence(), 10)}})
-			hist.add(event{E: "write", Hold: id, T: now(), Fence: lk.Fence(), OK: code == http.StatusOK})
-		}
-		post(hc, cfg.Store+"/holding", url.Values{"worker": {strconv.Itoa(cfg.Worker)}, "held": {"0"}})
+		section(cfg, hist, rng, id, lk.Fence())
 		hist.add(event{E: "rel", Hold: id, T: now()})
 		err = lk.Unlock(ctx)
 		cancel()
@@ -140,6 +154,87 @@ func runWorker(cfg workerConfig) error {
 		}
 		hist.add(e)
 	}
+	return nil
+}
+
+// section is the critical section of hold id: two writes to the store
+// with its fence, some work before each, and now and then a long hold
+// that lives on its renewals.
+func section(cfg workerConfig, hist *log, rng *rand.Rand, id string, fence uint64) {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	worker := url.Values{"worker": {strconv.Itoa(cfg.Worker)}}
+	post(hc, cfg.Store+"/holding", url.Values{"worker": worker["worker"], "held": {"1"}})
+	for i := range 2 {
+		work := time.Duration(rng.Int64N(int64(cfg.Hold) + 1))
+		if i == 1 && rng.IntN(5) == 0 {
+			work = cfg.TTL * 3 / 2
+		}
+		time.Sleep(work) // the work between writes
+		code := post(hc, cfg.Store+"/write", url.Values{"hold": {id}, "fence": {strconv.FormatUint(fence, 10)}})
+		hist.add(event{E: "write", Hold: id, T: now(), Fence: fence, OK: code == http.StatusOK})
+	}
+	post(hc, cfg.Store+"/holding", url.Values{"worker": worker["worker"], "held": {"0"}})
+}
+
+// runCLI is a worker that holds the lock through `dlock run`: its CMD,
+// this program again (runSection), records the acquisition and does the
+// writes; a loss reaches it as SIGTERM.
+func runCLI(cfg workerConfig, hist *log) error {
+	for seq := 0; now() < cfg.Until; seq++ {
+		id := fmt.Sprintf("%d.%d.%d", cfg.Worker, cfg.Incarnation, seq)
+		child := cfg
+		child.Section, child.Seed = id, cfg.Seed+uint64(seq)
+		raw, err := json.Marshal(child)
+		if err != nil {
+			return err
+		}
+		store := []string{"--redis", "redis://" + cfg.Addrs[0]}
+		if cfg.Backend == "etcd" {
+			store = []string{"--etcd", strings.Join(cfg.Addrs, ",")}
+		}
+		args := append([]string{"run"}, store...)
+		args = append(args, "--prefix", "faults", "--ttl", cfg.TTL.String(), "--wait", cfg.Wait.String(), "--kill-grace", "1s", cfg.Key, "--")
+		cmd := exec.Command(cfg.CLI, append(args, cfg.Self...)...)
+		cmd.Env = append(os.Environ(), workerEnv+"="+string(raw))
+		hist.add(event{E: "start", Hold: id, T: now()})
+		err = cmd.Run()
+		code := cmd.ProcessState.ExitCode()
+		switch {
+		case code == 0:
+			hist.add(event{E: "relok", Hold: id, T: now()})
+		case code == 75:
+			hist.add(event{E: "fail", Hold: id, T: now(), Busy: true, Err: "dlock run: busy"})
+		case code == 76:
+			hist.add(event{E: "relok", Hold: id, T: now(), Err: "dlock run: lock lost"})
+		default:
+			hist.add(event{E: "fail", Hold: id, T: now(), Err: fmt.Sprintf("dlock run: exit %d: %v", code, err)})
+			time.Sleep(20 * time.Millisecond) // the server is down: pace the retries
+		}
+	}
+	return nil
+}
+
+// runSection is dlock run's CMD: the critical section of one hold.
+func runSection(cfg workerConfig) error {
+	hist, err := openLog(cfg)
+	if err != nil {
+		return err
+	}
+	defer hist.f.Close()
+	fence, err := strconv.ParseUint(os.Getenv("DLOCK_FENCE"), 10, 64)
+	if err != nil {
+		return fmt.Errorf("DLOCK_FENCE: %w", err)
+	}
+	hist.add(event{E: "acq", Hold: cfg.Section, T: now(), Fence: fence})
+	lost := make(chan os.Signal, 1)
+	signal.Notify(lost, syscall.SIGTERM)
+	go func() {
+		<-lost // dlock run lost the lock
+		hist.add(event{E: "done", Hold: cfg.Section, T: now(), Lost: true})
+		os.Exit(1)
+	}()
+	section(cfg, hist, rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Worker))), cfg.Section, fence)
+	hist.add(event{E: "rel", Hold: cfg.Section, T: now()})
 	return nil
 }
 

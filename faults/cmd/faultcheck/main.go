@@ -11,10 +11,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dlock-go/dlock/faults"
@@ -60,7 +63,10 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 	cfg.Dir = dir
-	r, err := faults.Run(cfg)
+	// Ctrl-C or a TERM ends the run early, its processes cleaned up.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := faults.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faultcheck:", err)
 		os.Exit(2)
