@@ -36,7 +36,14 @@ func (r *Report) OK() bool { return r.Unsafe == 0 && r.Regressions == 0 && r.Stu
 
 // Row is the report as one line of the safety table.
 func (r *Report) Row() string {
-	return fmt.Sprintf("| %s | %s | %d | %d | %d | %d | %d | %d | %d |", r.Config.Backend, strings.Join(r.Config.Faults, ", "),
+	backend := r.Config.Backend
+	if r.Config.Members > 1 {
+		backend += fmt.Sprintf(", %d members", r.Config.Members)
+	}
+	if r.Config.CLI != "" {
+		backend += ", through dlock run"
+	}
+	return fmt.Sprintf("| %s | %s | %d | %d | %d | %d | %d | %d | %d |", backend, strings.Join(r.Config.Faults, ", "),
 		r.Holds, r.Overlaps, r.Unsafe, r.Fenced, r.Regressions, r.Stuck, r.LateLoss)
 }
 

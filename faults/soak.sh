@@ -6,16 +6,18 @@ set -u
 seconds=${1:-600}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-cd "$(dirname "$0")" && go build -o "$dir/faultcheck" ./cmd/faultcheck || exit 2
+cd "$(dirname "$0")" && go build -o "$dir/faultcheck" ./cmd/faultcheck && go build -o "$dir/dlock" github.com/dlock-go/dlock/cmd/dlock || exit 2
 
 run() { # NAME FLAGS...
 	local name=$1; shift
 	"$dir/faultcheck" -seconds "$seconds" -table "$@" >"$dir/$name.out" 2>&1
 	echo $? >"$dir/$name.code"
 }
-run 1-redis -backend redis -faults pause-holder,kill-holder,pause-server &
-run 2-etcd -backend etcd -members 3 -ttl 2s -faults pause-holder,kill-holder,stop-member &
-run 3-redis-empty -backend redis -faults restart-server &
+holders=pause-holder,kill-holder,cut-holder,slow-holder
+run 1-redis -backend redis -faults $holders,pause-server &
+run 2-etcd -backend etcd -members 3 -ttl 2s -faults $holders,stop-member &
+run 3-redis-cli -backend redis -dlock "$dir/dlock" -faults $holders &
+run 4-redis-empty -backend redis -faults restart-server &
 wait
 
 fail=0

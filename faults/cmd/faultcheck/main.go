@@ -4,6 +4,10 @@
 //
 //	faultcheck -backend redis -faults pause-holder,kill-holder,pause-server -seconds 600
 //
+// The faults: pause-holder, kill-holder, cut-holder, slow-holder (any
+// backend with a server), pause-server and restart-server (Redis),
+// stop-member (etcd).
+//
 // It prints the report, and with -table one row of the README's safety
 // table. It exits 1 when the run broke a property every safe run keeps
 // (unsafe writes, fence regressions, stuck calls), and 2 on bad flags.
@@ -30,7 +34,7 @@ func main() {
 	var (
 		cfg     faults.Config
 		seconds = flag.Int("seconds", 60, "how long the workers contend")
-		list    = flag.String("faults", "", "comma-separated faults: pause-holder, kill-holder, pause-server, restart-server (Redis), stop-member (etcd)")
+		list    = flag.String("faults", "", "comma-separated faults: pause-holder, kill-holder, cut-holder, slow-holder, pause-server and restart-server (Redis), stop-member (etcd)")
 		table   = flag.Bool("table", false, "print the report as a row of the safety table too")
 	)
 	flag.StringVar(&cfg.Backend, "backend", "redis", "redis, etcd, or none (a lock that excludes nothing)")
@@ -38,6 +42,7 @@ func main() {
 	flag.IntVar(&cfg.Workers, "workers", 4, "worker processes")
 	flag.DurationVar(&cfg.TTL, "ttl", time.Second, "the lease")
 	flag.Uint64Var(&cfg.Seed, "seed", 0, "the schedule's seed (0: from the clock)")
+	flag.StringVar(&cfg.CLI, "dlock", "", "path of a dlock binary: the workers hold the lock through `dlock run`")
 	flag.Parse()
 	if *seconds <= 0 || cfg.Workers <= 0 || cfg.Members <= 0 || cfg.TTL < time.Second || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "faultcheck: want -seconds, -workers and -members above 0, -ttl of 1s or more, and no arguments")
