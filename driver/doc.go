@@ -8,7 +8,7 @@
 //     once), with Done and Err, and the error rules of dlock.Lock;
 //   - [Table]: the holds a Locker has, by key and owner, with the rules of
 //     reentrancy, ErrAlreadyHeld, Locker.Unlock and Close;
-//   - [Deadline]: the local end of a lease, counted from before the request
+//   - [Drift]: the local end of a lease, counted from before the request
 //     that set it, less a margin for the server's clock.
 //
 // It is a package of its own, on the model of database/sql/driver, so that
