@@ -47,6 +47,9 @@ type Config struct {
 	Cluster bool
 	// Extra lines appended to the configuration.
 	Extra []string
+	// Password, when set, is required of clients (requirepass); the
+	// server's Options carry it.
+	Password string
 }
 
 // Server is one running redis-server.
@@ -109,7 +112,7 @@ func (s *Server) Port() int { return s.port }
 // Options returns client options for this server with short timeouts that
 // suit tests.
 func (s *Server) Options() *redis.Options {
-	return &redis.Options{Addr: s.Addr(), DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second}
+	return &redis.Options{Addr: s.Addr(), Password: s.cfg.Password, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second}
 }
 
 // Client returns a new client of the server, closed when t ends.
@@ -129,6 +132,9 @@ func (s *Server) config() string {
 		"dir " + s.dir,
 		"logfile " + filepath.Join(s.dir, "redis.log"),
 		"enable-debug-command local",
+	}
+	if s.cfg.Password != "" {
+		lines = append(lines, "requirepass "+s.cfg.Password)
 	}
 	if s.cfg.Cluster {
 		lines = append(lines, "cluster-enabled yes", "cluster-config-file "+filepath.Join(s.dir, "nodes.conf"))
@@ -156,7 +162,7 @@ func (s *Server) start() error {
 }
 
 func (s *Server) waitReady(exited <-chan struct{}) error {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), DialTimeout: time.Second, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), Password: s.cfg.Password, DialTimeout: time.Second, MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(readyTimeout)
 	for {
