@@ -32,12 +32,18 @@ type backendFlags struct {
 	url    string
 	etcd   string
 	prefix string
+	// etcd's login and TLS files
+	etcdUser, etcdCA, etcdCert, etcdKey string
 }
 
 func (b *backendFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.url, "redis", "", "Redis `URL` (default $DLOCK_REDIS_URL, else "+defaultRedisURL+")")
 	fs.StringVar(&b.etcd, "etcd", "", "etcd `ENDPOINTS`, comma-separated, instead of Redis (default $DLOCK_ETCD_ENDPOINTS)")
 	fs.StringVar(&b.prefix, "prefix", dlock.DefaultPrefix, "namespace of the lock keys: KEY is stored as PREFIX:lock:KEY (Redis), PREFIX/lock/KEY/ (etcd)")
+	fs.StringVar(&b.etcdUser, "etcd-user", "", "etcd `USER[:PASSWORD]` (default $DLOCK_ETCD_USER; the password may come from $DLOCK_ETCD_PASSWORD)")
+	fs.StringVar(&b.etcdCA, "etcd-cacert", "", "`FILE` of the CAs that sign etcd's certificate (default $DLOCK_ETCD_CACERT)")
+	fs.StringVar(&b.etcdCert, "etcd-cert", "", "client certificate `FILE` for etcd (default $DLOCK_ETCD_CERT)")
+	fs.StringVar(&b.etcdKey, "etcd-key", "", "client key `FILE` for etcd (default $DLOCK_ETCD_KEY)")
 }
 
 // The lock stores dlock can use.
@@ -133,8 +139,7 @@ func (b *backendFlags) connectRedis(e *env, name string, opts ...dlock.Option) (
 		if ctx.Err() != nil {
 			err = fmt.Errorf("no answer within %v", cfg.dialTimeout)
 		}
-		fmt.Fprintf(e.stderr, "dlock: cannot reach Redis at %s: %v\n", cfg.addrs(), err)
-		return nil, exitUnavailable
+		return nil, refused(e, "Redis", cfg.addrs(), redisRefusal(err), err)
 	}
 	return &redisBackend{Locker: locker, client: client}, 0
 }
@@ -332,3 +337,43 @@ func redactErr(err error, raw string) string {
 // trimDlock drops the "dlock: " prefix of a library error, for a message
 // that already starts with it.
 func trimDlock(err error) string { return strings.TrimPrefix(err.Error(), "dlock: ") }
+
+// refusal is how a store turned dlock's first request down.
+type refusal int
+
+const (
+	noAnswer refusal = iota // no answer, or the connection failed
+	badLogin                   // the store refused the login
+	badConfig                  // the store refused the configuration: a database that does not exist
+)
+
+// refused reports why the store at where did not take dlock's first
+// request, and returns the exit code.
+func refused(e *env, store, where string, how refusal, err error) int {
+	switch how {
+	case badLogin:
+		fmt.Fprintf(e.stderr, "dlock: %s at %s refused the login: %v (check the user and password)\n", store, where, err)
+		return exitNoPerm
+	case badConfig:
+		fmt.Fprintf(e.stderr, "dlock: %s at %s refused the configuration: %v\n", store, where, err)
+		return exitConfig
+	}
+	fmt.Fprintf(e.stderr, "dlock: cannot reach %s at %s: %v\n", store, where, err)
+	return exitUnavailable
+}
+
+// redisRefusal classifies the error of a Redis ping: a reply of
+// WRONGPASS, NOAUTH, NOPERM (or an older server's ERR about AUTH) refused
+// the login, any other reply the configuration.
+func redisRefusal(err error) refusal {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return noAnswer
+	}
+	msg := reply.Error()
+	if strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "NOPERM") ||
+		strings.HasPrefix(msg, "ERR") && (strings.Contains(msg, "AUTH") || strings.Contains(msg, "password")) {
+		return badLogin
+	}
+	return badConfig
+}

@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/etcdlock"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -30,8 +35,10 @@ func (b *etcdBackend) close() {
 
 // etcdConfig is the parsed form of --etcd and the etcd environment.
 type etcdConfig struct {
-	endpoints   []string
-	dialTimeout time.Duration
+	endpoints      []string
+	dialTimeout    time.Duration
+	user, password string
+	tls            *tls.Config // nil: plain connections
 }
 
 // parseEtcdConfig reads a comma list of endpoints (HOST:PORT,
@@ -101,6 +108,9 @@ func (b *backendFlags) connectEtcd(e *env, name string, opts ...dlock.Option) (b
 		list = e.getenv("DLOCK_ETCD_ENDPOINTS")
 	}
 	cfg, err := parseEtcdConfig(list, e.getenv("DLOCK_ETCD_DIAL_TIMEOUT"))
+	if err == nil {
+		err = b.etcdLogin(e, cfg)
+	}
 	if err != nil {
 		return nil, usageError(e, name, "%v", err)
 	}
@@ -112,11 +122,13 @@ func (b *backendFlags) connectEtcd(e *env, name string, opts ...dlock.Option) (b
 		// clients that ping more often than every 5s.
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: cfg.dialTimeout,
+		Username:             cfg.user,
+		Password:             cfg.password,
+		TLS:                  cfg.tls,
 		Logger:               zap.NewNop(), // dlock reports failures itself, in one line
 	})
 	if err != nil {
-		fmt.Fprintf(e.stderr, "dlock: cannot reach etcd at %s: %v\n", where, err)
-		return nil, exitUnavailable
+		return nil, refused(e, useEtcd, where, etcdRefusal(err), err)
 	}
 	locker, err := etcdlock.New(client, append([]dlock.Option{dlock.WithPrefix(b.prefix)}, opts...)...)
 	if err != nil {
@@ -128,11 +140,65 @@ func (b *backendFlags) connectEtcd(e *env, name string, opts ...dlock.Option) (b
 	if _, err := client.Get(ctx, b.prefix+"/lock/", clientv3.WithCountOnly()); err != nil {
 		locker.Close()
 		client.Close()
-		if ctx.Err() != nil {
+		how := etcdRefusal(err)
+		if how == noAnswer && ctx.Err() != nil {
 			err = fmt.Errorf("no answer within %v", cfg.dialTimeout)
 		}
-		fmt.Fprintf(e.stderr, "dlock: cannot reach etcd at %s: %v\n", where, err)
-		return nil, exitUnavailable
+		return nil, refused(e, useEtcd, where, how, err)
 	}
 	return &etcdBackend{Locker: locker, client: client}, 0
+}
+
+// etcdLogin completes cfg with the login and TLS files of the flags, else
+// of the environment. A file that cannot be read is an error naming it.
+func (b *backendFlags) etcdLogin(e *env, cfg *etcdConfig) error {
+	or := func(flag, name string) string {
+		if flag != "" {
+			return flag
+		}
+		return e.getenv(name)
+	}
+	user := or(b.etcdUser, "DLOCK_ETCD_USER")
+	cfg.user, cfg.password, _ = strings.Cut(user, ":")
+	if cfg.password == "" {
+		cfg.password = e.getenv("DLOCK_ETCD_PASSWORD")
+	}
+	ca, cert, key := or(b.etcdCA, "DLOCK_ETCD_CACERT"), or(b.etcdCert, "DLOCK_ETCD_CERT"), or(b.etcdKey, "DLOCK_ETCD_KEY")
+	secure := slices.ContainsFunc(cfg.endpoints, func(ep string) bool {
+		return strings.HasPrefix(ep, "https://") || strings.HasPrefix(ep, "unixs://")
+	})
+	if ca == "" && cert == "" && key == "" && !secure {
+		return nil
+	}
+	cfg.tls = &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return fmt.Errorf("--etcd-cacert: %v", err)
+		}
+		cfg.tls.RootCAs = x509.NewCertPool()
+		if !cfg.tls.RootCAs.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--etcd-cacert %s: no PEM certificate in it", ca)
+		}
+	}
+	switch {
+	case (cert == "") != (key == ""):
+		return errors.New("--etcd-cert and --etcd-key go together: give both, or neither")
+	case cert != "":
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return fmt.Errorf("--etcd-cert, --etcd-key: %v", err)
+		}
+		cfg.tls.Certificates = []tls.Certificate{pair}
+	}
+	return nil
+}
+
+// etcdRefusal classifies the error of the first etcd request.
+func etcdRefusal(err error) refusal {
+	switch rpctypes.Error(err) {
+	case rpctypes.ErrAuthFailed, rpctypes.ErrUserEmpty, rpctypes.ErrPermissionDenied, rpctypes.ErrInvalidAuthToken, rpctypes.ErrAuthOldRevision:
+		return badLogin
+	}
+	return noAnswer
 }

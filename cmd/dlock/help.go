@@ -118,8 +118,8 @@ With --etcd, the lease is whole seconds: --ttl must be at least 1s, and a
 fractional one is rounded up (1.5s becomes 2s); --fair is not available.
 
 Exit codes: CMD's own; 2 usage; 69 Redis or etcd unreachable; 75 busy; 76
-lock lost; 126 CMD not executable; 127 CMD not found; 128+N signal N.
-See dlock help exit-codes.`
+lock lost; 77 login refused; 78 configuration refused; 126 CMD not
+executable; 127 CMD not found; 128+N signal N. See dlock help exit-codes.`
 
 const statusHelp = `
 Prints whether KEY is held, its remaining lease (ttl), its fencing counter
@@ -168,6 +168,10 @@ sit where commands rarely go.
            with --etcd
   69       Redis or etcd could not be reached within the dial timeout, or
            failed while dlock acquired the lock (EX_UNAVAILABLE)
+  77       Redis or etcd refused the login: a wrong user or password, or
+           none given to a server that wants one (EX_NOPERM)
+  78       Redis refused the configuration: a database number the server
+           does not have (EX_CONFIG)
   75       the lock is busy, or --wait ran out (EX_TEMPFAIL;
            --conflict-exit-code)
   76       the lock was lost while CMD ran (--lost-exit-code)
@@ -205,6 +209,18 @@ is $DLOCK_REDIS_URL with $DLOCK_ETCD_ENDPOINTS when no flag chooses. dlock
 gives up on a cluster that does not answer a read within
 $DLOCK_ETCD_DIAL_TIMEOUT (default 5s), with one line naming the endpoints,
 and exits 69.
+
+A cluster with authentication on takes --etcd-user USER[:PASSWORD] (or
+$DLOCK_ETCD_USER, with the password in $DLOCK_ETCD_PASSWORD, which keeps it
+out of the process list); a refused login exits 77. TLS: --etcd-cacert FILE
+names the CAs that sign the cluster's certificate (default: the system's),
+--etcd-cert FILE and --etcd-key FILE the client certificate of a cluster
+that asks for one (or $DLOCK_ETCD_CACERT, $DLOCK_ETCD_CERT,
+$DLOCK_ETCD_KEY). A file that cannot be read is a usage error.
+
+For a local etcd: Debian's etcd-server package (apt-get install
+etcd-server) serves http://127.0.0.1:2379 once started, or run the etcd
+release binary with no flags.
 
 etcd leases are whole seconds: --ttl must be at least 1s, and a fractional
 one is rounded up (1.5s becomes 2s). --fair is not available: etcd waiters
