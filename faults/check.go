@@ -115,7 +115,7 @@ func cmpInt(a, b int64) int {
 // check rebuilds the holds from the events and checks them against the
 // store's writes.
 func check(cfg Config, events []event, writes []write, sched []fault, kills map[string]int64, pauses map[int][][2]int64) *Report {
-	r := &Report{Config: cfg, Writes: len(writes)}
+	r := &Report{Config: cfg, Writes: len(writes), Schedule: sched}
 	holds := map[string]*hold{}
 	var order []*hold
 	last := int64(0)
@@ -233,7 +233,8 @@ func check(cfg Config, events []event, writes []write, sched []fault, kills map[
 	}
 
 	// (d) A Lock call returns within its wait, plus the TTL and a margin
-	// for a slow server, unless its worker was paused meanwhile.
+	// for a slow server, unless its worker was paused, cut off or slowed
+	// down meanwhile (an attempt in flight is not cut short by the wait).
 	limit := int64(cfg.Wait + cfg.TTL + 2*time.Second)
 	for _, h := range order {
 		end := max(h.acq, h.fail)
@@ -262,6 +263,11 @@ func (r *Report) violation(events []event, at int64, format string, args ...any)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "violation: "+format+"\n", args...)
+	for _, f := range r.Schedule {
+		if f.At-at < int64(10*time.Second) && at-f.End < int64(10*time.Second) {
+			fmt.Fprintf(&b, "  %+8.3fs fault %s on %s for %v\n", float64(f.At-at)/1e9, f.Kind, f.Target, time.Duration(f.End-f.At).Round(time.Millisecond))
+		}
+	}
 	for _, e := range events {
 		if d := e.T - at; d > -int64(time.Second) && d < int64(time.Second) {
 			fmt.Fprintf(&b, "  %+8.3fs %-5s %s", float64(d)/1e9, e.E, e.Hold)

@@ -302,6 +302,7 @@ func (ws *workers) network(ctx context.Context, w int, cut bool, delay, d time.D
 	ws.mu.Lock()
 	ps := ws.proxies[w]
 	ws.mu.Unlock()
+	t0 := now()
 	for _, p := range ps {
 		p.setCut(cut)
 		p.setDelay(delay)
@@ -311,6 +312,9 @@ func (ws *workers) network(ctx context.Context, w int, cut bool, delay, d time.D
 		p.setCut(false)
 		p.setDelay(0)
 	}
+	ws.mu.Lock()
+	ws.pauses[w] = append(ws.pauses[w], [2]int64{t0, now()})
+	ws.mu.Unlock()
 }
 
 func (ws *workers) closeProxies() {
