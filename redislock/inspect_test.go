@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"path"
 	"testing"
 	"time"
 
@@ -235,5 +236,16 @@ func TestForceUnlock(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the evicted holder never learned it lost the lock")
+	}
+}
+
+// A malformed pattern is refused as on every backend, with an error
+// matching path.ErrBadPattern, instead of being sent to SCAN.
+func TestListBadPattern(t *testing.T) {
+	l := newLocker(t, shared)
+	for _, bad := range []string{"a[", `a\`} {
+		if infos, err := l.List(context.Background(), bad); !errors.Is(err, path.ErrBadPattern) {
+			t.Errorf("List(%q) = %v, %v; want path.ErrBadPattern", bad, infos, err)
+		}
 	}
 }
