@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 	"time"
@@ -137,15 +136,12 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error)
 	if l.table.Closed() {
 		return nil, dlock.ErrClosed
 	}
-	if pattern == "" {
-		pattern = "*"
-	}
-	glob := []rune(pattern)
-	if err := checkGlob(glob); err != nil {
-		return nil, fmt.Errorf("dlock: list: pattern %q: %w", pattern, err)
+	glob, err := driver.ParsePattern(pattern)
+	if err != nil {
+		return nil, err
 	}
 	head := l.opts.Prefix + "/lock/"
-	from := head + escape(literalHead(glob))
+	from := head + escape(glob.Literal())
 	end := clientv3.GetPrefixRangeEnd(from)
 	ttls := leaseTTLs{}
 
@@ -164,7 +160,7 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error)
 		}
 		defer func() { newest, holds, leases = nil, 0, nil }()
 		key, ok := unescape(esc)
-		if !ok || driver.CheckKey(key) != nil || !globMatch(glob, []rune(key)) {
+		if !ok || driver.CheckKey(key) != nil || !glob.Match(key) {
 			return nil
 		}
 		info := dlock.Info{Key: key}
@@ -281,136 +277,4 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 		}
 	}
 	return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: fmt.Errorf("the holds kept changing; %d attempts", maxRaces)}
-}
-
-// checkGlob reports a malformed glob pattern: an unclosed set or a
-// trailing backslash.
-func checkGlob(p []rune) error {
-	for i := 0; i < len(p); i++ {
-		switch p[i] {
-		case '\\':
-			if i+1 == len(p) {
-				return fmt.Errorf("%w: trailing \\", path.ErrBadPattern)
-			}
-			i++
-		case '[':
-			n := setWidth(p[i:])
-			if n < 0 {
-				return fmt.Errorf("%w: unclosed [", path.ErrBadPattern)
-			}
-			i += n - 1
-		}
-	}
-	return nil
-}
-
-// literalHead returns the characters of pattern before its first special
-// one: every key that matches starts with them.
-func literalHead(p []rune) string {
-	i := slices.IndexFunc(p, func(r rune) bool { return strings.ContainsRune(`*?[\`, r) })
-	if i < 0 {
-		return string(p)
-	}
-	return string(p[:i])
-}
-
-// setWidth returns the length of the set at the start of p ("[...]"), or
-// -1 when it is not closed.
-func setWidth(p []rune) int {
-	i := 1
-	if i < len(p) && p[i] == '^' {
-		i++
-	}
-	for ; i < len(p); i++ {
-		switch p[i] {
-		case '\\':
-			i++
-		case ']':
-			return i + 1
-		}
-	}
-	return -1
-}
-
-// matchSet reports whether c is in the set at the start of p, which
-// checkGlob has found closed.
-func matchSet(p []rune, c rune) bool {
-	end := setWidth(p) - 1
-	i, neg := 1, false
-	if p[i] == '^' {
-		i, neg = 2, true
-	}
-	in := false
-	for i < end {
-		lo := p[i]
-		if lo == '\\' {
-			i++
-			lo = p[i]
-		}
-		i++
-		hi := lo
-		if i+1 < end && p[i] == '-' {
-			hi = p[i+1]
-			if hi == '\\' && i+2 < end {
-				hi = p[i+2]
-				i++
-			}
-			i += 2
-		}
-		if lo > hi {
-			lo, hi = hi, lo
-		}
-		if lo <= c && c <= hi {
-			in = true
-		}
-	}
-	return in != neg
-}
-
-// globMatch reports whether s matches the glob pattern p, which checkGlob
-// accepts. A star backtracks to the last star only, so the match takes
-// time proportional to len(p)*len(s) at most.
-func globMatch(p, s []rune) bool {
-	px, sx := 0, 0
-	starPx, starSx := -1, -1
-	for px < len(p) || sx < len(s) {
-		if px < len(p) {
-			switch c := p[px]; c {
-			case '*':
-				starPx, starSx = px, sx+1
-				px++
-				continue
-			case '?':
-				if sx < len(s) {
-					px++
-					sx++
-					continue
-				}
-			case '[':
-				if sx < len(s) && matchSet(p[px:], s[sx]) {
-					px += setWidth(p[px:])
-					sx++
-					continue
-				}
-			case '\\':
-				if sx < len(s) && p[px+1] == s[sx] {
-					px += 2
-					sx++
-					continue
-				}
-			default:
-				if sx < len(s) && s[sx] == c {
-					px++
-					sx++
-					continue
-				}
-			}
-		}
-		if starSx > 0 && starSx <= len(s) {
-			px, sx = starPx, starSx
-			continue
-		}
-		return false
-	}
-	return true
 }

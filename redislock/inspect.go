@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -83,11 +84,12 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error)
 	if l.table.Closed() {
 		return nil, dlock.ErrClosed
 	}
-	if pattern == "" {
-		pattern = "*"
+	glob, err := driver.ParsePattern(pattern)
+	if err != nil {
+		return nil, err
 	}
 	head := l.opts.Prefix + ":lock:"
-	match := globEscape(head) + pattern
+	match := globEscape(head) + glob.String()
 	var (
 		mu   sync.Mutex
 		seen = make(map[string]bool)
@@ -109,7 +111,6 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error)
 			}
 		}
 	}
-	var err error
 	if cc, ok := l.client.(*redis.ClusterClient); ok {
 		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
 	} else {

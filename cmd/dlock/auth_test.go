@@ -89,3 +89,15 @@ func TestEtcdTLSFlags(t *testing.T) {
 		}
 	}
 }
+
+// A malformed ls pattern is one usage error, the same on both stores, and
+// needs no server.
+func TestLsBadPatternSameEverywhere(t *testing.T) {
+	var got []result
+	for _, store := range [][]string{{"--redis", "redis://127.0.0.1:1"}, {"--etcd", "127.0.0.1:1"}} {
+		got = append(got, dlockIn(t, append(append([]string{"ls"}, store...), "a[")))
+	}
+	if got[0].code != exitUsage || got[0] != got[1] || !strings.Contains(got[0].stderr, "unclosed [") {
+		t.Fatalf("ls a[ on Redis: %+v; on etcd: %+v; want the same usage error", got[0], got[1])
+	}
+}

@@ -154,6 +154,9 @@ func cmdList(e *env, args []string) int {
 	if len(pos) == 1 {
 		pattern = pos[0]
 	}
+	if _, err := driver.ParsePattern(pattern); err != nil { // before connecting: it is the same error on every store
+		return usageError(e, "ls", "PATTERN: %v", trimDlock(err))
+	}
 	be, code := f.backend.connect(e, "ls")
 	if be == nil {
 		return code
