@@ -342,9 +342,9 @@ func trimDlock(err error) string { return strings.TrimPrefix(err.Error(), "dlock
 type refusal int
 
 const (
-	noAnswer refusal = iota // no answer, or the connection failed
-	badLogin                   // the store refused the login
-	badConfig                  // the store refused the configuration: a database that does not exist
+	noAnswer  refusal = iota // no answer, or the connection failed
+	badLogin                 // the store refused the login
+	badConfig                // the store refused the configuration: a database that does not exist
 )
 
 // refused reports why the store at where did not take dlock's first
