@@ -25,11 +25,12 @@ const (
 
 func cmdDemo(e *env, args []string) int {
 	fs := flagSet(e, "demo")
-	if stop, code := parseFlags(e, fs, "demo", args); stop {
+	pos, quit, code := parseFlags(e, fs, "demo", args)
+	if quit {
 		return code
 	}
-	if fs.NArg() > 0 {
-		return usageError(e, "demo", "unexpected argument %q", fs.Arg(0))
+	if len(pos) > 0 {
+		return usageError(e, "demo", "unexpected argument %q", pos[0])
 	}
 	srv, err := startDemoServer()
 	if err != nil {

@@ -64,7 +64,7 @@ func TestCLIHabits(t *testing.T) {
 
 	// Help writes long flags with two dashes, as the README does.
 	res := dlockIn(t, []string{"help", "run"})
-	if !strings.Contains(res.stdout, "  --ttl duration") || strings.Contains(res.stdout, "\n  -ttl") || !strings.Contains(res.stdout, "\n  -n ") {
+	if !strings.Contains(res.stdout, "  --ttl duration") || strings.Contains(res.stdout, "\n  -ttl") || !strings.Contains(res.stdout, "\n  -n\n") {
 		t.Errorf("help run lists its flags as:\n%s", res.stdout[strings.Index(res.stdout, "Flags:"):])
 	}
 }

@@ -26,9 +26,9 @@ var commands []*command // filled by init: the table refers to help, which reads
 func init() {
 	commands = []*command{
 		{"run", "[flags] KEY -- CMD [ARGS...]", "run CMD while holding the lock KEY", runHelp, cmdRun},
-		{"status", "[flags] KEY", "show whether KEY is held, its lease, fence and owner", statusHelp, cmdStatus},
-		{"ls", "[flags] [PATTERN]", "list the held locks (SCAN, never KEYS)", lsHelp, cmdList},
-		{"unlock", "--force [flags] KEY", "delete a stuck lock, whoever holds it", unlockHelp, cmdUnlock},
+		{"status", "[flags] KEY", "show whether KEY is held, its lease, fence and owner", statusHelp, jsonErrors(cmdStatus)},
+		{"ls", "[flags] [PATTERN]", "list the held locks (SCAN, never KEYS)", lsHelp, jsonErrors(cmdList)},
+		{"unlock", "--force [flags] KEY", "delete a stuck lock, whoever holds it", unlockHelp, jsonErrors(cmdUnlock)},
 		{"demo", "", "watch workers contend for one lock on a private Redis", demoHelp, cmdDemo},
 		{"version", "", "print the version", "", cmdVersion},
 		{"help", "[COMMAND|TOPIC]", "show the help of a command or topic", "", cmdHelp},
@@ -50,7 +50,10 @@ func usage(w io.Writer) {
 	for _, t := range topics {
 		fmt.Fprintf(w, "  %-11s %s\n", t.name, t.short)
 	}
-	fmt.Fprint(w, "\nRun `dlock help COMMAND` for its flags. The Redis server comes from --redis URL\n"+
+	fmt.Fprint(w, "\nRun `dlock help COMMAND` for its flags; the flags that say where the locks\n"+
+		"are (--redis, --etcd, --prefix, --etcd-*) and --json may also come before COMMAND.\n"+
+		"Every duration is a Go duration (1.5s, 2m, 500ms) or a number of seconds.\n"+
+		"The Redis server comes from --redis URL\n"+
 		"or DLOCK_REDIS_URL (default "+defaultRedisURL+"); an etcd cluster, used\n"+
 		"instead, from --etcd ENDPOINTS or DLOCK_ETCD_ENDPOINTS.\n\n"+
 		"Examples:\n\n"+examples)
@@ -93,7 +96,9 @@ greater than the fence of every earlier acquisition of KEY, so a store that
 remembers the highest fence it has seen can refuse the late writes of a
 holder that lost its lock.
 
-Flags go before KEY. Put -- between KEY and CMD when CMD has flags.
+Flags go before KEY, or after it when -- comes between KEY and CMD (put
+-- there whenever CMD has flags). -n fails at once and -w DURATION bounds
+the wait, as in flock(1).
 
 --wait 0 (the default) fails at once; a duration (30s, 2m) or a number of
 seconds bounds the wait; "forever" waits until the lock comes or dlock is

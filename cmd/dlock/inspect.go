@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -37,6 +40,31 @@ func toJSON(i dlock.Info) lockJSON {
 		j.Waiters = &i.Waiters
 	}
 	return j
+}
+
+// jsonErrors keeps a command's output JSON when it fails under --json:
+// the error it prints goes to stdout too, as {"error": ..., "exit_code": N}.
+func jsonErrors(run func(*env, []string) int) func(*env, []string) int {
+	return func(e *env, args []string) int {
+		before, _, _ := strings.Cut(strings.Join(args, "\x00"), "\x00--\x00")
+		if !slices.ContainsFunc(strings.Split(before, "\x00"), func(a string) bool {
+			return a == "--json" || a == "-json" || a == "--json=true" || a == "-json=true"
+		}) {
+			return run(e, args)
+		}
+		var msg bytes.Buffer
+		je := *e
+		je.stderr = io.MultiWriter(e.stderr, &msg)
+		code := run(&je, args)
+		if code != exitOK {
+			line, _, _ := strings.Cut(msg.String(), "\n")
+			writeJSON(e.stdout, struct {
+				Error    string `json:"error"`
+				ExitCode int    `json:"exit_code"`
+			}{strings.TrimPrefix(line, "dlock: "), code})
+		}
+		return code
+	}
 }
 
 func writeJSON(w io.Writer, v any) {
@@ -68,10 +96,11 @@ func inspectCommand(e *env, name string, args []string, extra func(*flag.FlagSet
 	if extra != nil {
 		extra(fs)
 	}
-	if stop, code := parseFlags(e, fs, name, args); stop {
+	pos, stop, code := parseFlags(e, fs, name, args)
+	if stop {
 		return nil, nil, code
 	}
-	return f, fs.Args(), 0
+	return f, pos, 0
 }
 
 // keyArg returns the one KEY argument of command name, or a usage error's

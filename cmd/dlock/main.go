@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -59,6 +61,7 @@ func main() {
 }
 
 func dlockMain(e *env, args []string) int {
+	args = moveGlobalFlags(args)
 	if len(args) == 0 {
 		usage(e.stderr)
 		return exitUsage
@@ -102,11 +105,34 @@ func commandUsage(w io.Writer, fs *flag.FlagSet, name string) {
 		fs.VisitAll(func(*flag.Flag) { n++ })
 		if n > 0 {
 			fmt.Fprint(w, "\nFlags:\n")
-			fs.SetOutput(w)
-			fs.PrintDefaults()
-			fs.SetOutput(io.Discard)
+			printFlags(w, fs)
 		}
 	}
+}
+
+// printFlags lists the flags of fs as the README writes them: --name
+// for a long flag, -n for a one-letter one.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		line := "  " + dash + f.Name
+		if arg != "" {
+			line += " " + arg
+		}
+		if def := f.DefValue; def != "" && def != "0" && def != "false" && def != "0s" {
+			if g, ok := f.Value.(flag.Getter); ok {
+				if _, isString := g.Get().(string); isString {
+					def = strconv.Quote(def)
+				}
+			}
+			usage += " (default " + def + ")"
+		}
+		fmt.Fprintf(w, "%s\n    \t%s\n", line, usage)
+	})
 }
 
 func upperFirst(s string) string {
@@ -116,19 +142,77 @@ func upperFirst(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// parseFlags parses args into fs. It returns the exit code to use when
-// the command should stop: -h prints the help and exits 0, a bad flag
-// exits 2.
-func parseFlags(e *env, fs *flag.FlagSet, name string, args []string) (stop bool, code int) {
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		commandUsage(e.stdout, fs, name)
-		return true, exitOK
+// parseFlags parses args into fs, with flags before, between and after
+// the arguments (up to a --, after which all are arguments), and returns
+// the arguments. stop says the command should stop with code: -h prints
+// the help and exits 0, a bad flag is a usage error.
+func parseFlags(e *env, fs *flag.FlagSet, name string, args []string) (pos []string, stop bool, code int) {
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			commandUsage(e.stdout, fs, name)
+			return nil, true, exitOK
+		}
+		if err != nil {
+			return nil, true, usageError(e, name, "%s", flagError(err))
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); len(rest) == 0 || n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), false, 0
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	if err != nil {
-		return true, usageError(e, name, "%v", err)
+}
+
+// flagError rewrites the flag package's errors with flags written as the
+// help writes them: "--ttl -1s: must not be negative".
+func flagError(err error) string {
+	msg := err.Error()
+	dashes := func(name string) string {
+		if len(name) == 1 {
+			return "-" + name
+		}
+		return "--" + name
 	}
-	return false, 0
+	if m := invalidValue.FindStringSubmatch(msg); m != nil {
+		return dashes(m[2]) + " " + m[1] + ": " + m[3]
+	}
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return "unknown flag " + dashes(name)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return dashes(name) + " needs a value"
+	}
+	return msg
+}
+
+var invalidValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for flag -(\S+): (.*)$`)
+
+// globalFlags are the flags that may come before the command: where the
+// locks are, and --json.
+var globalFlags = map[string]bool{"redis": true, "etcd": true, "prefix": true, "etcd-user": true,
+	"etcd-cacert": true, "etcd-cert": true, "etcd-key": true, "json": false} // name -> takes a value
+
+// moveGlobalFlags turns "dlock --redis URL status KEY" into "dlock status
+// --redis URL KEY". It leaves args alone when they do not start with a
+// flag it knows.
+func moveGlobalFlags(args []string) []string {
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		takes, ok := globalFlags[name]
+		if !ok {
+			break
+		}
+		i++
+		if takes && !hasValue {
+			i++
+		}
+	}
+	if i == 0 || i >= len(args) {
+		return args
+	}
+	return append(append([]string{args[i]}, args[:i]...), args[i+1:]...)
 }
 
 // usageError prints a usage error as one line and a hint, and returns
@@ -170,11 +254,12 @@ func (e *signalError) code() int {
 
 func cmdVersion(e *env, args []string) int {
 	fs := flagSet(e, "version")
-	if stop, code := parseFlags(e, fs, "version", args); stop {
+	pos, stop, code := parseFlags(e, fs, "version", args)
+	if stop {
 		return code
 	}
-	if fs.NArg() > 0 {
-		return usageError(e, "version", "unexpected argument %q", fs.Arg(0))
+	if len(pos) > 0 {
+		return usageError(e, "version", "unexpected argument %q", pos[0])
 	}
 	fmt.Fprintln(e.stdout, versionString())
 	return exitOK

@@ -22,7 +22,38 @@ import (
 // process cannot be relied on to renew much faster.
 const minTTL = 100 * time.Millisecond
 
-// waitFlag is --wait: a duration, a number of seconds, or "forever".
+// durationFlag is a duration flag that takes what every duration of dlock
+// takes: a Go duration (1.5s, 2m, 500ms) or a number of seconds (5, 1.5).
+type durationFlag time.Duration
+
+func (d *durationFlag) String() string { return time.Duration(*d).String() }
+
+func (d *durationFlag) Set(s string) error {
+	v, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = durationFlag(v)
+	return nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || math.IsNaN(f) || math.IsInf(f, 0) || f > math.MaxInt64/1e9 {
+			return 0, errors.New("want a duration (30s, 2m, 500ms) or a number of seconds")
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d < 0 {
+		return 0, errors.New("must not be negative")
+	}
+	return d, nil
+}
+
+// waitFlag is --wait (and -w): a duration as durationFlag takes it, or
+// "forever".
 type waitFlag struct {
 	d       time.Duration
 	forever bool
@@ -40,16 +71,9 @@ func (w *waitFlag) Set(s string) error {
 		w.forever, w.d = true, 0
 		return nil
 	}
-	d, err := time.ParseDuration(s)
+	d, err := parseDuration(s)
 	if err != nil {
-		f, ferr := strconv.ParseFloat(s, 64)
-		if ferr != nil || math.IsNaN(f) || math.IsInf(f, 0) || f > math.MaxInt64/1e9 {
-			return errors.New(`want a duration (30s, 2m), a number of seconds, or "forever"`)
-		}
-		d = time.Duration(f * float64(time.Second))
-	}
-	if d < 0 {
-		return errors.New("must not be negative")
+		return fmt.Errorf(`%v, or "forever"`, err)
 	}
 	w.forever, w.d = false, d
 	return nil
@@ -82,11 +106,17 @@ type runConfig struct {
 func (c *runConfig) register(fs *flag.FlagSet) {
 	c.backend.register(fs)
 	c.conflictCode, c.lostCode = exitBusy, exitLost
-	fs.DurationVar(&c.ttl, "ttl", dlock.DefaultTTL, "lease of the lock; renewed every ttl/3 while CMD runs (at least "+minTTL.String()+"; on etcd, whole seconds from 1s)")
+	c.ttl, c.killGrace = dlock.DefaultTTL, 10*time.Second
+	fs.Var((*durationFlag)(&c.ttl), "ttl", "`duration` of the lease of the lock; renewed every ttl/3 while CMD runs (at least "+minTTL.String()+"; on etcd, whole seconds from 1s)")
 	fs.Var(&c.wait, "wait", "how long to wait for a busy lock: a `duration`, or forever (default 0: fail at once)")
+	fs.Var(&c.wait, "w", "short for --wait: the `duration` to wait, as in flock(1)")
+	fs.BoolFunc("n", "fail at once when the lock is busy: --wait 0, as in flock(1)", func(string) error {
+		c.wait = waitFlag{}
+		return nil
+	})
 	fs.StringVar(&c.owner, "owner", "", "owner `id`: holders with the same id share the lock (reentrant, e.g. a deploy id)")
 	fs.BoolVar(&c.fair, "fair", false, "serve waiters in arrival order, across processes (Redis only)")
-	fs.DurationVar(&c.killGrace, "kill-grace", 10*time.Second, "when the lock is lost, time between SIGTERM and SIGKILL to CMD")
+	fs.Var((*durationFlag)(&c.killGrace), "kill-grace", "when the lock is lost, `duration` between SIGTERM and SIGKILL to CMD")
 	fs.Var(&c.conflictCode, "conflict-exit-code", "exit `code` when the lock is busy or the wait runs out")
 	fs.Var(&c.lostCode, "lost-exit-code", "exit `code` when the lock is lost while CMD runs")
 }
@@ -146,7 +176,7 @@ func cmdRun(e *env, args []string) int {
 		return exitOK
 	}
 	if err != nil {
-		return usageError(e, "run", "%v", err)
+		return usageError(e, "run", "%s", flagError(err))
 	}
 	store, err := c.backend.store(e)
 	if err != nil {
