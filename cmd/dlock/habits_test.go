@@ -21,9 +21,9 @@ func TestCLIHabits(t *testing.T) {
 	defer lk.Unlock(ctx)
 
 	for _, args := range [][]string{
-		{"status", "habits", "--json"},                                  // a flag after KEY
-		{"--redis", redisURL(), "status", "habits", "--json"},           // a global flag before the command
-		{"--redis=" + redisURL(), "--json", "status", "habits"},         // both global
+		{"status", "habits", "--json"},                                   // a flag after KEY
+		{"--redis", redisURL(), "status", "habits", "--json"},            // a global flag before the command
+		{"--redis=" + redisURL(), "--json", "status", "habits"},          // both global
 		{"--prefix", "dlock", "status", "--redis", redisURL(), "habits"}, // mixed
 	} {
 		res := dlockIn(t, args)
