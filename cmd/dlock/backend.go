@@ -345,6 +345,7 @@ const (
 	noAnswer  refusal = iota // no answer, or the connection failed
 	badLogin                 // the store refused the login
 	badConfig                // the store refused the configuration: a database that does not exist
+	badTLS                   // the TLS handshake failed, on either side
 )
 
 // refused reports why the store at where did not take dlock's first
@@ -357,6 +358,9 @@ func refused(e *env, store, where string, how refusal, err error) int {
 	case badConfig:
 		fmt.Fprintf(e.stderr, "dlock: %s at %s refused the configuration: %v\n", store, where, err)
 		return exitConfig
+	case badTLS:
+		fmt.Fprintf(e.stderr, "dlock: the TLS handshake with %s at %s failed: %v\n", store, where, err)
+		return exitNoPerm
 	}
 	fmt.Fprintf(e.stderr, "dlock: cannot reach %s at %s: %v\n", store, where, err)
 	return exitUnavailable

@@ -141,6 +141,11 @@ func (b *backendFlags) connectEtcd(e *env, name string, opts ...dlock.Option) (b
 		locker.Close()
 		client.Close()
 		how := etcdRefusal(err)
+		if how == noAnswer && cfg.tls != nil {
+			if herr := handshakeError(cfg); herr != nil {
+				how, err = badTLS, herr
+			}
+		}
 		if how == noAnswer && ctx.Err() != nil {
 			err = fmt.Errorf("no answer within %v", cfg.dialTimeout)
 		}
@@ -190,6 +195,37 @@ func (b *backendFlags) etcdLogin(e *env, cfg *etcdConfig) error {
 			return fmt.Errorf("--etcd-cert, --etcd-key: %v", err)
 		}
 		cfg.tls.Certificates = []tls.Certificate{pair}
+	}
+	return nil
+}
+
+// handshakeError says why a TLS handshake with the endpoints fails, or nil
+// if none fails. gRPC only reports that the cluster gave no answer, so
+// once dlock's first request has failed, it asks the handshake itself. The
+// server's refusal of a client certificate comes after the client's half
+// of a TLS 1.3 handshake, so a short read follows it.
+func handshakeError(cfg *etcdConfig) error {
+	tc := cfg.tls.Clone()
+	tc.NextProtos = []string{"h2"} // as gRPC asks
+	for _, ep := range cfg.endpoints {
+		host := ep
+		if u, err := url.Parse(ep); err == nil && u.Host != "" {
+			if u.Scheme != "https" {
+				continue
+			}
+			host = u.Host
+		}
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: cfg.dialTimeout}, "tcp", host, tc)
+		if err == nil {
+			c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			_, err = c.Read(make([]byte, 1))
+			c.Close()
+		}
+		var verify *tls.CertificateVerificationError
+		var op *net.OpError
+		if errors.As(err, &verify) || errors.As(err, &op) && op.Op == "remote error" {
+			return fmt.Errorf("%s: %w (check --etcd-cacert, --etcd-cert and --etcd-key)", host, err)
+		}
 	}
 	return nil
 }
