@@ -123,7 +123,7 @@ With --etcd, the lease is whole seconds: --ttl must be at least 1s, and a
 fractional one is rounded up (1.5s becomes 2s); --fair is not available.
 
 Exit codes: CMD's own; 2 usage; 69 Redis or etcd unreachable; 75 busy; 76
-lock lost; 77 login refused; 78 configuration refused; 126 CMD not
+lock lost; 77 login or TLS refused; 78 configuration refused; 126 CMD not
 executable; 127 CMD not found; 128+N signal N. See dlock help exit-codes.`
 
 const statusHelp = `
@@ -174,7 +174,9 @@ sit where commands rarely go.
   69       Redis or etcd could not be reached within the dial timeout, or
            failed while dlock acquired the lock (EX_UNAVAILABLE)
   77       Redis or etcd refused the login: a wrong user or password, or
-           none given to a server that wants one (EX_NOPERM)
+           none given to a server that wants one; or the TLS handshake
+           with etcd failed: a certificate of an unknown authority, or a
+           client certificate missing or refused (EX_NOPERM)
   78       Redis refused the configuration: a database number the server
            does not have (EX_CONFIG)
   75       the lock is busy, or --wait ran out (EX_TEMPFAIL;
@@ -221,7 +223,8 @@ out of the process list); a refused login exits 77. TLS: --etcd-cacert FILE
 names the CAs that sign the cluster's certificate (default: the system's),
 --etcd-cert FILE and --etcd-key FILE the client certificate of a cluster
 that asks for one (or $DLOCK_ETCD_CACERT, $DLOCK_ETCD_CERT,
-$DLOCK_ETCD_KEY). A file that cannot be read is a usage error.
+$DLOCK_ETCD_KEY). A file that cannot be read is a usage error; a TLS
+handshake that fails exits 77 and says why.
 
 For a local etcd: Debian's etcd-server package (apt-get install
 etcd-server) serves http://127.0.0.1:2379 once started, or run the etcd

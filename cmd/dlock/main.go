@@ -28,7 +28,7 @@ const (
 	exitUnavailable = 69  // Redis or etcd could not be reached
 	exitBusy        = 75  // the lock is busy, or the wait ran out (--conflict-exit-code)
 	exitLost        = 76  // the lock was lost while CMD ran (--lost-exit-code)
-	exitNoPerm      = 77  // Redis or etcd refused the login
+	exitNoPerm      = 77  // Redis or etcd refused the login, or the TLS handshake failed
 	exitConfig      = 78  // Redis or etcd refused the configuration: a database that does not exist
 	exitCannotExec  = 126 // CMD was found but could not be run
 	exitNotFound    = 127 // CMD was not found
