@@ -226,9 +226,9 @@ that asks for one (or $DLOCK_ETCD_CACERT, $DLOCK_ETCD_CERT,
 $DLOCK_ETCD_KEY). A file that cannot be read is a usage error; a TLS
 handshake that fails exits 77 and says why.
 
-For a local etcd: Debian's etcd-server package (apt-get install
-etcd-server) serves http://127.0.0.1:2379 once started, or run the etcd
-release binary with no flags.
+For a local etcd: apt-get install etcd-server (Debian) installs etcd,
+which serves http://127.0.0.1:2379 when run with no flags, as does the
+etcd release binary.
 
 etcd leases are whole seconds: --ttl must be at least 1s, and a fractional
 one is rounded up (1.5s becomes 2s). --fair is not available: etcd waiters
