@@ -70,7 +70,7 @@
 //
 // Unlock deletes the hold's key in a transaction that compares its create
 // revision, so a late or repeated Unlock never deletes a newer hold, even
-// from the same session (etcd issue 22082: the concurrency Mutex deletes
+// from the same session (etcd-io/etcd#22082: the concurrency Mutex deletes
 // by key name). Close releases every hold of the Locker, revokes its
 // session, and stops its goroutines.
 //
@@ -81,7 +81,7 @@
 // waiter whose session ends (its lease expired, or etcd could not be
 // reached within it) returns at once with an error matching
 // [dlock.ErrNotAcquired] and [dlock.ErrLeaseExpired], instead of waiting
-// on (etcd issue 19597). While etcd cannot be reached, a call waits for the
+// on (etcd-io/etcd#19597). While etcd cannot be reached, a call waits for the
 // client to reconnect until its context ends. There is no fair mode:
 // WithFair(true) is an error matching [dlock.ErrInvalidOption].
 //
@@ -101,6 +101,6 @@
 // session's lease, revisions as fences) but writes its own transactions:
 // the Mutex names its key after the session's lease, so one session can
 // make only one hold of a key, which rules out counting an owner's holds;
-// it releases by key name (issue 22082); and its Lock keeps waiting after
-// its session ended (issue 19597).
+// it releases by key name (etcd-io/etcd#22082); and its Lock keeps waiting after
+// its session ended (etcd-io/etcd#19597).
 package etcdlock
