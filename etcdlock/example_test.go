@@ -1,20 +1,24 @@
 package etcdlock_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/etcdlock"
-	"github.com/dlock-go/dlock/etcdlock/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func ExampleLocker_TryLock() {
-	// The tests run an embedded etcd; use your cluster's endpoints.
-	cli, err := clientv3.New(etcdtest.ClientConfig(shared.Endpoints()...))
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   strings.Split(cmp.Or(os.Getenv("ETCD_ENDPOINTS"), "127.0.0.1:2379"), ","),
+		DialTimeout: 5 * time.Second,
+	})
 	if err != nil {
 		panic(err)
 	}
@@ -43,7 +47,10 @@ func ExampleLocker_TryLock() {
 }
 
 func ExampleNew_shortTTL() {
-	cli, err := clientv3.New(etcdtest.ClientConfig(shared.Endpoints()...))
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   strings.Split(cmp.Or(os.Getenv("ETCD_ENDPOINTS"), "127.0.0.1:2379"), ","),
+		DialTimeout: 5 * time.Second,
+	})
 	if err != nil {
 		panic(err)
 	}

@@ -36,6 +36,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	os.Setenv("ETCD_ENDPOINTS", strings.Join(shared.Endpoints(), ",")) // for the Examples, which read it as a program would
 	code := m.Run()
 	shared.Close()
 	if code == 0 {
