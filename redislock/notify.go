@@ -22,6 +22,8 @@ type notifier struct {
 	client redis.UniversalClient
 	log    *slog.Logger
 
+	subscribeTimeout time.Duration // a field so that tests can lengthen it
+
 	drop atomic.Bool // test hook: lose every wake-up
 
 	quit    chan struct{}   // closed by stop
@@ -69,7 +71,7 @@ const (
 )
 
 func newNotifier(client redis.UniversalClient, log *slog.Logger, closing <-chan struct{}) *notifier {
-	return &notifier{client: client, log: log, subs: make(map[string]*subscription), quit: make(chan struct{}), closing: closing}
+	return &notifier{client: client, log: log, subscribeTimeout: subscribeTimeout, subs: make(map[string]*subscription), quit: make(chan struct{}), closing: closing}
 }
 
 // watch registers a waiter for the wake-ups named token on channel, and
@@ -108,7 +110,7 @@ func (n *notifier) watch(ctx context.Context, channel, token string) (<-chan gra
 		}
 		n.mu.Unlock()
 	}
-	t := time.NewTimer(subscribeTimeout)
+	t := time.NewTimer(n.subscribeTimeout)
 	defer t.Stop()
 	select {
 	case <-sub.ready:
