@@ -65,7 +65,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	}
 	l.watchdog = newWatchdog(l)
 	l.table.Init(l.log, l.watchdog.remove)
-	l.notify = newNotifier(client, l.log, l.quit)
+	l.notify = newNotifier(client, l.log)
 	l.sub = driver.NewToken()[:8]
 	return l, nil
 }
@@ -134,6 +134,7 @@ func (l *Locker) close(release bool) error {
 		return dlock.ErrClosed
 	}
 	close(l.quit)
+	l.notify.interrupt()
 	var errs []error
 	for _, lk := range all {
 		if release {

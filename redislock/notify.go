@@ -14,32 +14,44 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// notifier keeps the Locker's one subscription connection and wakes the
-// waiter a release names. Channels are sharded (SSUBSCRIBE), as the release
-// script publishes with SPUBLISH: in a Cluster a message stays on the shard
-// of its key.
+// notifier keeps the Locker's subscriptions and wakes the waiter a release
+// names. Channels are sharded (SSUBSCRIBE), as the release script publishes
+// with SPUBLISH: in a Cluster a message stays on the shard of its key, so
+// the notifier keeps one subscription connection per shard it waits on,
+// opened when a waiter first needs it and closed when its channels go idle.
+// On one server (Sentinel's included) there is one shard.
 type notifier struct {
-	client redis.UniversalClient
-	log    *slog.Logger
+	client  redis.UniversalClient
+	cluster *redis.ClusterClient // nil on one server
+	log     *slog.Logger
 
 	subscribeTimeout time.Duration // a field so that tests can lengthen it
+	drop             atomic.Bool   // test hook: lose every wake-up
 
-	drop atomic.Bool // test hook: lose every wake-up
-
-	quit    chan struct{}   // closed by stop
-	closing <-chan struct{} // closed when the Locker's Close begins
+	quit      chan struct{}   // closed by stop
+	closing   context.Context // ended by interrupt, when the Locker's Close begins
+	interrupt context.CancelFunc
 
 	mu      sync.Mutex
-	ps      *redis.PubSub
+	shards  map[string]*shard        // by the address of its master; "" on one server
 	subs    map[string]*subscription // by channel
 	stopped bool
 	running sync.WaitGroup
 }
 
+// shard is one subscription connection, to the master of some slots.
+type shard struct {
+	addr string
+	ps   *redis.PubSub
+	subs int // the subscriptions on it
+}
+
 type subscription struct {
+	shard   *shard                // nil while it is being moved to another shard
 	ready   chan struct{}         // closed when Redis confirmed the subscription
 	waiters map[string]chan grant // by token
 	idle    time.Time             // when the last waiter left
+	moves   int                   // times it was moved since it was last confirmed
 }
 
 // grant is a wake-up: the lock was handed to the waiter after its attempt
@@ -62,7 +74,7 @@ const (
 	// subscribeTimeout bounds how long a waiter waits for its subscription
 	// before it falls back to its retry timer alone.
 	subscribeTimeout = 2 * time.Second
-	// healthCheck is how long the subscription connection may stay silent
+	// healthCheck is how long a subscription connection may stay silent
 	// before it is pinged.
 	healthCheck = 5 * time.Second
 	// idleChannel is how long a channel without waiters stays subscribed, so
@@ -70,38 +82,44 @@ const (
 	idleChannel = 30 * time.Second
 )
 
-func newNotifier(client redis.UniversalClient, log *slog.Logger, closing <-chan struct{}) *notifier {
-	return &notifier{client: client, log: log, subscribeTimeout: subscribeTimeout, subs: make(map[string]*subscription), quit: make(chan struct{}), closing: closing}
+func newNotifier(client redis.UniversalClient, log *slog.Logger) *notifier {
+	cc, _ := client.(*redis.ClusterClient)
+	closing, interrupt := context.WithCancel(context.Background())
+	return &notifier{
+		client: client, cluster: cc, log: log, subscribeTimeout: subscribeTimeout,
+		shards: make(map[string]*shard), subs: make(map[string]*subscription),
+		quit: make(chan struct{}), closing: closing, interrupt: interrupt,
+	}
 }
 
 // watch registers a waiter for the wake-ups named token on channel, and
-// returns once the subscription is confirmed (or could not be within
-// subscribeTimeout, ctx ended or the Locker began to close: the waiter then
-// relies on its fallback timer, or stops). The
-// channel holds the latest wake-up not yet received.
-func (n *notifier) watch(ctx context.Context, channel, token string) (<-chan grant, func()) {
+// returns once the subscription is confirmed, or could not be by the
+// earlier of subscribeTimeout and by (when not zero), or ctx ended, or the
+// Locker began to close: the waiter then relies on its fallback timer, or
+// stops. The channel holds the latest wake-up not yet received.
+func (n *notifier) watch(ctx context.Context, channel, token string, by time.Time) (<-chan grant, func()) {
 	wake := make(chan grant, 1)
+	timeout := n.subscribeTimeout
+	if !by.IsZero() {
+		timeout = min(timeout, time.Until(by))
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	defer context.AfterFunc(n.closing, cancel)()
+
 	n.mu.Lock()
 	if n.stopped {
 		n.mu.Unlock()
 		return wake, func() {}
 	}
-	if n.ps == nil {
-		n.ps = n.client.SSubscribe(context.WithoutCancel(ctx))
-		n.running.Add(1)
-		go n.receive(n.ps)
-	}
 	sub := n.subs[channel]
-	if sub == nil {
+	fresh := sub == nil
+	if fresh {
 		sub = &subscription{ready: make(chan struct{}), waiters: make(map[string]chan grant)}
 		n.subs[channel] = sub
-		if err := n.ps.SSubscribe(ctx, channel); err != nil {
-			n.log.Warn("subscribe failed", "error", err)
-		}
 	}
 	sub.waiters[token] = wake
 	n.mu.Unlock()
-
 	unwatch := func() {
 		n.mu.Lock()
 		delete(sub.waiters, token)
@@ -110,15 +128,52 @@ func (n *notifier) watch(ctx context.Context, channel, token string) (<-chan gra
 		}
 		n.mu.Unlock()
 	}
-	t := time.NewTimer(n.subscribeTimeout)
-	defer t.Stop()
+	if fresh {
+		n.subscribe(ctx, channel, sub)
+	}
 	select {
 	case <-sub.ready:
-	case <-t.C:
 	case <-ctx.Done():
-	case <-n.closing:
 	}
 	return wake, unwatch
+}
+
+// subscribe sends the subscription of sub to channel on its shard: the one
+// of the master that serves the channel's slot, opened if need be.
+func (n *notifier) subscribe(ctx context.Context, channel string, sub *subscription) {
+	addr := ""
+	if n.cluster != nil {
+		node, err := n.cluster.MasterForKey(ctx, channel)
+		if err != nil {
+			n.log.Warn("subscribe failed", "error", err)
+			n.mu.Lock()
+			if n.subs[channel] == sub && sub.shard == nil {
+				delete(n.subs, channel) // the next waiter tries again
+			}
+			n.mu.Unlock()
+			return
+		}
+		addr = node.Options().Addr
+	}
+	n.mu.Lock()
+	if n.stopped || n.subs[channel] != sub {
+		n.mu.Unlock()
+		return
+	}
+	sh := n.shards[addr]
+	if sh == nil {
+		sh = &shard{addr: addr, ps: n.client.SSubscribe(context.WithoutCancel(ctx))}
+		n.shards[addr] = sh
+		n.running.Add(1)
+		go n.receive(sh)
+	}
+	sh.subs++
+	sub.shard = sh
+	n.mu.Unlock()
+	// Sent outside n.mu: it may dial, for as long as ctx lets it.
+	if err := sh.ps.SSubscribe(ctx, channel); err != nil {
+		n.log.Warn("subscribe failed", "error", err)
+	}
 }
 
 // ready reports whether channel is subscribed and confirmed, so that a
@@ -138,28 +193,36 @@ func (n *notifier) ready(channel string) bool {
 	}
 }
 
-// receive is the subscriber's goroutine.
-// It reads the connection itself, rather than through the client's
-// message channel, so that a wake-up reaches its waiter with one goroutine
-// switch fewer. A silent connection is pinged every healthCheck; a broken
-// one is re-dialled (the client re-subscribes) after a pause that doubles
-// up to a second while the server stays out of reach.
-func (n *notifier) receive(ps *redis.PubSub) {
+// receive is a shard's goroutine. It reads the connection itself, rather
+// than through the client's message channel, so that a wake-up reaches its
+// waiter with one goroutine switch fewer. A silent connection is pinged
+// every healthCheck; a broken one is re-dialled (the client re-subscribes)
+// after a pause that doubles up to a second while the server stays out of
+// reach. A subscription that the server refuses because its slot lives
+// elsewhere (MOVED), or ends because its slot moved away, moves to the
+// shard that serves the slot now.
+func (n *notifier) receive(sh *shard) {
 	defer n.running.Done()
-	ctx := context.Background()
+	ctx := n.closing // so that Close ends a dial in progress
 	swept := time.Now()
 	pause := time.Duration(0)
 	for {
-		m, err := ps.ReceiveTimeout(ctx, healthCheck)
+		m, err := sh.ps.ReceiveTimeout(ctx, healthCheck)
+		var moved redis.Error
 		switch {
 		case err == nil:
 			pause = 0
-			n.deliver(m)
-		case errors.Is(err, redis.ErrClosed):
+			n.deliver(sh, m)
+		case errors.Is(err, redis.ErrClosed) || ctx.Err() != nil:
 			return
 		case isTimeout(err):
-			ps.Ping(ctx) // a dead connection fails the next receive
+			sh.ps.Ping(ctx) // a dead connection fails the next receive
+		case errors.As(err, &moved) && movedSlot(moved.Error()) >= 0:
+			n.movedAway(sh, movedSlot(moved.Error()))
 		default:
+			if n.cluster != nil {
+				n.cluster.ReloadState(ctx) // the master may have failed over
+			}
 			pause = min(max(2*pause, 10*time.Millisecond), time.Second)
 			select {
 			case <-time.After(pause): // back off while the server is out of reach
@@ -168,7 +231,9 @@ func (n *notifier) receive(ps *redis.PubSub) {
 			}
 		}
 		if now := time.Now(); now.Sub(swept) >= idleChannel {
-			n.unsubscribeIdle(now)
+			if n.unsubscribeIdle(sh, now) {
+				return // the shard closed: nothing is subscribed on it
+			}
 			swept = now
 		}
 	}
@@ -179,17 +244,40 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-func (n *notifier) deliver(m any) {
+// movedSlot reads the slot of a "MOVED slot addr" or "ASK slot addr" error,
+// or says -1.
+func movedSlot(msg string) int {
+	kind, rest, _ := strings.Cut(msg, " ")
+	if kind != "MOVED" && kind != "ASK" {
+		return -1
+	}
+	s, _, _ := strings.Cut(rest, " ")
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func (n *notifier) deliver(sh *shard, m any) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch m := m.(type) {
 	case *redis.Subscription:
-		if sub := n.subs[m.Channel]; sub != nil && m.Kind == "ssubscribe" {
+		sub := n.subs[m.Channel]
+		if sub == nil || sub.shard != sh {
+			return // a reply to a change made since
+		}
+		switch m.Kind {
+		case "ssubscribe":
+			sub.moves = 0
 			select {
 			case <-sub.ready:
 			default:
 				close(sub.ready)
 			}
+		case "sunsubscribe": // not asked for: the channel's slot moved away
+			n.move(m.Channel, sub)
 		}
 	case *redis.Message:
 		if n.drop.Load() {
@@ -202,37 +290,103 @@ func (n *notifier) deliver(m any) {
 				case <-wake:
 				default:
 				}
-				wake <- g // cannot block: only this goroutine sends, under n.mu
+				wake <- g // cannot block: every sender holds n.mu
 			}
 		}
 	}
 }
 
-func (n *notifier) unsubscribeIdle(now time.Time) {
+// movedAway moves the subscriptions of sh in slot that are not confirmed:
+// the server refused them as another shard's.
+func (n *notifier) movedAway(sh *shard, s int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ch, sub := range n.subs {
+		if sub.shard != sh || int(slot(ch)) != s {
+			continue
+		}
+		select {
+		case <-sub.ready:
+		default:
+			n.move(ch, sub)
+		}
+	}
+}
+
+// move takes the subscription of channel off its shard and, after a pause
+// that grows with each move, subscribes it again where the cluster says its
+// slot lives now; a subscription nobody waits on is dropped instead. The
+// caller holds n.mu.
+func (n *notifier) move(channel string, sub *subscription) {
+	sh := sub.shard
+	if sh == nil {
+		return // already moving
+	}
+	sub.shard = nil
+	sh.subs--
+	if len(sub.waiters) == 0 {
+		delete(n.subs, channel)
+	}
+	sub.moves++
+	pause := min(10*time.Millisecond<<min(sub.moves, 7), time.Second)
+	n.running.Add(1)
+	go func() {
+		defer n.running.Done()
+		ctx, cancel := context.WithTimeout(n.closing, n.subscribeTimeout)
+		defer cancel()
+		// Out of the client's set, so that a reconnection does not take it
+		// back to the old shard.
+		sh.ps.SUnsubscribe(ctx, channel)
+		if n.cluster != nil {
+			n.cluster.ReloadState(ctx)
+		}
+		select {
+		case <-time.After(pause):
+		case <-n.quit:
+			return
+		}
+		n.subscribe(ctx, channel, sub)
+	}()
+}
+
+// unsubscribeIdle ends the subscriptions of sh that have had no waiter for
+// idleChannel, and closes sh when none is left; it says whether it did.
+func (n *notifier) unsubscribeIdle(sh *shard, now time.Time) (closed bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock() // held while sending, so a new watch cannot slip in between
 	var idle []string
 	for ch, sub := range n.subs {
-		if len(sub.waiters) == 0 && now.Sub(sub.idle) >= idleChannel {
+		if sub.shard == sh && len(sub.waiters) == 0 && now.Sub(sub.idle) >= idleChannel {
 			idle = append(idle, ch)
 			delete(n.subs, ch)
+			sh.subs--
 		}
 	}
-	if len(idle) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
-		defer cancel()
-		n.ps.SUnsubscribe(ctx, idle...)
+	if sh.subs == 0 {
+		if n.shards[sh.addr] == sh {
+			delete(n.shards, sh.addr)
+		}
+		sh.ps.Close()
+		return true
 	}
+	if len(idle) > 0 {
+		ctx, cancel := context.WithTimeout(n.closing, n.subscribeTimeout)
+		defer cancel()
+		sh.ps.SUnsubscribe(ctx, idle...)
+	}
+	return false
 }
 
 func (n *notifier) stop() {
 	n.mu.Lock()
 	n.stopped = true
-	ps := n.ps
+	shards := n.shards
+	n.shards = nil
 	n.mu.Unlock()
+	n.interrupt()
 	close(n.quit)
-	if ps != nil {
-		ps.Close()
+	for _, sh := range shards {
+		sh.ps.Close()
 	}
 	n.running.Wait()
 }

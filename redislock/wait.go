@@ -91,7 +91,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 	// a plain attempt, and the waiter subscribes only if the lock is busy.
 	mode, delay := base, time.Duration(0)
 	if w.queue&modeWait != 0 && o.Notify && l.notify.ready(l.channel(lk)) {
-		w.watch(ctx)
+		w.watch(ctx, time.Time{}) // confirmed already: returns at once
 		mode, delay = w.queue, o.Retry.Max
 	}
 	held, err := w.attempt(ctx, mode, delay)
@@ -106,13 +106,14 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 		return nil, w.busy(nil)
 	}
 	var limit <-chan time.Time
+	var end time.Time
 	if o.Waiting {
 		t := time.NewTimer(o.Wait)
 		defer t.Stop()
-		limit = t.C
+		limit, end = t.C, time.Now().Add(o.Wait)
 	}
 	if w.wake == nil {
-		w.watch(ctx)
+		w.watch(ctx, end)
 	}
 
 	backoff := o.Retry.Start()
@@ -164,10 +165,11 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 	}
 }
 
-// watch subscribes the waiter to its Locker's channel of the key.
-func (w *waiter) watch(ctx context.Context) {
+// watch subscribes the waiter to its Locker's channel of the key, waiting
+// for the confirmation until the wait's end at the latest (zero: none).
+func (w *waiter) watch(ctx context.Context, end time.Time) {
 	if w.o.Notify {
-		w.wake, w.unwatch = w.l.notify.watch(ctx, w.l.channel(w.lk), w.lk.token)
+		w.wake, w.unwatch = w.l.notify.watch(ctx, w.l.channel(w.lk), w.lk.token, end)
 	}
 }
 
