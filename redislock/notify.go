@@ -99,14 +99,6 @@ func newNotifier(client redis.UniversalClient, log *slog.Logger) *notifier {
 // stops. The channel holds the latest wake-up not yet received.
 func (n *notifier) watch(ctx context.Context, channel, token string, by time.Time) (<-chan grant, func()) {
 	wake := make(chan grant, 1)
-	timeout := n.subscribeTimeout
-	if !by.IsZero() {
-		timeout = min(timeout, time.Until(by))
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	defer context.AfterFunc(n.closing, cancel)()
-
 	n.mu.Lock()
 	if n.stopped {
 		n.mu.Unlock()
@@ -128,6 +120,18 @@ func (n *notifier) watch(ctx context.Context, channel, token string, by time.Tim
 		}
 		n.mu.Unlock()
 	}
+	select {
+	case <-sub.ready: // a hot key: nothing to wait for
+		return wake, unwatch
+	default:
+	}
+	timeout := n.subscribeTimeout
+	if !by.IsZero() {
+		timeout = min(timeout, time.Until(by))
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	defer context.AfterFunc(n.closing, cancel)()
 	if fresh {
 		n.subscribe(ctx, channel, sub)
 	}
