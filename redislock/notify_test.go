@@ -63,15 +63,21 @@ func gatedWaiter(t *testing.T) (*Locker, *dialGate) {
 	return l, gate
 }
 
+// heldKey returns a key of the test that another Locker holds.
+func heldKey(t *testing.T) string {
+	t.Helper()
+	key := keyFor(t)
+	if _, err := newLocker(t, shared).TryLock(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
 // A waiter whose subscription cannot be set up still stops at its WithWait
 // limit, and at Close.
 func TestSubscribeSetupHonoursLimits(t *testing.T) {
 	t.Run("WithWait", func(t *testing.T) {
-		key := keyFor(t)
-		holder := newLocker(t, shared)
-		if _, err := holder.TryLock(context.Background(), key); err != nil {
-			t.Fatal(err)
-		}
+		key := heldKey(t)
 		waiter, _ := gatedWaiter(t)
 		done := make(chan error, 1)
 		go func() {
@@ -88,11 +94,7 @@ func TestSubscribeSetupHonoursLimits(t *testing.T) {
 		}
 	})
 	t.Run("Close", func(t *testing.T) {
-		key := keyFor(t)
-		holder := newLocker(t, shared)
-		if _, err := holder.TryLock(context.Background(), key); err != nil {
-			t.Fatal(err)
-		}
+		key := heldKey(t)
 		waiter, gate := gatedWaiter(t)
 		done := make(chan error, 1)
 		go func() {
