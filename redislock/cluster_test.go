@@ -1,0 +1,161 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// testCluster is a Redis Cluster of masters only, for the tests that need
+// keys on several shards; master i serves the i-th equal range of slots.
+type testCluster struct {
+	nodes []*redistest.Server
+}
+
+func startCluster(t *testing.T, masters int) *testCluster {
+	t.Helper()
+	ctx := context.Background()
+	c := &testCluster{}
+	for range masters {
+		c.nodes = append(c.nodes, redistest.StartConfig(t, redistest.Config{Cluster: true}))
+	}
+	for i, n := range c.nodes {
+		lo, hi := c.slots(i)
+		cli := n.Client(t)
+		if err := cli.ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			if err := c.nodes[0].Client(t).ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(n.Port())).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, n := range c.nodes { // until every node sees every slot served
+		cli := n.Client(t)
+		for {
+			info, err := cli.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384") &&
+				strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d\r", masters)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the cluster did not settle in 30s: %v %s", err, info)
+			}
+			time.Sleep(20 * time.Millisecond) // poll interval, bounded by deadline
+		}
+	}
+	return c
+}
+
+// slots is the range of slots master i serves.
+func (c *testCluster) slots(i int) (lo, hi int) {
+	n := len(c.nodes)
+	return i * 16384 / n, (i+1)*16384/n - 1
+}
+
+// client returns a Cluster client, closed when t ends.
+func (c *testCluster) client(t *testing.T) *redis.ClusterClient {
+	var addrs []string
+	for _, n := range c.nodes {
+		addrs = append(addrs, n.Addr())
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// keyOn returns a key of the test whose lock master i serves.
+func (c *testCluster) keyOn(t *testing.T, i int) string {
+	lo, hi := c.slots(i)
+	for j := 0; ; j++ {
+		k := keyFor(t) + ":" + strconv.Itoa(j)
+		if s := int(slot("dlock:lock:" + k)); s >= lo && s <= hi {
+			return k
+		}
+	}
+}
+
+// One Locker's waiters are woken on every shard: a release on any master
+// hands the lock to the waiter at once. The waiter's fallback sleep is
+// longer than its wait, so only the wake-up can get it the lock in time.
+func TestClusterWakesWaitersOnEveryShard(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	holder, err := New(c.client(t), dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	waiter, err := New(c.client(t), dlock.WithTTL(time.Minute), dlock.WithRetry(dlock.FixedInterval(time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	for i := range c.nodes {
+		key := c.keyOn(t, i)
+		held, err := holder.Lock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			lk, err := waiter.Lock(ctx, key, dlock.WithWait(10*time.Second))
+			if err == nil {
+				err = lk.Unlock(ctx)
+			}
+			got <- err
+		}()
+		for { // until the waiter has queued
+			info, err := holder.Inspect(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Waiters == 1 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("shard %d: the waiter never queued", i)
+			case <-time.After(5 * time.Millisecond): // poll interval, bounded by ctx
+			}
+		}
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Errorf("shard %d: the waiter was not woken by the release: %v", i, err)
+		}
+	}
+}
+
+// The Redis driver keeps the dlock contract on a Cluster client.
+func TestClusterConformance(t *testing.T) {
+	c := startCluster(t, 3)
+	raw := c.client(t)
+	dlocktest.Run(t, dlocktest.Harness{
+		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
+			l, err := New(c.client(t), append([]dlock.Option{dlock.WithFencing(true)}, opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		},
+		Lose: func(t *testing.T, key string) {
+			if err := raw.Del(context.Background(), "dlock:lock:"+key).Err(); err != nil {
+				t.Fatal(err)
+			}
+		},
+		Caps: dlocktest.All,
+	})
+}
