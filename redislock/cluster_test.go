@@ -159,3 +159,120 @@ func TestClusterConformance(t *testing.T) {
 		Caps: dlocktest.All,
 	})
 }
+
+// migrate moves slot s, with its keys, from master from to master to, as
+// redis-cli --cluster reshard does.
+func (c *testCluster) migrate(t *testing.T, s, from, to int) {
+	t.Helper()
+	ctx := context.Background()
+	src, dst := c.nodes[from].Client(t), c.nodes[to].Client(t)
+	srcID, err := src.Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dstID, err := dst.Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []error{
+		dst.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", srcID).Err(),
+		src.Do(ctx, "CLUSTER", "SETSLOT", s, "MIGRATING", dstID).Err(),
+	} {
+		if step != nil {
+			t.Fatal(step)
+		}
+	}
+	keys, err := src.ClusterGetKeysInSlot(ctx, s, 1000).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) > 0 {
+		args := []any{"MIGRATE", "127.0.0.1", c.nodes[to].Port(), "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		if err := src.Do(ctx, args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range append([]int{to, from}, c.others(from, to)...) {
+		if err := c.nodes[i].Client(t).Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", dstID).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// others lists the masters other than a and b.
+func (c *testCluster) others(a, b int) []int {
+	var o []int
+	for i := range c.nodes {
+		if i != a && i != b {
+			o = append(o, i)
+		}
+	}
+	return o
+}
+
+// A waiter's subscription follows its key's slot to another master: the
+// master that gave the slot away ends the subscription, the Locker
+// subscribes again on the new one, and the release there wakes the waiter.
+func TestClusterSubscriptionFollowsSlot(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	holder, err := New(c.client(t), dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	waiter, err := New(c.client(t), dlock.WithTTL(time.Minute), dlock.WithRetry(dlock.FixedInterval(time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	key := c.keyOn(t, 0)
+	ks, err := keysOf("dlock", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	channel := ks.queue + ":" + waiter.sub
+	subscribers := func(node int) int64 {
+		n, err := c.nodes[node].Client(t).Do(ctx, "PUBSUB", "SHARDNUMSUB", channel).Slice()
+		if err != nil || len(n) != 2 {
+			t.Fatalf("PUBSUB SHARDNUMSUB: %v %v", n, err)
+		}
+		return n[1].(int64)
+	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("never: %s", what)
+			case <-time.After(5 * time.Millisecond): // poll interval, bounded by ctx
+			}
+		}
+	}
+
+	held, err := holder.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		lk, err := waiter.Lock(ctx, key, dlock.WithWait(30*time.Second))
+		if err == nil {
+			err = lk.Unlock(ctx)
+		}
+		got <- err
+	}()
+	until("the waiter subscribed on master 0", func() bool { return subscribers(0) == 1 })
+	c.migrate(t, int(slot("dlock:lock:"+key)), 0, 1)
+	until("the subscription moved to master 1", func() bool { return subscribers(1) == 1 })
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter was not woken on the slot's new master: %v", err)
+	}
+}
