@@ -161,8 +161,9 @@ func TestClusterConformance(t *testing.T) {
 }
 
 // migrate moves slot s, with its keys, from master from to master to, as
-// redis-cli --cluster reshard does.
-func (c *testCluster) migrate(t *testing.T, s, from, to int) {
+// redis-cli --cluster reshard does. between, when not nil, is called in the
+// middle: once the slot is migrating, and once its keys have moved.
+func (c *testCluster) migrate(t *testing.T, s, from, to int, between func(stage string)) {
 	t.Helper()
 	ctx := context.Background()
 	src, dst := c.nodes[from].Client(t), c.nodes[to].Client(t)
@@ -182,6 +183,9 @@ func (c *testCluster) migrate(t *testing.T, s, from, to int) {
 			t.Fatal(step)
 		}
 	}
+	if between != nil {
+		between("migrating")
+	}
 	keys, err := src.ClusterGetKeysInSlot(ctx, s, 1000).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +198,9 @@ func (c *testCluster) migrate(t *testing.T, s, from, to int) {
 		if err := src.Do(ctx, args...).Err(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if between != nil {
+		between("keys moved")
 	}
 	for _, i := range append([]int{to, from}, c.others(from, to)...) {
 		if err := c.nodes[i].Client(t).Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", dstID).Err(); err != nil {
@@ -267,12 +274,52 @@ func TestClusterSubscriptionFollowsSlot(t *testing.T) {
 		got <- err
 	}()
 	until("the waiter subscribed on master 0", func() bool { return subscribers(0) == 1 })
-	c.migrate(t, int(slot("dlock:lock:"+key)), 0, 1)
+	c.migrate(t, int(slot("dlock:lock:"+key)), 0, 1, nil)
 	until("the subscription moved to master 1", func() bool { return subscribers(1) == 1 })
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-got; err != nil {
 		t.Fatalf("the waiter was not woken on the slot's new master: %v", err)
+	}
+}
+
+// A lock whose slot migrates while it is held stays held: its renewals
+// follow the slot (ASK while its keys move, MOVED after), and its release
+// finds it on the new master.
+func TestClusterHoldThroughMigration(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := New(c.client(t), dlock.WithTTL(300*time.Millisecond), dlock.WithFencing(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	key := c.keyOn(t, 0)
+	lk, err := l.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// outlive waits past three leases, failing if the hold ends meanwhile.
+	outlive := func(stage string) {
+		t.Helper()
+		select {
+		case <-lk.Done():
+			t.Fatalf("%s: the hold ended: %v", stage, lk.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	c.migrate(t, int(slot("dlock:lock:"+key)), 0, 1, outlive)
+	outlive("moved")
+	raw := c.nodes[1].Client(t)
+	if n, err := raw.Exists(ctx, "dlock:lock:"+key).Result(); err != nil || n != 1 {
+		t.Fatalf("the lock key on its new master: %d, %v", n, err)
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock after the migration: %v", err)
+	}
+	if n, err := raw.Exists(ctx, "dlock:lock:"+key).Result(); err != nil || n != 0 {
+		t.Fatalf("the lock key after Unlock: %d, %v", n, err)
 	}
 }
