@@ -72,8 +72,16 @@ func (lk *lock) setDeadline(sent time.Time, ttl time.Duration) {
 	lk.sched.deadline = drift.Deadline(sent, ttl)
 }
 
-// leaseKeys are the keys of refresh.lua and ttl.lua: the lock and its holds.
-func (lk *lock) leaseKeys() []any { return []any{lk.keyArgs[0], lk.keyArgs[2]} }
+// leaseKeys are the keys of refresh.lua and ttl.lua: the lock and its
+// holds. A plain lock has no holds key, and the scripts do not touch it:
+// the lock key stands in for it, for a Cluster slot that is migrating
+// refuses (TRYAGAIN) a command whose keys are not all there.
+func (lk *lock) leaseKeys() []any {
+	if lk.Owner() == "" {
+		return []any{lk.keyArgs[0], lk.keyArgs[0]}
+	}
+	return []any{lk.keyArgs[0], lk.keyArgs[2]}
+}
 
 // Token returns the random value that identifies this acquisition.
 func (lk *lock) Token() string { return lk.token }
