@@ -50,6 +50,10 @@ type Config struct {
 	// Password, when set, is required of clients (requirepass); the
 	// server's Options carry it.
 	Password string
+	// Sentinel starts a Sentinel instead of a data server. A Sentinel
+	// rewrites its configuration, so it is read from a file in the
+	// server's directory rather than from standard input.
+	Sentinel bool
 }
 
 // Server is one running redis-server.
@@ -126,12 +130,12 @@ func (s *Server) config() string {
 	lines := []string{
 		"bind 127.0.0.1",
 		"port " + strconv.Itoa(s.port),
-		`save ""`,
-		"appendonly no",
 		"daemonize no",
 		"dir " + s.dir,
 		"logfile " + filepath.Join(s.dir, "redis.log"),
-		"enable-debug-command local",
+	}
+	if !s.cfg.Sentinel {
+		lines = append(lines, `save ""`, "appendonly no", "enable-debug-command local")
 	}
 	if s.cfg.Password != "" {
 		lines = append(lines, "requirepass "+s.cfg.Password)
@@ -145,6 +149,14 @@ func (s *Server) config() string {
 func (s *Server) start() error {
 	cmd := exec.Command(Binary, "-")
 	cmd.Stdin = strings.NewReader(s.config())
+	if s.cfg.Sentinel {
+		// Written anew at each start: a restart may change the port.
+		path := filepath.Join(s.dir, "sentinel.conf")
+		if err := os.WriteFile(path, []byte(s.config()), 0o600); err != nil {
+			return err
+		}
+		cmd = exec.Command(Binary, path, "--sentinel")
+	}
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", Binary, err)
@@ -222,6 +234,14 @@ func (s *Server) Resume() error {
 	s.stopped = false
 	s.mu.Unlock()
 	return nil
+}
+
+// running reports whether the server's process was started and has been
+// neither killed nor closed.
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil && !s.closed
 }
 
 // Kill ends the server with SIGKILL and waits for it to exit. Its data is
