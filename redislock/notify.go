@@ -165,11 +165,11 @@ func (n *notifier) subscribe(ctx context.Context, channel string, sub *subscript
 		return
 	}
 	sh := n.shards[addr]
-	if sh == nil {
+	opened := sh == nil
+	if opened {
 		sh = &shard{addr: addr, ps: n.client.SSubscribe(context.WithoutCancel(ctx))}
 		n.shards[addr] = sh
-		n.running.Add(1)
-		go n.receive(sh)
+		n.running.Add(1) // for its receive goroutine, started below
 	}
 	sh.subs++
 	sub.shard = sh
@@ -178,6 +178,29 @@ func (n *notifier) subscribe(ctx context.Context, channel string, sub *subscript
 	if err := sh.ps.SSubscribe(ctx, channel); err != nil {
 		n.log.Warn("subscribe failed", "error", err)
 	}
+	if opened {
+		// Only now: a Cluster client dials a subscription connection
+		// without channels to a random node, and the first channel, even
+		// if its subscription failed, routes every reconnection.
+		go n.receive(sh)
+	}
+}
+
+// leave takes one subscription off sh, and closes sh when none is left: a
+// connection without channels would be re-dialled to a random node. The
+// caller holds n.mu.
+func (n *notifier) leave(sh *shard) {
+	if sh.subs--; sh.subs > 0 {
+		return
+	}
+	if n.shards[sh.addr] == sh {
+		delete(n.shards, sh.addr)
+	}
+	n.running.Add(1)
+	go func() { // not under n.mu: Close waits for a dial in progress
+		defer n.running.Done()
+		sh.ps.Close()
+	}()
 }
 
 // ready reports whether channel is subscribed and confirmed, so that a
@@ -327,7 +350,7 @@ func (n *notifier) move(channel string, sub *subscription) {
 		return // already moving
 	}
 	sub.shard = nil
-	sh.subs--
+	n.leave(sh)
 	if len(sub.waiters) == 0 {
 		delete(n.subs, channel)
 	}
@@ -354,7 +377,7 @@ func (n *notifier) move(channel string, sub *subscription) {
 }
 
 // unsubscribeIdle ends the subscriptions of sh that have had no waiter for
-// idleChannel, and closes sh when none is left; it says whether it did.
+// idleChannel; it says whether that closed sh.
 func (n *notifier) unsubscribeIdle(sh *shard, now time.Time) (closed bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock() // held while sending, so a new watch cannot slip in between
@@ -363,15 +386,11 @@ func (n *notifier) unsubscribeIdle(sh *shard, now time.Time) (closed bool) {
 		if sub.shard == sh && len(sub.waiters) == 0 && now.Sub(sub.idle) >= idleChannel {
 			idle = append(idle, ch)
 			delete(n.subs, ch)
-			sh.subs--
+			n.leave(sh)
 		}
 	}
 	if sh.subs == 0 {
-		if n.shards[sh.addr] == sh {
-			delete(n.shards, sh.addr)
-		}
-		sh.ps.Close()
-		return true
+		return true // leave closed it
 	}
 	if len(idle) > 0 {
 		ctx, cancel := context.WithTimeout(n.closing, n.subscribeTimeout)
