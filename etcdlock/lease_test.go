@@ -23,6 +23,7 @@ type faults struct {
 	replay atomic.Pointer[func(method string) time.Duration] // delays a stream's replies
 	late   atomic.Pointer[func(method string)]               // after a delayed reply
 	refuse atomic.Pointer[func(method string) bool]          // fails a stream's sends
+	stall  atomic.Pointer[func(method string) bool]          // loses a call's reply: it returns when its context ends
 }
 
 func (f *faults) client(t *testing.T) *clientv3.Client {
@@ -31,6 +32,11 @@ func (f *faults) client(t *testing.T) *clientv3.Client {
 	cfg.DialOptions = append(cfg.DialOptions,
 		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			call := func() error { return invoker(ctx, method, req, reply, cc, opts...) }
+			if st := f.stall.Load(); st != nil && (*st)(method) {
+				call()
+				<-ctx.Done()
+				return ctx.Err()
+			}
 			if u := f.unary.Load(); u != nil {
 				return (*u)(method, call)
 			}
@@ -319,5 +325,30 @@ func TestNotifyOffPolls(t *testing.T) {
 		if r.lk != nil {
 			r.lk.Unlock(ctx)
 		}
+	}
+}
+
+// A Lock call returns at its WithWait limit even when an attempt's reply
+// never comes (a leader election that takes long, a member that stopped):
+// the attempt does not outlive the wait.
+func TestWaitLimitBoundsAttempt(t *testing.T) {
+	holder := newLocker(t, client(t))
+	key := t.Name()
+	if _, err := holder.TryLock(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	var f faults
+	waiter := newLocker(t, f.client(t), dlock.WithRetry(dlock.FixedInterval(50*time.Millisecond)))
+	txn := func(method string) bool { return method == "/etcdserverpb.KV/Txn" }
+	f.stall.Store(&txn)
+	defer f.stall.Store(nil) // so that the clean-up of the lost attempt ends
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := waiter.Lock(ctx, key, dlock.WithWait(500*time.Millisecond))
+	if ctx.Err() != nil {
+		t.Fatalf("Lock with a 500ms wait returned only when its context ended after 10s: %v", err)
+	}
+	if !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("Lock = %v, want ErrNotAcquired at the wait's limit", err)
 	}
 }
