@@ -288,21 +288,28 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 	)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
+	// An attempt does not outlive the wait: its reply may never come.
+	actx := ctx
 	if c.opts.Waiting {
 		t := time.NewTimer(c.opts.Wait)
 		defer t.Stop()
 		limit = t.C
+		var acancel context.CancelFunc
+		actx, acancel = context.WithTimeout(ctx, c.opts.Wait)
+		defer acancel()
 	}
 	if ls != nil {
 		lsDone = ls.done
 	}
 	for {
-		held, seen, err := l.attempt(ctx, c, h, ls)
+		held, seen, err := l.attempt(actx, c, h, ls)
 		switch {
 		case held:
 			return h, nil
 		case err != nil && ls != nil && ls.lost():
 			return nil, &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
+		case err != nil && ctx.Err() == nil && actx.Err() != nil:
+			return nil, l.notAcquired(ctx, c, b, nil) // the wait is over
 		case err != nil && ctx.Err() != nil:
 			return nil, l.notAcquired(context.WithoutCancel(ctx), c, b, context.Cause(ctx))
 		case err != nil && !wait:
@@ -407,7 +414,11 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 			// the background when etcd does not answer: on a lease that
 			// lives on, the key would hold the lock for nobody. A lost
 			// lease is no longer kept alive: its keys go with it.
-			if !ls.lost() {
+			switch {
+			case ls.lost():
+			case ctx.Err() != nil && ls.renew:
+				l.deleteLater(name) // the caller's time is up: do not make it wait
+			default:
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 				if _, derr := l.cli.Delete(rctx, name); derr != nil && ls.renew {
 					l.deleteLater(name)
