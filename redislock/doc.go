@@ -43,9 +43,13 @@
 // # Cluster
 //
 // Every script touches one slot. Waiters are woken through sharded pub/sub
-// (SSUBSCRIBE to "<queue key>:<subscriber id>"); the Locker keeps one subscription
-// connection, so in a Cluster it is woken only for keys of the shard it
-// subscribed to first, and waiters on other shards fall back to their
-// retry timer. Requires Redis 7.0 or later (SPUBLISH, and SET with both NX
-// and GET, by which a re-sent attempt recognises its own token).
+// (SSUBSCRIBE to "<queue key>:<subscriber id>"): a Locker keeps one
+// subscription connection per shard it waits on, opened when a waiter
+// first needs it and closed when its channels have had no waiter for 30s.
+// A subscription follows its slot: one that a master refuses (MOVED) or
+// ends because the slot moved away is made again on the slot's new master.
+// A held lock's renewals and release follow the slot too, through the
+// client's MOVED and ASK redirections, also while the slot migrates.
+// Requires Redis 7.0 or later (SPUBLISH, and SET with both NX and GET, by
+// which a re-sent attempt recognises its own token).
 package redislock
