@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,47 +15,85 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// testCluster is a Redis Cluster of masters only, for the tests that need
-// keys on several shards; master i serves the i-th equal range of slots.
+// testCluster is a Redis Cluster for the tests that need keys on several
+// shards; master i serves the i-th equal range of slots, and replica i, if
+// any, replicates it.
 type testCluster struct {
-	nodes []*redistest.Server
+	nodes    []*redistest.Server // the masters, as started
+	replicas []*redistest.Server
 }
 
+// clusterNode is the configuration of every node: a node is judged failed
+// after a second, and a replica may take over however stale its data.
+var clusterNode = redistest.Config{Cluster: true, Extra: []string{
+	"cluster-node-timeout 1000", "cluster-replica-validity-factor 0", "repl-diskless-sync-delay 0",
+}}
+
 func startCluster(t *testing.T, masters int) *testCluster {
+	return startClusterReplicas(t, masters, 0)
+}
+
+// startClusterReplicas starts a cluster whose first replicas masters have
+// a replica each.
+func startClusterReplicas(t *testing.T, masters, replicas int) *testCluster {
 	t.Helper()
 	ctx := context.Background()
 	c := &testCluster{}
 	for range masters {
-		c.nodes = append(c.nodes, redistest.StartConfig(t, redistest.Config{Cluster: true}))
+		c.nodes = append(c.nodes, redistest.StartConfig(t, clusterNode))
+	}
+	for range replicas {
+		c.replicas = append(c.replicas, redistest.StartConfig(t, clusterNode))
 	}
 	for i, n := range c.nodes {
 		lo, hi := c.slots(i)
-		cli := n.Client(t)
-		if err := cli.ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
+		if err := n.Client(t).ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if i > 0 {
-			if err := c.nodes[0].Client(t).ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(n.Port())).Err(); err != nil {
-				t.Fatal(err)
-			}
+	}
+	all := append(append([]*redistest.Server{}, c.nodes...), c.replicas...)
+	for _, n := range all[1:] {
+		if err := c.nodes[0].Client(t).ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(n.Port())).Err(); err != nil {
+			t.Fatal(err)
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for _, n := range c.nodes { // until every node sees every slot served
-		cli := n.Client(t)
-		for {
-			info, err := cli.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384") &&
-				strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d\r", masters)) {
-				break
-			}
+	until := func(what string, ok func() bool) {
+		for !ok() {
 			if time.Now().After(deadline) {
-				t.Fatalf("the cluster did not settle in 30s: %v %s", err, info)
+				t.Fatalf("the cluster did not settle in 30s: %s", what)
 			}
 			time.Sleep(20 * time.Millisecond) // poll interval, bounded by deadline
 		}
 	}
+	for i, r := range c.replicas {
+		id := nodeID(t, c.nodes[i])
+		cli := r.Client(t)
+		until("a replica knows its master", func() bool { return cli.ClusterReplicate(ctx, id).Err() == nil })
+		until("a replica's link is up", func() bool {
+			info, err := cli.Info(ctx, "replication").Result()
+			return err == nil && strings.Contains(info, "master_link_status:up")
+		})
+	}
+	for _, n := range all { // until every node sees every slot served
+		cli := n.Client(t)
+		until("every node sees every slot", func() bool {
+			info, err := cli.ClusterInfo(ctx).Result()
+			return err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384") &&
+				strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d\r", len(all)))
+		})
+	}
 	return c
+}
+
+// nodeID is a node's cluster ID.
+func nodeID(t *testing.T, n *redistest.Server) string {
+	t.Helper()
+	id, err := n.Client(t).Do(context.Background(), "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // slots is the range of slots master i serves.
@@ -66,7 +105,7 @@ func (c *testCluster) slots(i int) (lo, hi int) {
 // client returns a Cluster client, closed when t ends.
 func (c *testCluster) client(t *testing.T) *redis.ClusterClient {
 	var addrs []string
-	for _, n := range c.nodes {
+	for _, n := range append(append([]*redistest.Server{}, c.nodes...), c.replicas...) {
 		addrs = append(addrs, n.Addr())
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
@@ -167,14 +206,7 @@ func (c *testCluster) migrate(t *testing.T, s, from, to int, between func(stage 
 	t.Helper()
 	ctx := context.Background()
 	src, dst := c.nodes[from].Client(t), c.nodes[to].Client(t)
-	srcID, err := src.Do(ctx, "CLUSTER", "MYID").Text()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dstID, err := dst.Do(ctx, "CLUSTER", "MYID").Text()
-	if err != nil {
-		t.Fatal(err)
-	}
+	srcID, dstID := nodeID(t, c.nodes[from]), nodeID(t, c.nodes[to])
 	for _, step := range []error{
 		dst.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", srcID).Err(),
 		src.Do(ctx, "CLUSTER", "SETSLOT", s, "MIGRATING", dstID).Err(),
@@ -321,5 +353,101 @@ func TestClusterHoldThroughMigration(t *testing.T) {
 	}
 	if n, err := raw.Exists(ctx, "dlock:lock:"+key).Result(); err != nil || n != 0 {
 		t.Fatalf("the lock key after Unlock: %d, %v", n, err)
+	}
+}
+
+// role is a node's ROLE: "master" or "slave".
+func role(t *testing.T, n *redistest.Server) string {
+	r, err := n.Client(t).Do(context.Background(), "ROLE").Slice()
+	if err != nil || len(r) == 0 {
+		return fmt.Sprint(err)
+	}
+	s, _ := r[0].(string)
+	return s
+}
+
+// Through a failover of its master, clean (CLUSTER FAILOVER) or after a
+// kill, a lock is either kept or reported lost: once the new master is in
+// place, a holder that believes it holds the lock does, for nobody else can
+// take it; and fences keep rising.
+func TestClusterFailover(t *testing.T) {
+	c := startClusterReplicas(t, 3, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := New(c.client(t), dlock.WithTTL(time.Second), dlock.WithFencing(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	other, err := New(c.client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	key := c.keyOn(t, 0)
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		for !ok() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("never: %s", what)
+			case <-time.After(20 * time.Millisecond): // poll interval, bounded by ctx
+			}
+		}
+	}
+	// lock takes the lock once the cluster serves the key again: within
+	// 10s of the failover, for the Locker makes its client read the new
+	// topology when a node stops answering (go-redis alone reads it every
+	// 60s).
+	lock := func(after uint64) dlock.Lock {
+		t.Helper()
+		var lk dlock.Lock
+		deadline := time.Now().Add(10 * time.Second)
+		var err error
+		until("the lock is taken again", func() bool {
+			if time.Now().After(deadline) {
+				t.Fatalf("the lock could not be taken 10s after the failover: %v", err)
+			}
+			lk, err = l.Lock(ctx, key, dlock.WithWait(5*time.Second))
+			return err == nil
+		})
+		if lk.Fence() <= after {
+			t.Fatalf("fence %d after a failover, %d before: not rising", lk.Fence(), after)
+		}
+		return lk
+	}
+	// keptOrLost checks the hold two leases after a failover.
+	keptOrLost := func(stage string, lk dlock.Lock) {
+		t.Helper()
+		select {
+		case <-lk.Done():
+			if !errors.Is(lk.Err(), dlock.ErrLockLost) {
+				t.Fatalf("%s: the hold ended with %v, want a loss", stage, lk.Err())
+			}
+		case <-time.After(2 * time.Second):
+			if _, err := other.TryLock(ctx, key); !errors.Is(err, dlock.ErrNotAcquired) {
+				t.Fatalf("%s: the holder believes it holds the lock, yet another TryLock = %v", stage, err)
+			}
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatalf("%s: Unlock on the new master: %v", stage, err)
+			}
+		}
+	}
+
+	lk := lock(0)
+	master, replica := c.nodes[0], c.replicas[0]
+	if err := replica.Client(t).Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
+		t.Fatal(err)
+	}
+	until("the replica took over", func() bool { return role(t, replica) == "master" && role(t, master) == "slave" })
+	keptOrLost("clean failover", lk)
+
+	lk = lock(lk.Fence())
+	replica.Kill()
+	until("the old master took over again", func() bool { return role(t, master) == "master" })
+	keptOrLost("master killed", lk)
+	lk = lock(lk.Fence())
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
