@@ -70,10 +70,13 @@ type pending struct {
 
 // newProcessor returns what a Locker sends its commands through: a
 // coalescer for a client of one server (a *redis.Client, which Sentinel's
-// failover client is too); the client itself otherwise, since a cluster
-// pipeline waits for its slowest node, and one stalled node would hold up
-// commands for every other.
+// failover client is too); for a Cluster client, the client itself, since
+// a cluster pipeline waits for its slowest node, and one stalled node
+// would hold up commands for every other.
 func newProcessor(client redis.UniversalClient) processor {
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		return clusterProcessor{cc}
+	}
 	c, ok := client.(*redis.Client)
 	if !ok {
 		return client

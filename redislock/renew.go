@@ -409,6 +409,7 @@ func (s *watchdog) pipeline(ctx context.Context, args [][]any) ([]byte, []error,
 		return nil
 	})
 	if err != nil && !errors.As(err, new(redis.Error)) {
+		reloadAfter(s.l.client, err)
 		return nil, nil, err // the connection failed: no reply is usable
 	}
 	codes := make([]byte, len(cmds))
