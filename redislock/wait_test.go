@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -396,4 +398,46 @@ func TestGrantExtended(t *testing.T) {
 		t.Fatalf("the granted lock's lease is %v, want about the 10s TTL", pttl)
 	}
 	next.Unlock(ctx)
+}
+
+// A waiting Lock rides out commands whose replies are lost (a connection
+// reset, a failover in progress) and tries again within its wait; each
+// lost attempt gives back what it may have taken. A single attempt
+// (TryLock, WithWait(0)) reports the failure.
+func TestWaitRidesOutLostReplies(t *testing.T) {
+	ctx := context.Background()
+	c := shared.Client(t)
+	hook := &counter{}
+	c.AddHook(hook)
+	l, err := New(c, dlock.WithRetry(dlock.FixedInterval(20*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset (injected)")}
+	var lost atomic.Int32
+	loseTwo := func(cmd redis.Cmder) error {
+		if name := cmd.Name(); (name == "set" || name == "evalsha" || name == "eval") && lost.Add(1) <= 2 {
+			return reset
+		}
+		return nil
+	}
+	hook.fail.Store(&loseTwo)
+	defer hook.fail.Store(nil)
+
+	if _, err := l.TryLock(ctx, keyFor(t)); !errors.Is(err, reset) {
+		t.Fatalf("TryLock = %v, want the lost reply's error", err)
+	}
+	lost.Store(0)
+	key := keyFor(t)
+	lk, err := l.Lock(ctx, key, dlock.WithWait(5*time.Second))
+	if err != nil {
+		t.Fatalf("Lock = %v, want the lock after two lost replies", err)
+	}
+	if got := lost.Load(); got < 3 {
+		t.Fatalf("%d commands sent, want the two lost and one more", got)
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
