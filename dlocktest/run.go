@@ -242,6 +242,11 @@ func (s *suite) waitLimit(t *testing.T) {
 	if na.Err != nil || errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a wait limit is not a context error: got %v", err)
 	}
+
+	// WithWait(0) is one attempt: busy at once, and the lock when free.
+	mustBusy(t)(b.Lock(ctx, k, dlock.WithWait(0)))
+	free := key(t) + "-free"
+	mustLock(t)(b.Lock(ctx, free, dlock.WithWait(0))).Unlock(ctx)
 }
 
 func (s *suite) waitCancel(t *testing.T) {
