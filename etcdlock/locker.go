@@ -294,6 +294,8 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 		t := time.NewTimer(c.opts.Wait)
 		defer t.Stop()
 		limit = t.C
+	}
+	if c.opts.Waiting && wait {
 		var acancel context.CancelFunc
 		actx, acancel = context.WithTimeout(ctx, c.opts.Wait)
 		defer acancel()
