@@ -2,10 +2,15 @@ package redislock
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/redis/go-redis/v9"
 )
 
 // Lock waits until it holds key. Waiters queue in Redis, and a release
@@ -71,6 +76,7 @@ type waiter struct {
 	claim      time.Duration // its claim window
 	queued     bool          // an attempt joined the queue
 	retryAfter time.Duration // the holder's remaining lease, as the last attempt saw it
+	failed     error         // the last attempt's error, when it failed and the wait went on
 }
 
 func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, error) {
@@ -98,8 +104,10 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, w.busy(ctx.Err()) // attempt gave back whatever it may hold
-	case err != nil:
+	case err != nil && (single || !transient(err)):
 		return nil, err
+	case err != nil:
+		w.failed = err // and wait on: attempt gave back whatever it may hold
 	case held:
 		return l.acquired(ctx, lk)
 	case single:
@@ -126,14 +134,18 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 		if again {
 			var ok bool
 			if delay, ok = backoff.Next(); !ok {
-				return nil, w.leave(ctx, nil)
+				return nil, w.giveUp(ctx)
 			}
 			held, err := w.attempt(ctx, w.queue, delay)
+			w.failed = nil
 			switch {
 			case err != nil && ctx.Err() != nil:
 				return nil, w.busy(ctx.Err()) // attempt gave back whatever it may hold
-			case err != nil:
+			case err != nil && !transient(err):
 				return nil, err // attempt gave the lock back if it had taken it
+			case err != nil:
+				w.failed = err
+				w.l.log.Debug("attempt failed, waiting on", "key", lk.Key(), "error", err)
 			case held:
 				return l.acquired(ctx, lk)
 			}
@@ -150,7 +162,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 			}
 		case <-sleep.C:
 		case <-limit:
-			return nil, w.leave(ctx, nil)
+			return nil, w.giveUp(ctx)
 		case <-ctx.Done():
 			return nil, w.leave(ctx, ctx.Err())
 		case <-l.quit:
@@ -195,6 +207,38 @@ func (w *waiter) leave(ctx context.Context, cause error) error {
 		w.l.giveBack(ctx, w.lk)
 	}
 	return w.busy(cause)
+}
+
+// giveUp ends a wait that ran out: busy, or the last attempt's error when
+// it failed, so that a server out of reach is not reported as a busy lock.
+func (w *waiter) giveUp(ctx context.Context) error {
+	err := w.leave(ctx, nil)
+	if w.failed != nil {
+		return w.failed
+	}
+	return err
+}
+
+// transient reports whether an attempt's error may pass by itself: a reply
+// that never came (a connection reset or refused, a read timeout), or a
+// refusal that a failover or a slot migration explains. A waiting Lock
+// rides these out within its wait; any other error ends it at once.
+func transient(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "READONLY", "LOADING", "MASTERDOWN", "MOVED", "ASK"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // granted reports whether the wake-up g hands the lock to lk for good: it
