@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,7 +256,18 @@ func (c *testCluster) others(a, b int) []int {
 // A waiter's subscription follows its key's slot to another master: the
 // master that gave the slot away ends the subscription, the Locker
 // subscribes again on the new one, and the release there wakes the waiter.
+//
+// With a stale client, the Locker first subscribes again where the slot
+// was, is refused (MOVED), and tries again until the client has the new
+// topology. The waiter's client here reads the topology the test gives it:
+// the old one until well after the migration.
 func TestClusterSubscriptionFollowsSlot(t *testing.T) {
+	for _, stale := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stale=%v", stale), func(t *testing.T) { followSlot(t, stale) })
+	}
+}
+
+func followSlot(t *testing.T, stale bool) {
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -264,7 +276,17 @@ func TestClusterSubscriptionFollowsSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Close()
-	waiter, err := New(c.client(t), dlock.WithTTL(time.Minute), dlock.WithRetry(dlock.FixedInterval(time.Hour)))
+	var old atomic.Pointer[[]redis.ClusterSlot] // when set, the topology the waiter's client reads
+	opts := c.client(t).Options()
+	opts.ClusterSlots = func(ctx context.Context) ([]redis.ClusterSlot, error) {
+		if o := old.Load(); o != nil {
+			return *o, nil
+		}
+		return c.nodes[2].Client(t).ClusterSlots(ctx).Result()
+	}
+	wc := redis.NewClusterClient(opts)
+	defer wc.Close()
+	waiter, err := New(wc, dlock.WithTTL(time.Minute), dlock.WithRetry(dlock.FixedInterval(time.Hour)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,6 +299,9 @@ func TestClusterSubscriptionFollowsSlot(t *testing.T) {
 	channel := ks.queue + ":" + waiter.sub
 	subscribers := func(node int) int64 {
 		n, err := c.nodes[node].Client(t).Do(ctx, "PUBSUB", "SHARDNUMSUB", channel).Slice()
+		if ctx.Err() != nil {
+			return -1 // until says what never happened
+		}
 		if err != nil || len(n) != 2 {
 			t.Fatalf("PUBSUB SHARDNUMSUB: %v %v", n, err)
 		}
@@ -306,7 +331,20 @@ func TestClusterSubscriptionFollowsSlot(t *testing.T) {
 		got <- err
 	}()
 	until("the waiter subscribed on master 0", func() bool { return subscribers(0) == 1 })
+	if stale {
+		slots, err := c.nodes[2].Client(t).ClusterSlots(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		old.Store(&slots)
+	}
 	c.migrate(t, int(slot("dlock:lock:"+key)), 0, 1, nil)
+	if stale {
+		// The fault: the client keeps the old topology for a while, in
+		// which the Locker's new subscription is refused.
+		time.Sleep(300 * time.Millisecond)
+		old.Store(nil)
+	}
 	until("the subscription moved to master 1", func() bool { return subscribers(1) == 1 })
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)
