@@ -47,11 +47,12 @@ type shard struct {
 }
 
 type subscription struct {
-	shard   *shard                // nil while it is being moved to another shard
-	ready   chan struct{}         // closed when Redis confirmed the subscription
-	waiters map[string]chan grant // by token
-	idle    time.Time             // when the last waiter left
-	moves   int                   // times it was moved since it was last confirmed
+	shard     *shard                // nil while it is being moved to another shard
+	confirmed bool                  // Redis confirmed it on shard
+	ready     chan struct{}         // closed when Redis first confirmed it
+	waiters   map[string]chan grant // by token
+	idle      time.Time             // when the last waiter left
+	moves     int                   // times it was moved since it was last confirmed
 }
 
 // grant is a wake-up: the lock was handed to the waiter after its attempt
@@ -297,7 +298,7 @@ func (n *notifier) deliver(sh *shard, m any) {
 		}
 		switch m.Kind {
 		case "ssubscribe":
-			sub.moves = 0
+			sub.moves, sub.confirmed = 0, true
 			select {
 			case <-sub.ready:
 			default:
@@ -323,18 +324,13 @@ func (n *notifier) deliver(sh *shard, m any) {
 	}
 }
 
-// movedAway moves the subscriptions of sh in slot that are not confirmed:
-// the server refused them as another shard's.
+// movedAway moves the subscriptions of sh in slot s that it has not
+// confirmed: the server refused them as another shard's.
 func (n *notifier) movedAway(sh *shard, s int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for ch, sub := range n.subs {
-		if sub.shard != sh || int(slot(ch)) != s {
-			continue
-		}
-		select {
-		case <-sub.ready:
-		default:
+		if sub.shard == sh && !sub.confirmed && int(slot(ch)) == s {
 			n.move(ch, sub)
 		}
 	}
@@ -349,7 +345,7 @@ func (n *notifier) move(channel string, sub *subscription) {
 	if sh == nil {
 		return // already moving
 	}
-	sub.shard = nil
+	sub.shard, sub.confirmed = nil, false
 	n.leave(sh)
 	if len(sub.waiters) == 0 {
 		delete(n.subs, channel)
