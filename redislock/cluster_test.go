@@ -125,6 +125,20 @@ func (c *testCluster) keyOn(t *testing.T, i int) string {
 	}
 }
 
+// lockUnlock waits up to wait for key in a goroutine, releases it, and
+// sends the first error, or nil.
+func lockUnlock(ctx context.Context, l *Locker, key string, wait time.Duration) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		lk, err := l.Lock(ctx, key, dlock.WithWait(wait))
+		if err == nil {
+			err = lk.Unlock(ctx)
+		}
+		got <- err
+	}()
+	return got
+}
+
 // One Locker's waiters are woken on every shard: a release on any master
 // hands the lock to the waiter at once. The waiter's fallback sleep is
 // longer than its wait, so only the wake-up can get it the lock in time.
@@ -148,14 +162,7 @@ func TestClusterWakesWaitersOnEveryShard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan error, 1)
-		go func() {
-			lk, err := waiter.Lock(ctx, key, dlock.WithWait(10*time.Second))
-			if err == nil {
-				err = lk.Unlock(ctx)
-			}
-			got <- err
-		}()
+		got := lockUnlock(ctx, waiter, key, 10*time.Second)
 		for { // until the waiter has queued
 			info, err := holder.Inspect(ctx, key)
 			if err != nil {
@@ -182,22 +189,8 @@ func TestClusterWakesWaitersOnEveryShard(t *testing.T) {
 // The Redis driver keeps the dlock contract on a Cluster client.
 func TestClusterConformance(t *testing.T) {
 	c := startCluster(t, 3)
-	raw := c.client(t)
-	dlocktest.Run(t, dlocktest.Harness{
-		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
-			l, err := New(c.client(t), append([]dlock.Option{dlock.WithFencing(true)}, opts...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return l
-		},
-		Lose: func(t *testing.T, key string) {
-			if err := raw.Del(context.Background(), "dlock:lock:"+key).Err(); err != nil {
-				t.Fatal(err)
-			}
-		},
-		Caps: dlocktest.All,
-	})
+	newClient := func(t *testing.T) redis.UniversalClient { return c.client(t) }
+	dlocktest.Run(t, harness(newClient, dlocktest.All, dlock.WithFencing(true)))
 }
 
 // migrate moves slot s, with its keys, from master from to master to, as
@@ -322,14 +315,7 @@ func followSlot(t *testing.T, stale bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		lk, err := waiter.Lock(ctx, key, dlock.WithWait(30*time.Second))
-		if err == nil {
-			err = lk.Unlock(ctx)
-		}
-		got <- err
-	}()
+	got := lockUnlock(ctx, waiter, key, 30*time.Second)
 	until("the waiter subscribed on master 0", func() bool { return subscribers(0) == 1 })
 	if stale {
 		slots, err := c.nodes[2].Client(t).ClusterSlots(ctx).Result()

@@ -9,27 +9,14 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // The Redis driver keeps the dlock contract on a Sentinel failover client.
 func TestSentinelConformance(t *testing.T) {
 	g := redistest.StartSentinel(t, 1, 3)
-	raw := g.Client(t)
-	dlocktest.Run(t, dlocktest.Harness{
-		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
-			l, err := New(g.Client(t), append([]dlock.Option{dlock.WithFencing(true)}, opts...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return l
-		},
-		Lose: func(t *testing.T, key string) {
-			if err := raw.Del(context.Background(), "dlock:lock:"+key).Err(); err != nil {
-				t.Fatal(err)
-			}
-		},
-		Caps: dlocktest.All,
-	})
+	newClient := func(t *testing.T) redis.UniversalClient { return g.Client(t) }
+	dlocktest.Run(t, harness(newClient, dlocktest.All, dlock.WithFencing(true)))
 }
 
 // Through a Sentinel failover, a lock is either kept or reported lost:
