@@ -19,9 +19,10 @@ import (
 // network speed:
 //
 //  1. one attempt, like TryLock (the uncontended path: one round trip);
-//  2. when busy, the Locker subscribes to its channel of the key (one connection
-//     for all its waiters), then attempts again and joins the queue in the
-//     same round trip, so no release between the two can be missed;
+//  2. when busy, the Locker subscribes to its channel of the key (one
+//     connection per shard for all its waiters), then attempts again and
+//     joins the queue in the same round trip, so no release between the
+//     two can be missed;
 //  3. it sleeps until woken, or for the fallback min(next retry delay,
 //     holder's remaining lease) so that a lost message or a crashed holder
 //     never strands it; each attempt also renews its place in the queue,
@@ -44,8 +45,14 @@ import (
 // polls at the pace of its retry strategy.
 //
 // Only the Locker of the waiter at the head of the queue is woken: every
-// Locker keeps its own single subscription connection, and hears only the
-// grants made to its own waiters.
+// Locker keeps its own subscriptions, and hears only the grants made to
+// its own waiters.
+//
+// A waiting Lock rides out attempts whose replies are lost, and the
+// refusals of a failover or a slot migration (CLUSTERDOWN, TRYAGAIN,
+// READONLY, LOADING, MASTERDOWN), trying again until its wait ends; it
+// then returns the last such error rather than a busy one. Any other error
+// ends it at once. Each failed attempt gives back what it may have taken.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
 	lk, o, err := l.prepare(ctx, key, opts, true)
 	if err != nil {
