@@ -146,6 +146,24 @@ func lockUnlock(ctx context.Context, l *Locker, key string, wait time.Duration) 
 	return got
 }
 
+// holderAndWaiter returns two Lockers with minute-long leases, closed when
+// t ends; the waiter's fallback sleep is an hour, so that only a wake-up
+// can hand it a lock in time.
+func holderAndWaiter(t *testing.T, hc, wc redis.UniversalClient) (holder, waiter *Locker) {
+	t.Helper()
+	holder, err := New(hc, dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close() })
+	waiter, err = New(wc, dlock.WithTTL(time.Minute), dlock.WithRetry(dlock.FixedInterval(time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { waiter.Close() })
+	return holder, waiter
+}
+
 // One Locker's waiters are woken on every shard: a release on any master
 // hands the lock to the waiter at once. The waiter's fallback sleep is
 // longer than its wait, so only the wake-up can get it the lock in time.
@@ -153,16 +171,7 @@ func TestClusterWakesWaitersOnEveryShard(t *testing.T) {
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	holder, err := New(c.client(t), dlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	waiter, err := New(c.client(t), dlock.WithTTL(time.Minute), dlock.WithRetry(dlock.FixedInterval(time.Hour)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer waiter.Close()
+	holder, waiter := holderAndWaiter(t, c.client(t), c.client(t))
 	for i := range c.nodes {
 		key := c.keyOn(t, i)
 		held, err := holder.Lock(ctx, key)
@@ -271,11 +280,6 @@ func followSlot(t *testing.T, stale bool) {
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	holder, err := New(c.client(t), dlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
 	var old atomic.Pointer[[]redis.ClusterSlot] // when set, the topology the waiter's client reads
 	opts := c.client(t).Options()
 	opts.ClusterSlots = func(ctx context.Context) ([]redis.ClusterSlot, error) {
@@ -285,12 +289,8 @@ func followSlot(t *testing.T, stale bool) {
 		return clusterSlots(ctx, c.nodes[2].Client(t))
 	}
 	wc := redis.NewClusterClient(opts)
-	defer wc.Close()
-	waiter, err := New(wc, dlock.WithTTL(time.Minute), dlock.WithRetry(dlock.FixedInterval(time.Hour)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer waiter.Close()
+	t.Cleanup(func() { wc.Close() }) // after the Lockers on it close
+	holder, waiter := holderAndWaiter(t, c.client(t), wc)
 	key := c.keyOn(t, 0)
 	ks, err := keysOf("dlock", key)
 	if err != nil {
