@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,18 +16,11 @@ import (
 )
 
 // testCluster is a Redis Cluster for the tests that need keys on several
-// shards; master i serves the i-th equal range of slots, and replica i, if
-// any, replicates it.
+// shards (see redistest.Cluster), with the test's helpers.
 type testCluster struct {
-	nodes    []*redistest.Server // the masters, as started
-	replicas []*redistest.Server
+	*redistest.Cluster
+	nodes []*redistest.Server // the masters, as started
 }
-
-// clusterNode is the configuration of every node: a node is judged failed
-// after a second, and a replica may take over however stale its data.
-var clusterNode = redistest.Config{Cluster: true, Extra: []string{
-	"cluster-node-timeout 1000", "cluster-replica-validity-factor 0", "repl-diskless-sync-delay 0",
-}}
 
 func startCluster(t *testing.T, masters int) *testCluster {
 	return startClusterReplicas(t, masters, 0)
@@ -38,85 +30,16 @@ func startCluster(t *testing.T, masters int) *testCluster {
 // a replica each.
 func startClusterReplicas(t *testing.T, masters, replicas int) *testCluster {
 	t.Helper()
-	ctx := context.Background()
-	c := &testCluster{}
-	for range masters {
-		c.nodes = append(c.nodes, redistest.StartConfig(t, clusterNode))
-	}
-	for range replicas {
-		c.replicas = append(c.replicas, redistest.StartConfig(t, clusterNode))
-	}
-	for i, n := range c.nodes {
-		lo, hi := c.slots(i)
-		if err := n.Client(t).ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	all := append(append([]*redistest.Server{}, c.nodes...), c.replicas...)
-	for _, n := range all[1:] {
-		if err := c.nodes[0].Client(t).ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(n.Port())).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	until := func(what string, ok func() bool) {
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("the cluster did not settle in 30s: %s", what)
-			}
-			time.Sleep(20 * time.Millisecond) // poll interval, bounded by deadline
-		}
-	}
-	for i, r := range c.replicas {
-		id := nodeID(t, c.nodes[i])
-		cli := r.Client(t)
-		until("a replica knows its master", func() bool { return cli.ClusterReplicate(ctx, id).Err() == nil })
-		until("a replica's link is up", func() bool {
-			info, err := cli.Info(ctx, "replication").Result()
-			return err == nil && strings.Contains(info, "master_link_status:up")
-		})
-	}
-	for _, n := range all { // until every node sees every slot served
-		cli := n.Client(t)
-		until("every node sees every slot", func() bool {
-			info, err := cli.ClusterInfo(ctx).Result()
-			return err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384") &&
-				strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d\r", len(all)))
-		})
-	}
-	return c
-}
-
-// nodeID is a node's cluster ID.
-func nodeID(t *testing.T, n *redistest.Server) string {
-	t.Helper()
-	id, err := n.Client(t).Do(context.Background(), "CLUSTER", "MYID").Text()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
-// slots is the range of slots master i serves.
-func (c *testCluster) slots(i int) (lo, hi int) {
-	n := len(c.nodes)
-	return i * 16384 / n, (i+1)*16384/n - 1
+	c := redistest.StartCluster(t, masters, replicas)
+	return &testCluster{Cluster: c, nodes: c.Masters}
 }
 
 // client returns a Cluster client, closed when t ends.
-func (c *testCluster) client(t *testing.T) *redis.ClusterClient {
-	var addrs []string
-	for _, n := range append(append([]*redistest.Server{}, c.nodes...), c.replicas...) {
-		addrs = append(addrs, n.Addr())
-	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
-	t.Cleanup(func() { cc.Close() })
-	return cc
-}
+func (c *testCluster) client(t *testing.T) *redis.ClusterClient { return c.Client(t) }
 
 // keyOn returns a key of the test whose lock master i serves.
 func (c *testCluster) keyOn(t *testing.T, i int) string {
-	lo, hi := c.slots(i)
+	lo, hi := c.Slots(i)
 	for j := 0; ; j++ {
 		k := keyFor(t) + ":" + strconv.Itoa(j)
 		if s := int(slot("dlock:lock:" + k)); s >= lo && s <= hi {
@@ -209,57 +132,13 @@ func TestClusterConformance(t *testing.T) {
 	dlocktest.Run(t, harness(newClient, dlocktest.All, dlock.WithFencing(true)))
 }
 
-// migrate moves slot s, with its keys, from master from to master to, as
-// redis-cli --cluster reshard does. between, when not nil, is called in the
-// middle: once the slot is migrating, and once its keys have moved.
+// migrate moves slot s from master from to master to (see
+// redistest.Cluster.Migrate), failing t on an error.
 func (c *testCluster) migrate(t *testing.T, s, from, to int, between func(stage string)) {
 	t.Helper()
-	ctx := context.Background()
-	src, dst := c.nodes[from].Client(t), c.nodes[to].Client(t)
-	srcID, dstID := nodeID(t, c.nodes[from]), nodeID(t, c.nodes[to])
-	for _, step := range []error{
-		dst.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", srcID).Err(),
-		src.Do(ctx, "CLUSTER", "SETSLOT", s, "MIGRATING", dstID).Err(),
-	} {
-		if step != nil {
-			t.Fatal(step)
-		}
-	}
-	if between != nil {
-		between("migrating")
-	}
-	keys, err := src.ClusterGetKeysInSlot(ctx, s, 1000).Result()
-	if err != nil {
+	if err := c.Migrate(context.Background(), s, from, to, between); err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) > 0 {
-		args := []any{"MIGRATE", "127.0.0.1", c.nodes[to].Port(), "", 0, 5000, "KEYS"}
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		if err := src.Do(ctx, args...).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if between != nil {
-		between("keys moved")
-	}
-	for _, i := range append([]int{to, from}, c.others(from, to)...) {
-		if err := c.nodes[i].Client(t).Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", dstID).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// others lists the masters other than a and b.
-func (c *testCluster) others(a, b int) []int {
-	var o []int
-	for i := range c.nodes {
-		if i != a && i != b {
-			o = append(o, i)
-		}
-	}
-	return o
 }
 
 // A waiter's subscription follows its key's slot to another master: the
@@ -389,12 +268,11 @@ func TestClusterHoldThroughMigration(t *testing.T) {
 
 // role is a node's ROLE: "master" or "slave".
 func role(t *testing.T, n *redistest.Server) string {
-	r, err := n.Client(t).Do(context.Background(), "ROLE").Slice()
-	if err != nil || len(r) == 0 {
-		return fmt.Sprint(err)
+	r, err := redistest.Role(context.Background(), n)
+	if err != nil {
+		return err.Error()
 	}
-	s, _ := r[0].(string)
-	return s
+	return r
 }
 
 // Through a failover of its master, clean (CLUSTER FAILOVER) or after a
@@ -466,7 +344,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 
 	lk := lock(0)
-	master, replica := c.nodes[0], c.replicas[0]
+	master, replica := c.nodes[0], c.Replicas[0]
 	if err := replica.Client(t).Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
 		t.Fatal(err)
 	}
