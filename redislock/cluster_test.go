@@ -360,3 +360,36 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// On a Cluster, a replica acknowledges on the shard of the key: a key
+// whose master has a replica is acknowledged, held and renewed; a key
+// whose master has none falls short, and nothing of it stays.
+func TestClusterReplicaAck(t *testing.T) {
+	c := startClusterReplicas(t, 3, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := New(c.client(t), WithReplicaAck(1, 500*time.Millisecond), dlock.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lk, err := l.Lock(ctx, c.keyOn(t, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select { // three leases, renewed with acknowledgements
+	case <-lk.Done():
+		t.Fatalf("the acknowledged lock ended: %v", lk.Err())
+	case <-time.After(time.Second):
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := c.keyOn(t, 1)
+	if _, err := l.TryLock(ctx, key); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("TryLock on a master without replica = %v, want ErrNotReplicated", err)
+	}
+	if n, err := c.nodes[1].Client(t).Exists(ctx, "dlock:lock:"+key).Result(); err != nil || n != 0 {
+		t.Errorf("the lock key after a shortfall: %d, %v", n, err)
+	}
+}

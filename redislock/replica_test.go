@@ -1,0 +1,171 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// With WithReplicaAck, what a holder counts on is on a replica: an
+// acquisition, a renewal, a Refresh and a grant count only once the replica
+// acknowledged them. The replica is stopped (SIGSTOP) to make every
+// acknowledgement fall short.
+func TestReplicaAck(t *testing.T) {
+	m := redistest.Start(t)
+	r := redistest.StartReplica(t, m)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	raw, replica := m.Client(t), r.Client(t)
+	ack := WithReplicaAck(1, 200*time.Millisecond)
+	l := newLocker(t, m, ack, dlock.WithFencing(true))
+	// pause stops the replica until the subtest ends.
+	pause := func(t *testing.T) {
+		t.Helper()
+		if err := r.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := r.Resume(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// gone checks that nothing of key stayed on the master.
+	gone := func(t *testing.T, key string) {
+		t.Helper()
+		if n, err := raw.Exists(ctx, "dlock:lock:"+key).Result(); err != nil || n != 0 {
+			t.Errorf("the lock key is on the master after a shortfall: %d, %v", n, err)
+		}
+	}
+	wantShort := func(t *testing.T, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrNotReplicated) {
+			t.Fatalf("err = %v, want ErrNotReplicated", err)
+		}
+		if errors.Is(err, dlock.ErrNotAcquired) {
+			t.Errorf("a shortfall matches ErrNotAcquired, which says the lock is busy: %v", err)
+		}
+	}
+
+	t.Run("acquired", func(t *testing.T) {
+		key := keyFor(t)
+		lk, err := l.TryLock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Acknowledged: the replica has it the moment TryLock returns.
+		if v, err := replica.Get(ctx, "dlock:lock:"+key).Result(); err != nil || v != lk.Token() {
+			t.Errorf("the replica has %q, %v; want the token", v, err)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("TryLock", func(t *testing.T) {
+		pause(t)
+		key := keyFor(t)
+		_, err := l.TryLock(ctx, key)
+		wantShort(t, err)
+		gone(t, key)
+		// A call can ask for it of a Locker that does not.
+		plain := newLocker(t, m)
+		_, err = plain.TryLock(ctx, key, ack)
+		wantShort(t, err)
+		gone(t, key)
+	})
+	t.Run("Lock", func(t *testing.T) {
+		pause(t)
+		key := keyFor(t)
+		_, err := l.Lock(ctx, key, dlock.WithWait(500*time.Millisecond))
+		wantShort(t, err)
+		gone(t, key)
+	})
+	t.Run("renewal", func(t *testing.T) {
+		key := keyFor(t)
+		lk, err := l.TryLock(ctx, key, dlock.WithTTL(600*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Unlock(ctx)
+		pause(t)
+		// The master takes every renewal, but the replica acknowledges
+		// none: the lease runs out where the replica has it.
+		<-within(t, lk.Done(), 2*time.Second, "the unacknowledged lock's loss")
+		if err := lk.Err(); !errors.Is(err, dlock.ErrLeaseExpired) || !errors.Is(err, ErrNotReplicated) {
+			t.Errorf("lost with %v, want ErrLeaseExpired for ErrNotReplicated", err)
+		}
+	})
+	t.Run("Refresh", func(t *testing.T) {
+		key := keyFor(t)
+		lk, err := l.TryLock(ctx, key, dlock.WithLease(600*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Unlock(ctx)
+		pause(t)
+		wantShort(t, lk.Refresh(ctx, time.Minute))
+		// The lease stays the one the replica has.
+		<-within(t, lk.Done(), 2*time.Second, "the lease's end after an unacknowledged Refresh")
+		if !errors.Is(lk.Err(), dlock.ErrLeaseExpired) {
+			t.Errorf("ended with %v, want ErrLeaseExpired", lk.Err())
+		}
+	})
+	t.Run("grant", func(t *testing.T) {
+		key := keyFor(t)
+		holder := newLocker(t, m)
+		held, err := holder.TryLock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			_, err := l.Lock(ctx, key, dlock.WithWait(time.Second), dlock.WithRetry(dlock.FixedInterval(time.Hour)))
+			got <- err
+		}()
+		eventually(t, 5*time.Second, "the waiter queues", func() bool {
+			info, err := l.Inspect(ctx, key)
+			return err == nil && info.Waiters == 1
+		})
+		pause(t)
+		if err := held.Unlock(ctx); err != nil { // grants the lock to the waiter
+			t.Fatal(err)
+		}
+		wantShort(t, within(t, got, 5*time.Second, "the waiter's end"))
+		gone(t, key)
+	})
+}
+
+// WithReplicaAck refuses values it cannot keep, changing nothing.
+func TestReplicaAckBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		n       int
+		timeout time.Duration
+	}{{0, time.Second}, {-1, time.Second}, {1, 0}, {1, -time.Second}, {1, time.Minute}} {
+		// The client's read timeout is 2s: a WAIT of a minute would time out.
+		if _, err := New(shared.Client(t), WithReplicaAck(tc.n, tc.timeout)); !errors.Is(err, dlock.ErrInvalidOption) {
+			t.Errorf("New with WithReplicaAck(%d, %v) = %v, want ErrInvalidOption", tc.n, tc.timeout, err)
+		}
+		l := newLocker(t, shared)
+		key := keyFor(t)
+		if _, err := l.TryLock(context.Background(), key, WithReplicaAck(tc.n, tc.timeout)); !errors.Is(err, dlock.ErrInvalidOption) {
+			t.Errorf("TryLock with WithReplicaAck(%d, %v) = %v, want ErrInvalidOption", tc.n, tc.timeout, err)
+		}
+		if n, err := shared.Client(t).Exists(context.Background(), "dlock:lock:"+key).Result(); err != nil || n != 0 {
+			t.Errorf("a refused TryLock wrote its key: %d, %v", n, err)
+		}
+	}
+}
+
+// The contract holds with every acquisition acknowledged by a replica.
+func TestReplicaAckConformance(t *testing.T) {
+	m := redistest.Start(t)
+	redistest.StartReplica(t, m)
+	newClient := func(t *testing.T) redis.UniversalClient { return m.Client(t) }
+	dlocktest.Run(t, harness(newClient, dlocktest.All, dlock.WithFencing(true), WithReplicaAck(1, time.Second)))
+}
