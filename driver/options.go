@@ -10,9 +10,10 @@ import (
 // Options is the resolved set of a Locker's or a call's options. Its
 // exported fields are TTL, AutoRenew, Wait and Waiting (whether Wait was
 // set), Retry (whose Start begins one wait's [Backoff]), Owner, Fair,
-// Fencing, Notify, Prefix and Logger; OwnerIn(ctx) returns the owner of an
-// acquisition (the one an option set, else the context's); Apply resolves
-// one call's options over a Locker's.
+// Fencing, Notify, Replicas and ReplicaTimeout (Redis's replica
+// acknowledgement), Prefix and Logger; OwnerIn(ctx) returns the owner of
+// an acquisition (the one an option set, else the context's); Apply
+// resolves one call's options over a Locker's.
 type Options = settings.Options
 
 // Backoff is the state of one wait under the retry strategy of an

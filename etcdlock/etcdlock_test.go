@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/etcdlock"
+	"github.com/dlock-go/dlock/redislock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -26,6 +27,7 @@ func TestNewBadInput(t *testing.T) {
 		{"zero TTL", cli, []dlock.Option{dlock.WithTTL(0)}, dlock.ErrInvalidTTL, "ttl"},
 		{"fair mode", cli, []dlock.Option{dlock.WithFair(true)}, dlock.ErrInvalidOption, "fair"},
 		{"empty prefix", cli, []dlock.Option{dlock.WithPrefix("")}, dlock.ErrInvalidOption, "prefix"},
+		{"replica acknowledgement", cli, []dlock.Option{redislock.WithReplicaAck(1, time.Second)}, dlock.ErrInvalidOption, "majority"},
 	}
 	for _, tc := range tests {
 		l, err := etcdlock.New(tc.cli, tc.opts...)
@@ -38,6 +40,9 @@ func TestNewBadInput(t *testing.T) {
 func TestTTLBelowASecond(t *testing.T) {
 	l := newLocker(t, client(t))
 	ctx := context.Background()
+	if _, err := l.TryLock(ctx, "replica:ack", redislock.WithReplicaAck(1, time.Second)); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("TryLock with WithReplicaAck: got %v, want ErrInvalidOption", err)
+	}
 	_, err := l.TryLock(ctx, "ttl:short", dlock.WithTTL(999*time.Millisecond))
 	if !errors.Is(err, dlock.ErrInvalidTTL) || !strings.Contains(err.Error(), "etcd leases are whole seconds") {
 		t.Errorf("TryLock with a 999ms TTL: got %v, want ErrInvalidTTL saying etcd leases are whole seconds", err)

@@ -68,13 +68,19 @@ func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 	if o.Fair {
 		return nil, errNoFair
 	}
+	if o.Replicas > 0 {
+		return nil, errNoReplicaAck
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel}
 	l.table.Init(o.Logger, func(h *hold) { close(h.stop) })
 	return l, nil
 }
 
-var errNoFair = fmt.Errorf("%w: etcdlock has no fair mode (WithFair(true))", dlock.ErrInvalidOption)
+var (
+	errNoFair       = fmt.Errorf("%w: etcdlock has no fair mode (WithFair(true))", dlock.ErrInvalidOption)
+	errNoReplicaAck = fmt.Errorf("%w: etcd commits every write on a majority; replica acknowledgement is a Redis option", dlock.ErrInvalidOption)
+)
 
 // wholeSeconds rounds ttl up to whole seconds, the unit of etcd leases, and
 // refuses a TTL below one second.
@@ -205,6 +211,9 @@ func (l *Locker) newCall(ctx context.Context, key string, opts []dlock.Option) (
 	}
 	if o.Fair {
 		return call{}, &dlock.KeyError{Key: key, Err: errNoFair}
+	}
+	if o.Replicas > 0 {
+		return call{}, &dlock.KeyError{Key: key, Err: errNoReplicaAck}
 	}
 	return call{key: key, owner: o.OwnerIn(ctx), ownerByOption: o.Owner != "", opts: o, renew: o.AutoRenew}, nil
 }

@@ -49,7 +49,8 @@ type lock struct {
 	keys        keys
 	token       string
 	fence       uint64
-	fenced      bool // the acquisition asked for a fence
+	fenced      bool       // the acquisition asked for a fence
+	ack         replicaAck // what its writes ask of the replicas
 
 	// The script arguments, boxed once: keys, token and owner.
 	keyArgs            [5]any
@@ -167,7 +168,9 @@ func (lk *lock) closeRelease(ctx context.Context) error {
 
 // Refresh sets the remaining lease to ttl (for an owner's lock: extends the
 // shared lease to at least ttl) and makes ttl the lease the watchdog renews
-// from now on.
+// from now on. With replica acknowledgement, a Refresh that too few
+// replicas acknowledged returns ErrNotReplicated, and the lease the holder
+// counts on is the shorter of the old one and the new.
 func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < dlock.MinTTL {
 		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL)}
@@ -176,7 +179,15 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	sent := time.Now()
-	n, err := refreshScript.run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, ttl.Milliseconds()).Int64()
+	p, ack := lk.l.send, (*acker)(nil)
+	if lk.ack.n > 0 {
+		ack = &acker{client: lk.l.client, ack: lk.ack}
+		p = ack
+	}
+	n, err := refreshScript.run(ctx, p, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, ttl.Milliseconds()).Int64()
+	if err == nil && n != 0 && ack != nil {
+		err = ack.check() // applied, but not where a failover would keep it
+	}
 	if err != nil {
 		// Redis may have applied it: the lease is the shorter of the two.
 		lk.l.watchdog.refreshed(lk, sent, ttl, false)

@@ -55,6 +55,9 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	if err := checkPrefix(o.Prefix); err != nil {
 		return nil, err
 	}
+	if err := checkAck(client, o); err != nil {
+		return nil, err
+	}
 	l := &Locker{
 		client: client,
 		send:   newProcessor(client),
@@ -164,6 +167,9 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	if err != nil {
 		return nil, o, &dlock.KeyError{Key: key, Err: err}
 	}
+	if err := checkAck(l.client, o); err != nil {
+		return nil, o, &dlock.KeyError{Key: key, Err: err}
+	}
 	k, err := keysOf(o.Prefix, key)
 	if err != nil {
 		return nil, o, err
@@ -173,6 +179,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	}
 	lk := l.newLock(key, k, driver.NewToken(), o.OwnerIn(ctx), o.Owner != "", o.TTL)
 	lk.sched.renew, lk.fenced = o.AutoRenew, o.Fencing
+	lk.ack = replicaAck{o.Replicas, o.ReplicaTimeout}
 	if err := l.table.Reserve(lk, wait); err != nil {
 		return nil, o, err
 	}
@@ -212,12 +219,19 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 // is ours (and then sets lk.fence), or the holder's remaining lease when
 // the attempt could ask (zero otherwise). The lease deadline of a lock it
 // takes counts from the moment before the command was sent. n numbers the
-// waiter's attempts that join the queue (0 for the others).
+// waiter's attempts that join the queue (0 for the others). With replica
+// acknowledgement (see WithReplicaAck), a lock taken but not acknowledged
+// is given back, and the attempt fails with ErrNotReplicated.
 func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
 	sent := time.Now()
 	ttl := l.ttlArg
 	if lk.sched.ttl != l.opts.TTL {
 		ttl = lk.sched.ttl.Milliseconds()
+	}
+	p, ack := l.send, (*acker)(nil)
+	if lk.ack.n > 0 {
+		ack = &acker{client: l.client, ack: lk.ack}
+		p = ack
 	}
 	var r int64
 	switch {
@@ -225,7 +239,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 		// SET NX GET answers nil when it set, else the current value: our
 		// own token when this is a re-sent attempt whose first run set it.
 		set := redis.NewStringCmd(ctx, "set", lk.keyArgs[0], lk.tokenArg, "px", ttl, "nx", "get")
-		_ = l.send.Process(ctx, set) // the error is set's
+		_ = p.Process(ctx, set) // the error is set's
 		switch err = set.Err(); {
 		case err == redis.Nil:
 			err = nil
@@ -233,16 +247,21 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 			return false, 0, nil
 		}
 	case mode == modeTry && lk.Owner() == "":
-		r, err = tryScript.run(ctx, l.send, lk.keyArgs[:2], lk.tokenArg, ttl).Int64()
+		r, err = tryScript.run(ctx, p, lk.keyArgs[:2], lk.tokenArg, ttl).Int64()
 	default:
 		fenced := "0"
 		if lk.fenced {
 			fenced = "1"
 		}
-		r, err = acquireScript.run(ctx, l.send, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, int(mode), claim.Milliseconds(), n, fenced, l.sub).Int64()
+		r, err = acquireScript.run(ctx, p, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, int(mode), claim.Milliseconds(), n, fenced, l.sub).Int64()
+	}
+	taken := false // but not where a failover would keep it
+	if err == nil && r >= 0 && ack != nil {
+		err = ack.check()
+		taken = err != nil
 	}
 	if err != nil {
-		if !errors.As(err, new(redis.Error)) || mode&modeWait != 0 {
+		if taken || !errors.As(err, new(redis.Error)) || mode&modeWait != 0 {
 			// The reply was lost (a timeout, a cancelled context, a broken
 			// connection): the attempt may have taken the lock. Give it
 			// back, as a semaphore gives back a grant that arrives after

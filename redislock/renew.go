@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -302,12 +303,14 @@ func (s *watchdog) renew(batch []*lock) {
 	ttls := make([]time.Duration, len(batch))
 	gens := make([]uint64, len(batch))
 	args := make([][]any, len(batch))
+	var ack replicaAck // the most that a lock of the batch asks
 	for i, lk := range batch {
 		ttls[i], gens[i] = lk.sched.ttl, lk.sched.gen
 		args[i] = lk.renewal()
 		if lk.sched.deadline.Before(deadline) {
 			deadline = lk.sched.deadline
 		}
+		ack.n, ack.timeout = max(ack.n, lk.ack.n), max(ack.timeout, lk.ack.timeout)
 	}
 	s.mu.Unlock()
 	// A renewal that lands after the earliest deadline is of no use to that
@@ -316,13 +319,17 @@ func (s *watchdog) renew(batch []*lock) {
 	defer cancel()
 	sent := time.Now()
 	var (
-		codes []byte  // per lock: '1' renewed, '0' not ours
-		errs  []error // per lock, when the batch was a pipeline
+		codes []byte      // per lock: '1' renewed, '0' not ours
+		errs  []error     // per lock, when the batch was a pipeline
+		acks  []ackResult // per lock, when the batch asked replicas
 		err   error
 	)
-	if s.oneServer {
-		codes, err = s.script(ctx, args)
-	} else {
+	switch {
+	case s.oneServer:
+		codes, acks, err = s.script(ctx, args, ack)
+	case ack.n > 0:
+		codes, errs, acks = s.nodes(ctx, args, ack)
+	default:
 		codes, errs, err = s.pipeline(ctx, args)
 		if isNoScript(err) {
 			if err = refreshScript.load(ctx, s.l.client); err == nil {
@@ -342,6 +349,11 @@ func (s *watchdog) renew(batch []*lock) {
 		cerr := err
 		if cerr == nil && errs != nil {
 			cerr = errs[i]
+		}
+		if cerr == nil && codes[i] == '1' && lk.ack.n > 0 {
+			// renewed, but the lease the holder counts on is the one the
+			// replicas have
+			cerr = acks[i].check(lk.ack)
 		}
 		switch {
 		case cerr == nil && codes[i] == '1':
@@ -384,19 +396,78 @@ func (s *watchdog) renew(batch []*lock) {
 }
 
 // script renews a batch of locks of one server in one call of renew.lua:
-// one command, whatever the number of locks.
-func (s *watchdog) script(ctx context.Context, args [][]any) ([]byte, error) {
+// one command, whatever the number of locks; with WAIT after it in the
+// same round trip when the batch asks replicas (ack).
+func (s *watchdog) script(ctx context.Context, args [][]any, ack replicaAck) ([]byte, []ackResult, error) {
 	keys := make([]any, 0, 2*len(args))
 	argv := make([]any, 0, 3*len(args))
 	for _, a := range args { // a is refresh.lua's command: evalsha, sha, 2, keys..., argv...
 		keys = append(keys, a[3:5]...)
 		argv = append(argv, a[5:8]...)
 	}
-	res, err := renewScript.run(ctx, s.l.client, keys, argv...).Text()
+	var p processor = s.l.client
+	var a *acker
+	if ack.n > 0 {
+		a = &acker{client: s.l.client, ack: ack}
+		p = a
+	}
+	res, err := renewScript.run(ctx, p, keys, argv...).Text()
 	if err == nil && len(res) != len(args) {
 		err = fmt.Errorf("renew.lua answered %d results for %d locks", len(res), len(args))
 	}
-	return []byte(res), err
+	var acks []ackResult
+	if a != nil {
+		acks = slices.Repeat([]ackResult{{a.replicas, a.err}}, len(args))
+	}
+	return []byte(res), acks, err
+}
+
+// nodes renews a batch of locks of a Cluster that asks replicas (ack):
+// one pipeline per master of refresh.lua calls followed by WAIT, sent to
+// the masters at once. A lock whose slot moved is answered MOVED, and
+// renewed again soon, once the client read the new topology.
+func (s *watchdog) nodes(ctx context.Context, args [][]any, ack replicaAck) ([]byte, []error, []ackResult) {
+	codes := make([]byte, len(args))
+	errs := make([]error, len(args))
+	acks := make([]ackResult, len(args))
+	cc := s.l.client.(*redis.ClusterClient)
+	on := map[*redis.Client][]int{}
+	for i, a := range args {
+		node, err := cc.MasterForKey(ctx, firstKey(a))
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		on[node] = append(on[node], i)
+	}
+	var wg sync.WaitGroup
+	for node, batch := range on {
+		wg.Go(func() {
+			cmds := make([]*redis.Cmd, len(batch))
+			var wait *redis.IntCmd
+			for try := 0; try < 2; try++ {
+				pipe := node.Pipeline()
+				for j, i := range batch {
+					cmds[j] = redis.NewCmd(ctx, args[i]...)
+					_ = pipe.Process(ctx, cmds[j])
+				}
+				wait = ack.wait(ctx)
+				_ = pipe.Process(ctx, wait)
+				_, _ = pipe.Exec(ctx) // every command has its own error
+				if try > 0 || !isNoScript(cmds[0].Err()) || refreshScript.load(ctx, node) != nil {
+					break
+				}
+			}
+			replicas, werr := wait.Result()
+			for j, i := range batch {
+				n, err := cmds[j].Int64()
+				reloadAfter(cc, err)
+				codes[i], errs[i], acks[i] = '0'+byte(n), err, ackResult{replicas, werr}
+			}
+		})
+	}
+	wg.Wait()
+	return codes, errs, acks
 }
 
 // pipeline renews a batch of locks one refresh.lua call each, in one

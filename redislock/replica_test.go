@@ -88,7 +88,9 @@ func TestReplicaAck(t *testing.T) {
 	})
 	t.Run("renewal", func(t *testing.T) {
 		key := keyFor(t)
-		lk, err := l.TryLock(ctx, key, dlock.WithTTL(600*time.Millisecond))
+		// A renewal is due every 500ms, and its WAIT ends within 200ms and
+		// the server's timer resolution (100ms at its default hz).
+		lk, err := l.TryLock(ctx, key, dlock.WithTTL(1500*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +98,7 @@ func TestReplicaAck(t *testing.T) {
 		pause(t)
 		// The master takes every renewal, but the replica acknowledges
 		// none: the lease runs out where the replica has it.
-		<-within(t, lk.Done(), 2*time.Second, "the unacknowledged lock's loss")
+		within(t, lk.Done(), 3*time.Second, "the unacknowledged lock's loss")
 		if err := lk.Err(); !errors.Is(err, dlock.ErrLeaseExpired) || !errors.Is(err, ErrNotReplicated) {
 			t.Errorf("lost with %v, want ErrLeaseExpired for ErrNotReplicated", err)
 		}
@@ -111,7 +113,7 @@ func TestReplicaAck(t *testing.T) {
 		pause(t)
 		wantShort(t, lk.Refresh(ctx, time.Minute))
 		// The lease stays the one the replica has.
-		<-within(t, lk.Done(), 2*time.Second, "the lease's end after an unacknowledged Refresh")
+		within(t, lk.Done(), 2*time.Second, "the lease's end after an unacknowledged Refresh")
 		if !errors.Is(lk.Err(), dlock.ErrLeaseExpired) {
 			t.Errorf("ended with %v, want ErrLeaseExpired", lk.Err())
 		}
@@ -146,14 +148,20 @@ func TestReplicaAckBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		n       int
 		timeout time.Duration
-	}{{0, time.Second}, {-1, time.Second}, {1, 0}, {1, -time.Second}, {1, time.Minute}} {
-		// The client's read timeout is 2s: a WAIT of a minute would time out.
-		if _, err := New(shared.Client(t), WithReplicaAck(tc.n, tc.timeout)); !errors.Is(err, dlock.ErrInvalidOption) {
+		ttl     time.Duration
+	}{
+		{0, time.Second, dlock.DefaultTTL},
+		{-1, time.Second, dlock.DefaultTTL},
+		{1, 0, dlock.DefaultTTL},
+		{1, -time.Second, dlock.DefaultTTL},
+		{1, 2 * time.Second, time.Minute}, // the client's read timeout is 2s
+	} {
+		if _, err := New(shared.Client(t), dlock.WithTTL(tc.ttl), WithReplicaAck(tc.n, tc.timeout)); !errors.Is(err, dlock.ErrInvalidOption) {
 			t.Errorf("New with WithReplicaAck(%d, %v) = %v, want ErrInvalidOption", tc.n, tc.timeout, err)
 		}
 		l := newLocker(t, shared)
 		key := keyFor(t)
-		if _, err := l.TryLock(context.Background(), key, WithReplicaAck(tc.n, tc.timeout)); !errors.Is(err, dlock.ErrInvalidOption) {
+		if _, err := l.TryLock(context.Background(), key, dlock.WithTTL(tc.ttl), WithReplicaAck(tc.n, tc.timeout)); !errors.Is(err, dlock.ErrInvalidOption) {
 			t.Errorf("TryLock with WithReplicaAck(%d, %v) = %v, want ErrInvalidOption", tc.n, tc.timeout, err)
 		}
 		if n, err := shared.Client(t).Exists(context.Background(), "dlock:lock:"+key).Result(); err != nil || n != 0 {

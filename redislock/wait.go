@@ -228,11 +228,12 @@ func (w *waiter) giveUp(ctx context.Context) error {
 
 // transient reports whether an attempt's error may pass by itself: a reply
 // that never came (a connection reset or refused, a read timeout), or a
-// refusal that a failover or a slot migration explains. A waiting Lock
+// refusal that a failover or a slot migration explains, or a write that
+// too few replicas acknowledged (see WithReplicaAck). A waiting Lock
 // rides these out within its wait; any other error ends it at once.
 func transient(err error) bool {
 	var ne net.Error
-	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.As(err, &ne) || errors.Is(err, ErrNotReplicated) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return true
 	}
 	var re redis.Error
@@ -252,11 +253,12 @@ func transient(err error) bool {
 // names the waiter's last attempt n, which was sent at sent with claim. The
 // grant then lasts until sent+claim at least, and the watchdog extends it
 // to the TTL a third of the way into it, so the waiter returns without a
-// round trip of its own. A grant to an older attempt (it may have lapsed), one that is too
-// close to its end, or one for a lock without watchdog is confirmed by the
-// next attempt instead.
+// round trip of its own. A grant to an older attempt (it may have lapsed),
+// one that is too close to its end, one for a lock without watchdog, or
+// one that replicas must acknowledge is confirmed by the next attempt
+// instead, at once.
 func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.Duration, o driver.Options) bool {
-	if g.attempt != n || !o.AutoRenew {
+	if g.attempt != n || !o.AutoRenew || lk.ack.n > 0 {
 		return false
 	}
 	deadline := drift.Deadline(sent, claim)

@@ -39,6 +39,11 @@ type Options struct {
 	// Notify wakes waiters when the lock is released, where the driver
 	// can; without it waiters poll at the Retry pace.
 	Notify bool
+	// Replicas, when positive, makes the Redis driver count an acquisition,
+	// a renewal or a Refresh only once that many replicas acknowledged it,
+	// waiting at most ReplicaTimeout.
+	Replicas       int
+	ReplicaTimeout time.Duration
 	// Prefix starts every key the Locker writes. Locker only.
 	Prefix string
 	// Logger receives the Locker's structured logs. Locker only.
