@@ -393,3 +393,80 @@ func TestClusterReplicaAck(t *testing.T) {
 		t.Errorf("the lock key after a shortfall: %d, %v", n, err)
 	}
 }
+
+// incrGate is a go-redis hook that holds every INCR sent alone until open
+// is closed (and nothing else: the Cluster client's own commands pass),
+// and records the size of every pipeline.
+type incrGate struct {
+	gate
+}
+
+func (g *incrGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	held := g.gate.ProcessHook(next)
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() != "incr" {
+			return next(ctx, cmd)
+		}
+		return held(ctx, cmd)
+	}
+}
+
+// On a Cluster, a Locker's commands go to each master through a coalescer
+// of its own: commands that find every flush to master 0 busy leave
+// together in one pipeline to it, while commands for master 1 go out at
+// once, not held up by master 0.
+func TestClusterCoalescesPerNode(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g := &incrGate{gate: *newGate()}
+	opts := c.Options()
+	opts.NewClient = func(o *redis.Options) *redis.Client {
+		n := redis.NewClient(o)
+		if o.Addr == c.nodes[0].Addr() {
+			n.AddHook(g)
+		}
+		return n
+	}
+	cc := redis.NewClusterClient(opts)
+	defer cc.Close()
+	p := newProcessor(cc).(*clusterProcessor)
+	on0, on1 := "dlock:lock:"+c.keyOn(t, 0), "dlock:lock:"+c.keyOn(t, 1)
+
+	var first []<-chan *redis.IntCmd
+	for range maxFlushes {
+		first = append(first, incr(ctx, p, on0))
+	}
+	eventually(t, 5*time.Second, "every flush to master 0 at the gate", func() bool { return g.held.Load() == maxFlushes })
+	const queued = 10
+	var rest []<-chan *redis.IntCmd
+	for range queued {
+		rest = append(rest, incr(ctx, p, on0))
+	}
+	node, err := cc.MasterForKey(ctx, on0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	co := p.coalescer(node)
+	eventually(t, 5*time.Second, "commands queued for master 0", func() bool { _, q := co.state(); return q == queued })
+
+	other := within(t, incr(ctx, p, on1), 5*time.Second, "a command to master 1 while master 0's are held")
+	if n, err := other.Result(); err != nil || n != 1 {
+		t.Fatalf("INCR on master 1 = %d, %v", n, err)
+	}
+	close(g.open)
+	for i, ch := range append(first, rest...) {
+		if n, err := within(t, ch, 5*time.Second, "a reply").Result(); err != nil || n < 1 || n > maxFlushes+queued {
+			t.Fatalf("command %d: INCR = %d, %v", i, n, err)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	biggest := 0
+	for _, n := range g.batches {
+		biggest = max(biggest, n)
+	}
+	if biggest < queued-maxFlushes {
+		t.Errorf("pipelines to master 0 of %v commands: the queued ones did not leave together", g.batches)
+	}
+}
