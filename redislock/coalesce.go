@@ -70,17 +70,21 @@ type pending struct {
 
 // newProcessor returns what a Locker sends its commands through: a
 // coalescer for a client of one server (a *redis.Client, which Sentinel's
-// failover client is too); for a Cluster client, the client itself, since
-// a cluster pipeline waits for its slowest node, and one stalled node
-// would hold up commands for every other.
+// failover client is too); for a Cluster client, a coalescer per master
+// (see clusterProcessor), since a cluster pipeline waits for its slowest
+// node, and one stalled node would hold up commands for every other.
 func newProcessor(client redis.UniversalClient) processor {
 	if cc, ok := client.(*redis.ClusterClient); ok {
-		return clusterProcessor{cc}
+		return &clusterProcessor{cc: cc, nodes: map[*redis.Client]*coalescer{}}
 	}
 	c, ok := client.(*redis.Client)
 	if !ok {
 		return client
 	}
+	return newCoalescer(c)
+}
+
+func newCoalescer(c *redis.Client) *coalescer {
 	co := &coalescer{client: c}
 	co.pending.New = func() any { return &pending{done: make(chan bool, 1)} }
 	co.batches.New = func() any { return &batch{pipe: c.Pipeline()} }
