@@ -262,14 +262,25 @@ func (g *SentinelGroup) Failover(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := sentinelClient(g.sentinels[0])
-	err = c.Failover(ctx, MasterName).Err()
-	c.Close()
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
+	c := sentinelClient(g.sentinels[0])
+	defer c.Close()
+	// A replica that rejoined lately is not a candidate until the
+	// Sentinels have read its INFO (NOGOODSLAVE), nor is a failover while
+	// another runs (INPROG).
+	var refused error
+	err = poll(ctx, func() error {
+		err := c.Failover(ctx, MasterName).Err()
+		if err != nil && !redis.HasErrorPrefix(err, "NOGOODSLAVE") && !redis.HasErrorPrefix(err, "INPROG") {
+			refused = err
+			return nil
+		}
+		return err
+	})
+	if err = errors.Join(err, refused); err != nil {
+		return nil, err
+	}
 	return g.settled(ctx, old)
 }
 
@@ -281,10 +292,16 @@ func (g *SentinelGroup) KillMaster(ctx context.Context) (killed, promoted *Serve
 		return nil, nil, err
 	}
 	old.Kill()
+	m, err := g.Promoted(ctx, old)
+	return old, m, err
+}
+
+// Promoted waits until the Sentinels name a master other than old, and it
+// says it is master, and returns it.
+func (g *SentinelGroup) Promoted(ctx context.Context, old *Server) (*Server, error) {
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	m, err := g.settled(ctx, old)
-	return old, m, err
+	return g.settled(ctx, old)
 }
 
 // Rejoin restarts a killed server, empty; the Sentinels make it a replica
