@@ -17,10 +17,10 @@
 // contended acquisition costs one more, joining the queue: the grant
 // reaches the waiter by pub/sub, and its watchdog extends it.
 //
-// The goroutines of one Locker share round trips. On a client of one
-// server (not a Cluster client), at most four commands are on the wire at
-// once; the commands issued meanwhile wait and leave together, in one
-// pipeline, as soon as one of the four is answered. A Locker alone sends
+// The goroutines of one Locker share round trips. To each server (each
+// master of a Cluster), at most four commands are on the wire at once; the
+// commands issued meanwhile wait and leave together, in one pipeline, as
+// soon as one of the four is answered. A Locker alone sends
 // each command at once, as a plain client would; 64 goroutines locking
 // keys of their own make a few round trips instead of 128, and the client
 // and the server spend a fraction of the CPU (see bench/RESULTS.md).
@@ -36,9 +36,11 @@
 //
 // A lock in one Redis is a lease: exclusive while Redis keeps its data. A
 // restart without persistence or a failover to a replica that missed the
-// write can grant it twice, and can repeat a fence. See the README's
-// safety model; for locks that must survive server faults, use etcdlock,
-// and fencing tokens either way.
+// write can grant it twice, and can repeat a fence. WithReplicaAck closes
+// the second hole for a failover to an acknowledging replica: a write
+// counts only once replicas have it. See the README's safety model; for
+// locks that must survive server faults, use etcdlock, and fencing tokens
+// either way.
 //
 // # Cluster
 //
