@@ -171,3 +171,29 @@ func Example_fencing() {
 	// A writes: stale fencing token
 	// value: B
 }
+
+func ExampleWithReplicaAck() {
+	ctx := context.Background()
+	// A Sentinel-managed master with its replicas; here, a server of its own.
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "127.0.0.1:6379")})
+	defer rdb.Close()
+	// A lock counts only once a replica has it, so that a failover to that
+	// replica cannot grant it to someone else while this process holds it.
+	locker, err := redislock.New(rdb, redislock.WithReplicaAck(1, 100*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	_, err = locker.TryLock(ctx, "ledger:close")
+	switch {
+	case errors.Is(err, redislock.ErrNotReplicated):
+		fmt.Println("no replica acknowledged the lock: it was given back")
+	case err != nil:
+		panic(err)
+	default:
+		fmt.Println("held, and on a replica")
+	}
+	// Output:
+	// no replica acknowledged the lock: it was given back
+}
