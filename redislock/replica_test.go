@@ -3,6 +3,8 @@ package redislock
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,4 +178,30 @@ func TestReplicaAckConformance(t *testing.T) {
 	redistest.StartReplica(t, m)
 	newClient := func(t *testing.T) redis.UniversalClient { return m.Client(t) }
 	dlocktest.Run(t, harness(newClient, dlocktest.All, dlock.WithFencing(true), WithReplicaAck(1, time.Second)))
+}
+
+// A renewal that reaches a master that was demoted to a replica (READONLY)
+// is not counted: the lease runs out at its deadline, and the handle says
+// why.
+func TestRenewalOnDemotedMaster(t *testing.T) {
+	m := redistest.Start(t)
+	r := redistest.StartReplica(t, m)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l := newLocker(t, m, dlock.WithTTL(600*time.Millisecond))
+	lk, err := l.TryLock(ctx, keyFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replica takes over; the old master follows it.
+	if err := r.Client(t).SlaveOf(ctx, "no", "one").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Client(t).SlaveOf(ctx, "127.0.0.1", strconv.Itoa(r.Port())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, lk.Done(), 3*time.Second, "the loss of a lock renewed on a demoted master")
+	if err := lk.Err(); !errors.Is(err, dlock.ErrLeaseExpired) || !strings.Contains(err.Error(), "READONLY") {
+		t.Errorf("lost with %v, want ErrLeaseExpired for READONLY", err)
+	}
 }
