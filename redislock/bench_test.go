@@ -228,3 +228,47 @@ func BenchmarkUncontendedParallel(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkClusterParallel is TryLock+Unlock from 64 goroutines of one
+// Locker on a 3-master Cluster, each goroutine on keys of its own spread
+// over the shards. rtt/op counts the round trips to every node: the
+// goroutines share them per master, as on one server (sent alone, each
+// cycle would cost 2).
+func BenchmarkClusterParallel(b *testing.B) {
+	ctx := context.Background()
+	c := startCluster(b, 3)
+	hook := &counter{}
+	opts := c.Options()
+	opts.NewClient = func(o *redis.Options) *redis.Client {
+		n := redis.NewClient(o)
+		n.AddHook(hook)
+		return n
+	}
+	cc := redis.NewClusterClient(opts)
+	defer cc.Close()
+	l, err := New(cc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	var next atomic.Int64
+	b.SetParallelism(32) // × GOMAXPROCS 2 on the machine of the README's figures
+	b.ReportAllocs()
+	hook.trips.Store(0)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		key := fmt.Sprintf("bench:cluster:%d", next.Add(1))
+		for pb.Next() {
+			lk, err := l.TryLock(ctx, key)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := lk.Unlock(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "rtt/op")
+}

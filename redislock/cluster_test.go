@@ -22,13 +22,13 @@ type testCluster struct {
 	nodes []*redistest.Server // the masters, as started
 }
 
-func startCluster(t *testing.T, masters int) *testCluster {
+func startCluster(t testing.TB, masters int) *testCluster {
 	return startClusterReplicas(t, masters, 0)
 }
 
 // startClusterReplicas starts a cluster whose first replicas masters have
 // a replica each.
-func startClusterReplicas(t *testing.T, masters, replicas int) *testCluster {
+func startClusterReplicas(t testing.TB, masters, replicas int) *testCluster {
 	t.Helper()
 	c := redistest.StartCluster(t, masters, replicas)
 	return &testCluster{Cluster: c, nodes: c.Masters}
