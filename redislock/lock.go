@@ -52,7 +52,7 @@ type lock struct {
 	fenced      bool // the acquisition asked for a fence
 
 	// The script arguments, boxed once: keys, token and owner.
-	keyArgs            [5]any
+	keyArgs            [6]any
 	tokenArg, ownerArg any
 
 	unlockMu sync.Mutex // serialises Unlock, so that a second Unlock sees the first
