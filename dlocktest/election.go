@@ -299,7 +299,9 @@ func (s *suite) handover(t *testing.T) {
 		if !ok {
 			return
 		}
-		if gap := time.Since(start); gap > lease/2 {
+		gap := time.Since(start)
+		t.Logf("b elected %v after a resigned", gap)
+		if gap > lease/2 {
 			t.Errorf("b elected %v after a resigned: not woken by the release (fallback %v)", gap, lease)
 		}
 		if ld.Epoch() <= ldA.Epoch() {
