@@ -25,6 +25,7 @@ func TestRunHoldAtLeastOncePerTick(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "runs")
 	const hold = 2 * time.Second
+	key := "cron-job-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	tick := func(n int) {
 		t.Helper()
 		var (
@@ -36,7 +37,7 @@ func TestRunHoldAtLeastOncePerTick(t *testing.T) {
 			wg.Go(func() {
 				time.Sleep(time.Duration(host) * 200 * time.Millisecond) // the host's clock lags
 				start := time.Now()
-				res := dlockProc(t, "run", "--hold-at-least", hold.String(), "cron-job", "--", "sh", "-c", `echo "$1" >> "$2"`, "sh", strconv.Itoa(n), log)
+				res := dlockProc(t, "run", "--hold-at-least", hold.String(), key, "--", "sh", "-c", `echo "$1" >> "$2"`, "sh", strconv.Itoa(n), log)
 				if res.code == 0 && time.Since(start) >= hold {
 					t.Errorf("tick %d: dlock run took %v: it waited out the hold instead of leaving the lock to lapse", n, time.Since(start))
 				}
@@ -62,11 +63,11 @@ func TestRunHoldAtLeastOncePerTick(t *testing.T) {
 	}
 	tick(1)
 	l := newLocker(t)
-	if info, err := l.Inspect(context.Background(), "cron-job"); err != nil || !info.Held || info.TTL > hold {
+	if info, err := l.Inspect(context.Background(), key); err != nil || !info.Held || info.TTL > hold {
 		t.Fatalf("after the tick: %+v, %v; want the key held for at most %v more", info, err, hold)
 	}
 	waitUntil(t, 10*time.Second, "the hold to lapse", func() bool {
-		info, err := l.Inspect(context.Background(), "cron-job")
+		info, err := l.Inspect(context.Background(), key)
 		return err == nil && !info.Held
 	})
 	tick(2)
