@@ -29,6 +29,7 @@ func TestDependencies(t *testing.T) {
 		"github.com/dlock-go/dlock/driver":            true,
 		"github.com/dlock-go/dlock/internal/settings": true,
 		"github.com/dlock-go/dlock/keytmpl":           true,
+		"github.com/dlock-go/dlock/election":          true,
 	}
 	for pkg := range own {
 		for _, dep := range list(pkg) {

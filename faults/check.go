@@ -43,6 +43,9 @@ func (r *Report) Row() string {
 	if r.Config.CLI != "" {
 		backend += ", through dlock run"
 	}
+	if r.Config.Election {
+		backend += ", election"
+	}
 	return fmt.Sprintf("| %s | %s | %d | %d | %d | %d | %d | %d | %d |", backend, strings.Join(r.Config.Faults, ", "),
 		r.Holds, r.Overlaps, r.Unsafe, r.Fenced, r.Regressions, r.Stuck, r.LateLoss)
 }

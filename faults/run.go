@@ -48,6 +48,10 @@ type Config struct {
 	// the lock through `dlock run`, whose CMD is the worker program doing
 	// its writes (Redis and etcd).
 	CLI string
+	// Election makes the workers campaign in an election on the key
+	// (package election) instead of taking the lock: each term writes with
+	// its epoch, and resigns.
+	Election bool
 }
 
 func (c *Config) defaults() {
@@ -84,6 +88,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("faults: a run needs a duration, a worker command and a directory")
 	case c.CLI != "" && c.Backend == "none":
 		return fmt.Errorf("faults: dlock run needs a lock store")
+	case c.Election && (c.CLI != "" || c.Backend == "none"):
+		return fmt.Errorf("faults: an election runs in the workers, on a lock store")
 	}
 	for _, f := range c.Faults {
 		if !slices.Contains(kinds, f) {
@@ -224,7 +230,7 @@ func (ws *workers) start(w int) error {
 		Backend: ws.cfg.Backend, Addrs: addrs, Key: "faults", TTL: ws.cfg.TTL, Wait: ws.cfg.Wait,
 		Hold: ws.cfg.Hold, Store: ws.store, Worker: w, Incarnation: ws.incarn[w], Until: ws.until,
 		Out: filepath.Join(ws.cfg.Dir, fmt.Sprintf("worker-%d.jsonl", w)), Seed: ws.cfg.Seed,
-		CLI: ws.cfg.CLI, Self: ws.cfg.Worker,
+		CLI: ws.cfg.CLI, Self: ws.cfg.Worker, Election: ws.cfg.Election,
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {

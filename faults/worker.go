@@ -46,6 +46,7 @@ type workerConfig struct {
 	CLI         string   // a dlock binary: hold the lock through `dlock run`
 	Self        []string // the worker program, as dlock run's CMD
 	Section     string   // set for dlock run's CMD: the hold it is the critical section of
+	Election    bool     // campaign in an election (package election) instead of taking the lock
 }
 
 // event is one line of a worker's history.
@@ -129,7 +130,7 @@ func runWorker(cfg workerConfig) error {
 		id := fmt.Sprintf("%d.%d.%d", cfg.Worker, cfg.Incarnation, seq)
 		hist.add(event{E: "start", Hold: id, T: now()})
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.Wait+cfg.TTL+5*time.Second)
-		lk, err := locker.Lock(ctx, cfg.Key, dlock.WithFencing(true), dlock.WithWait(cfg.Wait))
+		tm, err := acquire(ctx, cfg, locker)
 		if err != nil {
 			cancel()
 			busy := errors.Is(err, dlock.ErrNotAcquired)
@@ -139,14 +140,14 @@ func runWorker(cfg workerConfig) error {
 			}
 			continue
 		}
-		hist.add(event{E: "acq", Hold: id, T: now(), Fence: lk.Fence()})
+		hist.add(event{E: "acq", Hold: id, T: now(), Fence: tm.fence()})
 		go func() {
-			<-lk.Done()
-			hist.add(event{E: "done", Hold: id, T: now(), Lost: errors.Is(lk.Err(), dlock.ErrLockLost)})
+			<-tm.done()
+			hist.add(event{E: "done", Hold: id, T: now(), Lost: tm.lost()})
 		}()
-		section(cfg, hist, rng, id, lk.Fence())
+		section(cfg, hist, rng, id, tm.fence())
 		hist.add(event{E: "rel", Hold: id, T: now()})
-		err = lk.Unlock(ctx)
+		err = tm.end(ctx)
 		cancel()
 		e := event{E: "relok", Hold: id, T: now()}
 		if err != nil {

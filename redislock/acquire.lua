@@ -7,7 +7,7 @@
 -- Returns the fence (0 when not fenced) when the lock is ours, else
 -- -1 - holder's PTTL.
 -- From prelude.lua: next_fence, busy_reply, leave_queue; from common.lua:
--- the keys, now_ms, grant.
+-- the keys, now_ms, grant, tell_observers.
 local token, ttl, owner, mode, claim = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local fenced = ARGV[7]
 local fair, wait = mode % 2 == 1, mode >= 2
@@ -15,6 +15,13 @@ local fair, wait = mode % 2 == 1, mode >= 2
 local function take(fence)
   if wait then leave_queue(queue, waiters, token) end
   return fence
+end
+
+-- taken is take for an attempt that made us the holder of a free lock:
+-- the lock changed hands, which its watchers hear of.
+local function taken(fence)
+  tell_observers()
+  return take(fence)
 end
 
 local function extend()
@@ -40,7 +47,7 @@ end
 if owner == '' and not fair then
   -- the plain path: SET NX PX, as in the single-instance algorithm
   if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
-    return take(next_fence(meta, fenced))
+    return taken(next_fence(meta, fenced))
   end
 end
 
@@ -50,7 +57,7 @@ local current = redis.call('GET', lock)
 
 if not current then
   if fair and queued_ahead() then
-    grant() -- the lock expired with waiters queued: wake the first one
+    if grant() then tell_observers() end -- the lock expired with waiters queued: wake the first one
   else
     redis.call('SET', lock, value, 'PX', ttl)
     local fence = next_fence(meta, fenced)
@@ -59,7 +66,7 @@ if not current then
       redis.call('HSET', holds, token, fence)
       redis.call('PEXPIRE', holds, ttl)
     end
-    return take(fence)
+    return taken(fence)
   end
 elseif current == value then
   if owner == '' then

@@ -192,8 +192,8 @@ func TestWaiterErrorLeavesQueue(t *testing.T) {
 	}
 	c := s.Client(t)
 	c.AddHook(oomHook{raw: raw, match: func(cmd redis.Cmder) bool {
-		args := cmd.Args() // the acquire script: ... ARGV[4] mode at 11, ARGV[6] attempt at 13
-		return strings.HasPrefix(cmd.Name(), "eval") && len(args) > 13 && fmt.Sprint(args[13]) == "2"
+		args := cmd.Args() // the acquire script, six keys: ... ARGV[4] mode at 12, ARGV[6] attempt at 14
+		return strings.HasPrefix(cmd.Name(), "eval") && len(args) > 14 && fmt.Sprint(args[14]) == "2"
 	}})
 	l, err := New(c)
 	if err != nil {

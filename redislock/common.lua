@@ -10,7 +10,18 @@
 --                   the channel of the Locker whose subscriber id is sub
 -- KEYS[5] waiters   hash: waiting token -> "deadline|claim|attempt|fenced|sub|owner";
 --                   queue and waiters expire when no waiter comes back
-local lock, meta, holds, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+-- KEYS[6] observed  present while some Locker watches the lock (see
+--                   watch.go), which keeps it alive; its name is also the
+--                   channel that tells the watchers of a change
+local lock, meta, holds, queue, waiters, observed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+
+-- tell_observers says on the observed channel that the lock changed
+-- hands, when someone watches it; unwatched, it costs one EXISTS.
+local function tell_observers()
+  if redis.call('EXISTS', observed) == 1 then
+    redis.call('SPUBLISH', observed, '')
+  end
+end
 
 local function now_ms()
   local t = redis.call('TIME')

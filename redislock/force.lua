@@ -1,7 +1,8 @@
 -- force: delete a lock whoever holds it (an operator's `dlock unlock
 -- --force`), and hand it to the first live waiter. Returns false when the
 -- lock is free, else {value, pttl, holds, fence} of what was deleted.
--- From common.lua: the keys, grant (and prelude.lua's helpers it uses).
+-- From common.lua: the keys, grant (and prelude.lua's helpers it uses),
+-- tell_observers.
 local value = redis.call('GET', lock)
 if not value then return false end
 local pttl = redis.call('PTTL', lock)
@@ -9,4 +10,5 @@ local n = redis.call('HLEN', holds)
 local fence = tonumber(redis.call('HGET', meta, 'f') or '0')
 redis.call('DEL', lock, holds)
 grant()
+tell_observers()
 return {value, pttl, n, fence}

@@ -23,17 +23,18 @@ import (
 //
 // s is one letter: m (meta: the fence counter of fenced acquisitions),
 // h (the holds of an owner's lock), q (the wait queue; "<q>:<subscriber
-// id>" is the channel that wakes one Locker's waiters) and w (the waiters'
-// entries). The two forms never produce
+// id>" is the channel that wakes one Locker's waiters), w (the waiters'
+// entries) and o (present while someone watches the lock, see Watch; also
+// the channel that tells the watchers of a change). The two forms never produce
 // the same name for different locks, and no sibling is a lock key, because
 // a prefix may not contain braces.
 type keys struct {
-	lock, meta, holds, queue, waiters string
+	lock, meta, holds, queue, waiters, observed string
 }
 
 // list returns the keys in the order the scripts expect.
-func (k *keys) list() [5]string {
-	return [5]string{k.lock, k.meta, k.holds, k.queue, k.waiters}
+func (k *keys) list() [6]string {
+	return [6]string{k.lock, k.meta, k.holds, k.queue, k.waiters, k.observed}
 }
 
 func checkPrefix(prefix string) error {
@@ -43,7 +44,7 @@ func checkPrefix(prefix string) error {
 	return nil
 }
 
-// keysOf lays out the keys of lock key under prefix, building all five
+// keysOf lays out the keys of lock key under prefix, building all six
 // names in one allocation.
 func keysOf(prefix, key string) (keys, error) {
 	if err := driver.CheckKey(key); err != nil {
@@ -52,7 +53,7 @@ func keysOf(prefix, key string) (keys, error) {
 	// Every name is a slice of one string: the lock key, then the siblings.
 	n := len(prefix) + len(":lock:") + len(key)
 	var b strings.Builder
-	b.Grow(n + 4*(2*n+6))
+	b.Grow(n + 5*(2*n+6))
 	b.WriteString(prefix)
 	b.WriteString(":lock:")
 	b.WriteString(key)
@@ -69,7 +70,7 @@ func keysOf(prefix, key string) (keys, error) {
 	if tagged {
 		baseLen += 1 + len(lockKey)
 	}
-	for _, s := range "mhqw" {
+	for _, s := range "mhqwo" {
 		b.WriteByte('{')
 		b.WriteString(tag)
 		b.WriteByte('}')
@@ -83,7 +84,7 @@ func keysOf(prefix, key string) (keys, error) {
 	all := b.String()
 	step := baseLen + 2
 	sib := func(i int) string { return all[n+i*step : n+(i+1)*step] }
-	return keys{lock: all[:n], meta: sib(0), holds: sib(1), queue: sib(2), waiters: sib(3)}, nil
+	return keys{lock: all[:n], meta: sib(0), holds: sib(1), queue: sib(2), waiters: sib(3), observed: sib(4)}, nil
 }
 
 // hashTag returns the hash tag of a Redis key, by the rule Redis Cluster

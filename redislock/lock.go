@@ -53,7 +53,7 @@ type lock struct {
 	ack         replicaAck // what its writes ask of the replicas
 
 	// The script arguments, boxed once: keys, token and owner.
-	keyArgs            [5]any
+	keyArgs            [6]any
 	tokenArg, ownerArg any
 
 	unlockMu sync.Mutex // serialises Unlock, so that a second Unlock sees the first

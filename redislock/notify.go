@@ -313,15 +313,25 @@ func (n *notifier) deliver(sh *shard, m any) {
 		}
 		token, g := parseGrant(m.Payload)
 		if sub := n.subs[m.Channel]; sub != nil {
-			if wake := sub.waiters[token]; wake != nil {
-				select { // keep only the latest
-				case <-wake:
-				default:
+			if token == "" { // a broadcast: a watched lock changed hands
+				for _, wake := range sub.waiters {
+					wakeUp(wake, g)
 				}
-				wake <- g // cannot block: every sender holds n.mu
+			} else if wake := sub.waiters[token]; wake != nil {
+				wakeUp(wake, g)
 			}
 		}
 	}
+}
+
+// wakeUp hands g to a waiter's channel, keeping only the latest wake-up.
+// It cannot block: every sender holds n.mu.
+func wakeUp(wake chan grant, g grant) {
+	select {
+	case <-wake:
+	default:
+	}
+	wake <- g
 }
 
 // movedAway moves the subscriptions of sh in slot s that it has not

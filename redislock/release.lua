@@ -1,9 +1,10 @@
 -- release, second part: hand the lock to the first waiter, and the
 -- releases of an owner's hold or of a waiter that gives up.
 -- From release_head.lua: token, owner, giveup, deleted; from prelude.lua:
--- leave_queue; from common.lua: the keys, grant.
+-- leave_queue; from common.lua: the keys, grant, tell_observers.
 if deleted then
   grant()
+  tell_observers()
   return 1
 end
 
@@ -24,4 +25,5 @@ if owner ~= '' then
 end
 redis.call('DEL', lock)
 grant()
+tell_observers()
 return 1

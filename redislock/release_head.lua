@@ -8,7 +8,8 @@
 --
 -- The plain lock's release comes first, before common.lua's functions are
 -- even defined: with nobody queued it is the compare-and-delete of the
--- single-instance algorithm and one EXISTS.
+-- single-instance algorithm and one EXISTS, which asks at once whether
+-- anyone queues (KEYS[4]) or watches (KEYS[6]).
 local token, owner, giveup = ARGV[1], ARGV[2] or '', ARGV[3] == '1'
 local deleted = false
 if owner == '' and not giveup then
@@ -18,6 +19,6 @@ if owner == '' and not giveup then
     return 0
   end
   redis.call('DEL', KEYS[1])
-  if redis.call('EXISTS', KEYS[4]) == 0 then return 1 end
+  if redis.call('EXISTS', KEYS[4], KEYS[6]) == 0 then return 1 end
   deleted = true
 end

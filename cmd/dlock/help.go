@@ -29,6 +29,7 @@ func init() {
 		{"status", "[flags] KEY", "show whether KEY is held, its lease, fence and owner", statusHelp, jsonErrors(cmdStatus)},
 		{"ls", "[flags] [PATTERN]", "list the held locks (SCAN, never KEYS)", lsHelp, jsonErrors(cmdList)},
 		{"unlock", "--force [flags] KEY", "delete a stuck lock, whoever holds it", unlockHelp, jsonErrors(cmdUnlock)},
+		{"leader", "[flags] KEY", "print the leader of the election on KEY (--watch: follow it)", leaderHelp, jsonErrors(cmdLeader)},
 		{"demo", "", "watch workers contend for one lock on a private Redis", demoHelp, cmdDemo},
 		{"version", "", "print the version", "", cmdVersion},
 		{"help", "[COMMAND|TOPIC]", "show the help of a command or topic", "", cmdHelp},
@@ -83,6 +84,8 @@ const examples = `  dlock demo                                 # a private redis
   dlock status migrate                       # held or free, lease left, fence, owner
   dlock ls 'cron:*'                          # held locks; --json for scripts
   dlock unlock --force migrate               # delete a stuck lock, printing what was deleted
+  dlock run --hold-at-least 30s report -- ./report.sh   # in cron on every host: once per tick
+  dlock leader --watch billing-leader        # the leader's value and epoch, at each change
   dlock run --etcd 10.0.0.1:2379 migrate -- ./migrate up   # the lock in etcd instead
 `
 
@@ -114,6 +117,13 @@ could not be reached to renew the lease before it ended), dlock sends CMD
 SIGTERM, then SIGKILL after --kill-grace, and exits with --lost-exit-code.
 A release that finds the lock already gone after CMD ends exits the same
 way: CMD may have run part of its time unprotected.
+
+--hold-at-least DURATION keeps KEY taken for at least DURATION from the
+acquisition: when CMD ends sooner, dlock sets the lock's lease to what is
+left and exits, so the key frees by itself then. Put dlock run
+--hold-at-least in the same cron line on every host, with DURATION longer
+than the hosts' clocks disagree and shorter than the schedule's period:
+a fast job then runs once per tick, not once per host whose clock lags.
 
 SIGINT, SIGTERM and SIGHUP sent to dlock are forwarded to CMD; the lock is
 released after CMD exits. If dlock itself is killed, CMD gets SIGTERM
@@ -151,6 +161,18 @@ transaction), and hands it to the first waiter. This breaks the mutual
 exclusion the lock gave its holder, if alive: the holder learns at its next
 renewal (on etcd, at once) that it lost the lock, and dlock run then stops
 its CMD. It refuses without --force and prints what it deleted.`
+
+const leaderHelp = `
+Prints who leads the election on KEY, as processes that campaign with
+dlock's election package hold it: the leader's value (what it campaigned
+with, such as its address) and its epoch (the fence of its election, which
+grows with every leader), separated by a tab; or "vacant". --watch prints
+the leader, then a line at each change, vacancy included, each starting
+with the time it was seen, until dlock is interrupted (exit 128+N). It is
+woken by the store's change notifications, not by polling, and reads the
+lock again at the latest when the leader's lease would have run out.
+--json prints one object a line with the fields key, elected, value, epoch
+(and time, with --watch).`
 
 const demoHelp = `
 Starts a private redis-server on a free loopback port (or, when none is

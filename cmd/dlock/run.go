@@ -101,6 +101,8 @@ type runConfig struct {
 	killGrace    time.Duration
 	conflictCode exitCodeFlag
 	lostCode     exitCodeFlag
+	holdAtLeast  time.Duration
+	acquired     time.Time // when the lock was acquired, for --hold-at-least
 }
 
 func (c *runConfig) register(fs *flag.FlagSet) {
@@ -119,6 +121,7 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	fs.Var((*durationFlag)(&c.killGrace), "kill-grace", "when the lock is lost, `duration` between SIGTERM and SIGKILL to CMD")
 	fs.Var(&c.conflictCode, "conflict-exit-code", "exit `code` when the lock is busy or the wait runs out")
 	fs.Var(&c.lostCode, "lost-exit-code", "exit `code` when the lock is lost while CMD runs")
+	fs.Var((*durationFlag)(&c.holdAtLeast), "hold-at-least", "keep KEY taken at least this `duration` from the acquisition, even after CMD and dlock exit: a cron job that other hosts fire a little later runs once per tick")
 }
 
 // parseRunArgs reads "[flags] KEY [--] CMD [ARGS...]". Flags may come
@@ -224,6 +227,7 @@ func cmdRun(e *env, args []string) int {
 		stopStatus = showWaiting(ctx, e.stderr.(*os.File), be, key, start)
 	}
 	lk, err := be.Lock(ctx, key, opts...)
+	c.acquired = time.Now()
 	stopStatus()
 	stopSignals()
 	var sig *signalError
@@ -331,7 +335,7 @@ wait:
 	if lost != nil {
 		return int(c.lostCode)
 	}
-	if err := release(e, lk); errors.Is(err, dlock.ErrLockLost) {
+	if err := releaseAfter(e, lk, c.acquired.Add(c.holdAtLeast)); errors.Is(err, dlock.ErrLockLost) {
 		fmt.Fprintf(e.stderr, "dlock: the lock on %q was lost before %s finished (%s)\n", key, argv[0], lostReason(store, err))
 		return int(c.lostCode)
 	}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// releaseAfter gives lk back once CMD is done: now, when until has passed
+// (--hold-at-least is 0, or CMD ran longer), else by leaving the lock to
+// lapse at until (see dlock.Lapser), so that dlock can exit at once and
+// the key stays taken meanwhile. It warns when it cannot, and returns the
+// error.
+func releaseAfter(e *env, lk dlock.Lock, until time.Time) error {
+	rest := time.Until(until)
+	lapser, ok := lk.(dlock.Lapser)
+	if rest <= 0 || !ok {
+		return release(e, lk)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
+	defer cancel()
+	err := lapser.UnlockAfter(ctx, rest)
+	if err != nil && !errors.Is(err, dlock.ErrLockLost) {
+		fmt.Fprintf(e.stderr, "dlock: could not set %q to free in %v (%v); it frees when its lease runs out\n", lk.Key(), rest.Round(time.Millisecond), trimDlock(err))
+	}
+	return err
+}

@@ -1,0 +1,14 @@
+package redislock
+
+import (
+	"testing"
+
+	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/redis/go-redis/v9"
+)
+
+// Package election keeps its rules over the Redis driver.
+func TestElection(t *testing.T) {
+	newClient := func(t *testing.T) redis.UniversalClient { return shared.Client(t) }
+	dlocktest.RunElection(t, harness(newClient, dlocktest.All))
+}

@@ -1,0 +1,42 @@
+package redislock
+
+import (
+	"context"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+var _ dlock.Lapser = (*lock)(nil)
+
+// UnlockAfter lets the lock lapse d from now instead of deleting it: one
+// round trip, a token-checked PEXPIRE (refresh.lua). See [dlock.Lapser].
+// The watchdog stops renewing the lock first; a renewal already on the
+// wire may land after the PEXPIRE, and then the lock lapses a full TTL
+// from that renewal instead, never sooner than d. A d below a millisecond
+// is Unlock.
+func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
+	if d < time.Millisecond {
+		return lk.Unlock(ctx)
+	}
+	lk.unlockMu.Lock()
+	defer lk.unlockMu.Unlock()
+	if err := lk.Check(); err != nil {
+		return err
+	}
+	lk.l.watchdog.releasing(lk)
+	sent := time.Now()
+	n, err := refreshScript.run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, d.Milliseconds()).Int64()
+	if err != nil {
+		// Redis may have set the lease to d: the local deadline becomes
+		// the shorter of the two, where the watchdog ends the handle as
+		// released, for it renews it no more.
+		lk.l.watchdog.refreshed(lk, sent, d, false)
+		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
+	}
+	if n == 0 {
+		return lk.lose(dlock.ErrOwnershipLost)
+	}
+	lk.end(dlock.ErrNotHeld)
+	return nil
+}
