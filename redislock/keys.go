@@ -37,6 +37,11 @@ func (k *keys) list() [6]string {
 	return [6]string{k.lock, k.meta, k.holds, k.queue, k.waiters, k.observed}
 }
 
+// ptrs points at the keys, in the order of list.
+func (k *keys) ptrs() [6]*string {
+	return [6]*string{&k.lock, &k.meta, &k.holds, &k.queue, &k.waiters, &k.observed}
+}
+
 func checkPrefix(prefix string) error {
 	if strings.ContainsAny(prefix, "{}") {
 		return fmt.Errorf("%w: prefix %q contains a brace; hash tags belong in keys", dlock.ErrInvalidOption, prefix)

@@ -48,11 +48,13 @@ type lock struct {
 	l           *Locker
 	keys        keys
 	token       string
+	owner       string // the owner, as Owner() returns it; ownerArg points here
 	fence       uint64
 	fenced      bool       // the acquisition asked for a fence
 	ack         replicaAck // what its writes ask of the replicas
 
-	// The script arguments, boxed once: keys, token and owner.
+	// The script arguments, boxed once: keys, token and owner, as pointers
+	// to lk's own strings.
 	keyArgs            [6]any
 	tokenArg, ownerArg any
 

@@ -187,12 +187,14 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 }
 
 func (l *Locker) newLock(key string, k keys, token, owner string, byOption bool, ttl time.Duration) *lock {
-	lk := &lock{l: l, keys: k, token: token, sched: schedule{ttl: ttl, index: -1}}
+	lk := &lock{l: l, keys: k, token: token, owner: owner, sched: schedule{ttl: ttl, index: -1}}
 	lk.Init(key, owner, byOption)
-	for i, s := range k.list() {
+	// Pointers into lk, which go-redis writes as the strings they point
+	// to: boxing them allocates nothing, where boxing a string would.
+	for i, s := range lk.keys.ptrs() {
 		lk.keyArgs[i] = s
 	}
-	lk.tokenArg, lk.ownerArg = token, owner
+	lk.tokenArg, lk.ownerArg = &lk.token, &lk.owner
 	return lk
 }
 

@@ -157,15 +157,19 @@ func pipelineFor(ctx context.Context, client redis.UniversalClient, key string) 
 
 // firstKey is the first key of one of the driver's commands: a script's
 // (EVAL and EVALSHA name theirs after the script and the number of keys),
-// or any other command's first argument.
+// or any other command's first argument; a string, or a pointer to one.
 func firstKey(args []any) string {
 	i := 1
 	if name, _ := args[0].(string); name == "evalsha" || name == "eval" {
 		i = 3
 	}
 	if i < len(args) {
-		s, _ := args[i].(string)
-		return s
+		switch s := args[i].(type) {
+		case string:
+			return s
+		case *string:
+			return *s
+		}
 	}
 	return ""
 }
