@@ -250,15 +250,18 @@ func (c *Cluster) Migrate(ctx context.Context, s, from, to int, between func(sta
 
 // Failover makes replica i take over from its master with CLUSTER
 // FAILOVER (a clean failover: the master stops taking writes until the
-// replica has them all), and waits until the roles have changed.
+// replica has them all), and waits until both have changed roles.
 func (c *Cluster) Failover(ctx context.Context, i int) error {
-	r := c.Replicas[i]
+	r, m := c.Replicas[i], c.Masters[i]
 	if err := do(ctx, r, "CLUSTER", "FAILOVER"); err != nil {
 		return err
 	}
 	return poll(ctx, func() error {
 		if got, err := role(ctx, r); err != nil || got != "master" {
 			return fmt.Errorf("replica %d is %q (%v), not yet master", i, got, err)
+		}
+		if got, err := role(ctx, m); err != nil || got != "slave" {
+			return fmt.Errorf("master %d is %q (%v), not yet a replica", i, got, err)
 		}
 		return nil
 	})
