@@ -178,7 +178,7 @@ func BenchmarkCycle(b *testing.B) {
 	for _, sys := range uncontendedSystems() {
 		b.Run(strings.ReplaceAll(sys.name(), " ", "_"), func(b *testing.B) {
 			var rtt counter
-			p, err := sys.party(clientOptions(srv.Addr()), &rtt)
+			p, err := sys.party(endpoint{redis: clientOptions(srv.Addr())}, &rtt)
 			if err != nil {
 				b.Fatal(err)
 			}

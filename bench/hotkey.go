@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // hotCell is one hot-key measurement.
@@ -91,7 +89,7 @@ func (t *turns) waitPast(ctx context.Context, gen int64) bool {
 // then wait until another contender has acquired (at most turnWait) before
 // it calls Lock again, so that a releaser never races straight back in
 // ahead of the waiters and every acquisition is a real hand-off.
-func hotKey(ctx context.Context, addr string, admin *redis.Client, sys system, n int, d, hold, ttl time.Duration) (hotCell, error) {
+func hotKey(ctx context.Context, t *target, sys system, n int, d, hold, ttl time.Duration) (hotCell, error) {
 	var rtt counter
 	parties := make([]party, n)
 	defer func() {
@@ -103,9 +101,7 @@ func hotKey(ctx context.Context, addr string, admin *redis.Client, sys system, n
 	}()
 	key := "bench:hot:" + strconv.Itoa(n)
 	for i := range parties {
-		opts := clientOptions(addr)
-		opts.PoolSize = 4
-		p, err := sys.party(opts, &rtt)
+		p, err := sys.party(t.endpoint(4), &rtt)
 		if err != nil {
 			return hotCell{}, fmt.Errorf("%s: %w", sys.name(), err)
 		}
@@ -120,7 +116,7 @@ func hotKey(ctx context.Context, addr string, admin *redis.Client, sys system, n
 		}
 	}
 
-	m, err := startMeter(ctx, admin)
+	m, err := startMeter(ctx, t.stats)
 	if err != nil {
 		return hotCell{}, err
 	}

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // cell is one measurement: one system, one level of concurrency, one repeat.
@@ -37,6 +35,7 @@ func (c cell) callsPer() float64     { return c.per(float64(c.m.server.total()))
 func (c cell) rttPer() float64       { return c.per(float64(c.rtt)) }
 func (c cell) redisCPUPer() float64  { return c.per(float64(c.m.server.cpu.Microseconds())) }
 func (c cell) clientCPUPer() float64 { return c.per(float64(c.m.cpu.Microseconds())) }
+func (c cell) writesPer() float64    { return c.per(float64(c.m.server.rev)) }
 
 // A runner measures lock+unlock cycles of one system: g goroutines share
 // one party (one client), each on a key of its own, making one acquisition
@@ -44,23 +43,23 @@ func (c cell) clientCPUPer() float64 { return c.per(float64(c.m.cpu.Microseconds
 // open between runs, so that a cell can be measured in slices interleaved
 // with the other systems' slices.
 type runner struct {
-	sys   system
-	p     party
-	rtt   *counter
-	keys  []string
-	ttl   time.Duration
-	admin *redis.Client
+	sys  system
+	p    party
+	rtt  *counter
+	keys []string
+	ttl  time.Duration
+	t    *target
 }
 
 // openRunner makes the party and warms it up: it opens the connections
 // and loads the scripts.
-func openRunner(ctx context.Context, addr string, admin *redis.Client, sys system, g int, ttl time.Duration) (*runner, error) {
+func openRunner(ctx context.Context, t *target, sys system, g int, ttl time.Duration) (*runner, error) {
 	rtt := &counter{}
-	p, err := sys.party(clientOptions(addr), rtt)
+	p, err := sys.party(t.endpoint(0), rtt)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", sys.name(), err)
 	}
-	r := &runner{sys: sys, p: p, rtt: rtt, keys: make([]string, g), ttl: ttl, admin: admin}
+	r := &runner{sys: sys, p: p, rtt: rtt, keys: make([]string, g), ttl: ttl, t: t}
 	for i := range r.keys {
 		r.keys[i] = "bench:u:" + strconv.Itoa(g) + ":" + strconv.Itoa(i)
 	}
@@ -112,7 +111,7 @@ func (r *runner) each(f func(key string, stop *atomic.Bool) (int64, error), ops 
 
 // run measures cycles for d.
 func (r *runner) run(ctx context.Context, d time.Duration) (cell, error) {
-	m, err := startMeter(ctx, r.admin)
+	m, err := startMeter(ctx, r.t.stats)
 	if err != nil {
 		return cell{}, err
 	}
@@ -160,7 +159,7 @@ func (c *cell) add(o cell) {
 // each system's cell is made of slices slices of d/slices, interleaved with
 // the other systems' in the order order, so that every system sees the
 // same machine (this one is shared, and its load changes by the second).
-func uncontendedRepeat(ctx context.Context, addr string, admin *redis.Client, order []system, g int, d, ttl time.Duration, slices int) ([]cell, error) {
+func uncontendedRepeat(ctx context.Context, t *target, order []system, g int, d, ttl time.Duration, slices int) ([]cell, error) {
 	runners := make([]*runner, 0, len(order))
 	defer func() {
 		for _, r := range runners {
@@ -168,7 +167,7 @@ func uncontendedRepeat(ctx context.Context, addr string, admin *redis.Client, or
 		}
 	}()
 	for _, s := range order {
-		r, err := openRunner(ctx, addr, admin, s, g, ttl)
+		r, err := openRunner(ctx, t, s, g, ttl)
 		if err != nil {
 			return nil, err
 		}
