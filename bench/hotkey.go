@@ -20,6 +20,9 @@ type hotCell struct {
 	overlaps  int64           // times two contenders held the lock at once
 	timeouts  int64           // turns that nobody else took within turnWait
 	failures  int64           // lock calls that returned an error before the end
+	// unfinished: the cell did not finish within its time limit (see
+	// etcdCluster); it has no figures.
+	unfinished bool
 }
 
 func (h hotCell) handoffRate() float64 { return float64(h.handoffs) / h.wall.Seconds() }

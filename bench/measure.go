@@ -345,16 +345,54 @@ func etcdCluster(ctx context.Context, cfg config, dir string, members int, es []
 		}
 		for _, n := range cfg.etcdContenders {
 			for _, s := range rotate(es, r) {
-				h, err := hotKey(ctx, t, s, n, cfg.etcdHotDuration, cfg.hold, cfg.ttl)
+				h, err := boundedHotKey(ctx, cfg, t, s, n)
 				if err != nil {
 					return run, fmt.Errorf("hot key: %w", err)
 				}
-				logHot(cfg, r, h)
+				if h.unfinished {
+					cfg.logf("hot key      repeat %d  %3d contenders  %-28s did not finish within %v", r+1, n, s.name(), cfg.etcdHotDuration+etcdGrace)
+				} else {
+					logHot(cfg, r, h)
+				}
 				run.hot = append(run.hot, h)
 			}
 		}
 	}
 	return run, nil
+}
+
+// etcdGrace is how long an etcd hot-key cell may take beyond its duration
+// (starting the contenders, stopping them, reading the revision) before it
+// is given up as unfinished: a cluster swamped by a system's requests can
+// take minutes to answer, and the run must end.
+const etcdGrace = 15 * time.Second
+
+// boundedHotKey is hotKey on etcd within etcdGrace of the cell's duration.
+// A cell that does not finish in time is returned marked unfinished, after
+// the cluster answers again.
+func boundedHotKey(ctx context.Context, cfg config, t *target, s system, n int) (hotCell, error) {
+	hctx, cancel := context.WithTimeout(ctx, cfg.etcdHotDuration+etcdGrace)
+	h, err := hotKey(hctx, t, s, n, cfg.etcdHotDuration, cfg.hold, cfg.ttl)
+	cancel()
+	if err == nil || ctx.Err() != nil || hctx.Err() == nil {
+		return h, err
+	}
+	h = hotCell{cell: cell{sys: s.name(), n: n}, unfinished: true}
+	// The parties are closed: wait until the cluster answers again.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := t.stats(sctx)
+		cancel()
+		switch {
+		case err == nil:
+			return h, nil
+		case ctx.Err() != nil:
+			return h, ctx.Err()
+		case time.Now().After(deadline):
+			return h, fmt.Errorf("the cluster did not answer for a minute after %s: %w", s.name(), err)
+		}
+	}
 }
 
 // rotate returns s started at its r-th element, so that no system always
