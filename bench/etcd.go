@@ -39,7 +39,8 @@ func etcdTarget(c *etcdtest.Cluster, admin *clientv3.Client) *target {
 
 // newEtcdClient connects to the cluster of e with every call counted in
 // rtt: a unary call is one round trip, and so is every message sent on a
-// stream (a watch created or cancelled, a lease keep-alive).
+// stream (a watch created, or cancelled while others stay on the stream: the
+// last one closes it instead; a lease keep-alive).
 func newEtcdClient(e endpoint, rtt *counter) (*clientv3.Client, error) {
 	cfg := *e.etcd
 	cfg.DialOptions = append(append([]grpc.DialOption{}, cfg.DialOptions...),

@@ -52,13 +52,13 @@ func (r *results) part5(p printer) {
 			for _, s := range r.eSystems {
 				cs, unfinished := finished(cellsOf(run.hot, hkey, s, n))
 				if len(cs) == 0 {
-					p("| %d | %s | %d | did not finish within %v in any repeat | | | | | | | |", run.members, s, n, r.cfg.etcdHotDuration+etcdGrace)
+					p("| %d | %s | %d | did not finish within %v in any repeat | | | | | | | |", run.members, s, n, r.cfg.etcdHotDuration+r.cfg.etcdGrace)
 					continue
 				}
 				per, overlaps, timeouts := sums(cs, n)
 				label := s
 				if unfinished > 0 {
-					label += fmt.Sprintf(" (%d of %d repeats did not finish within %v)", unfinished, unfinished+len(cs), r.cfg.etcdHotDuration+etcdGrace)
+					label += fmt.Sprintf(" (%d of %d repeats did not finish within %v)", unfinished, unfinished+len(cs), r.cfg.etcdHotDuration+r.cfg.etcdGrace)
 				}
 				p("| %d | %s | %d | %s | %s | %s | %d–%d | %s | %s | %d | %d |", run.members, label, n,
 					fmtStat(collect(cs, func(c hotCell) float64 { return c.rate() }), f0),

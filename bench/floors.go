@@ -21,16 +21,6 @@ import (
 // floorSystems are the floors of part 1; the first is the plain one.
 func floorSystems() []system { return []system{floor{}, floorAuto{}, floorRueidis{}} }
 
-// isFloor reports whether the system named name is one of the floors.
-func isFloor(name string) bool {
-	for _, f := range floorSystems() {
-		if f.name() == name {
-			return true
-		}
-	}
-	return false
-}
-
 // floorAuto is the floor sent through go-redis's AutoPipeliner (blocking
 // face, default options: one ordered batch stream).
 type floorAuto struct{}

@@ -41,6 +41,11 @@ type config struct {
 	etcdRepeats     int
 	etcdHotDuration time.Duration
 	etcdContenders  []int
+	// etcdGrace is how long an etcd hot-key cell may take beyond its
+	// duration (starting the contenders, stopping them, reading the
+	// revision) before it is given up as unfinished: a cluster swamped by a
+	// system's requests can take minutes to answer, and the run must end.
+	etcdGrace time.Duration
 
 	log io.Writer
 }
@@ -99,6 +104,7 @@ func defaultConfig() config {
 		etcdRepeats:     3,
 		etcdHotDuration: 1500 * time.Millisecond,
 		etcdContenders:  []int{8, 32},
+		etcdGrace:       15 * time.Second,
 	}
 }
 
@@ -350,7 +356,7 @@ func etcdCluster(ctx context.Context, cfg config, dir string, members int, es []
 					return run, fmt.Errorf("hot key: %w", err)
 				}
 				if h.unfinished {
-					cfg.logf("hot key      repeat %d  %3d contenders  %-28s did not finish within %v", r+1, n, s.name(), cfg.etcdHotDuration+etcdGrace)
+					cfg.logf("hot key      repeat %d  %3d contenders  %-28s did not finish within %v", r+1, n, s.name(), cfg.etcdHotDuration+cfg.etcdGrace)
 				} else {
 					logHot(cfg, r, h)
 				}
@@ -361,17 +367,12 @@ func etcdCluster(ctx context.Context, cfg config, dir string, members int, es []
 	return run, nil
 }
 
-// etcdGrace is how long an etcd hot-key cell may take beyond its duration
-// (starting the contenders, stopping them, reading the revision) before it
-// is given up as unfinished: a cluster swamped by a system's requests can
-// take minutes to answer, and the run must end.
-const etcdGrace = 15 * time.Second
-
-// boundedHotKey is hotKey on etcd within etcdGrace of the cell's duration.
+// boundedHotKey is hotKey on etcd within cfg.etcdGrace of the cell's
+// duration.
 // A cell that does not finish in time is returned marked unfinished, after
 // the cluster answers again.
 func boundedHotKey(ctx context.Context, cfg config, t *target, s system, n int) (hotCell, error) {
-	hctx, cancel := context.WithTimeout(ctx, cfg.etcdHotDuration+etcdGrace)
+	hctx, cancel := context.WithTimeout(ctx, cfg.etcdHotDuration+cfg.etcdGrace)
 	h, err := hotKey(hctx, t, s, n, cfg.etcdHotDuration, cfg.hold, cfg.ttl)
 	cancel()
 	if err == nil || ctx.Err() != nil || hctx.Err() == nil {

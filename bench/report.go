@@ -201,11 +201,12 @@ func (r *results) markdown(b *strings.Builder) {
 	if len(r.etcd) > 0 {
 		p("- **etcd.** The cluster runs in this process (`etcdlock/etcdtest`), so client CPU and allocations include the")
 		p("  server's. Each party has its own etcd client; round trips are counted by gRPC interceptors (one per unary call,")
-		p("  one per message sent on a stream: a watch created or cancelled, a lease keep-alive) and Raft writes are the")
-		p("  store's revisions (read before and after each cell by a client that is not counted). dlock: `etcdlock.New(client)`")
-		p("  with its defaults (locks share the Locker's session lease). etcd: `concurrency.Mutex` with the lock's key as its")
-		p("  prefix, a new `Mutex` per acquisition on the party's one `concurrency.Session` (TTL %v); `TryLock`, or `Lock`, which", cfg.ttl)
-		p("  waits in line on the delete of the key before its own.")
+		p("  one per message sent on a stream: a watch created, or cancelled while others stay on its stream, a lease")
+		p("  keep-alive) and Raft writes are the store's revisions (read before and after each cell by a client that is not")
+		p("  counted). dlock: `etcdlock.New(client)` with its defaults (locks share the Locker's session lease). etcd:")
+		p("  `concurrency.Mutex` with the lock's key as its prefix, a new `Mutex` per acquisition on the party's one")
+		p("  `concurrency.Session` (TTL %v); `TryLock`, or `Lock`, which waits in line on the delete of the key before its", cfg.ttl)
+		p("  own. A hot-key cell that has not finished %v after its end is given up and shown as unfinished.", cfg.etcdGrace)
 	}
 	p("")
 	if len(r.uncont) > 0 {
