@@ -52,17 +52,18 @@ func (r *results) part5(p printer) {
 			for _, s := range r.eSystems {
 				cs, unfinished := finished(cellsOf(run.hot, hkey, s, n))
 				if len(cs) == 0 {
-					p("| %d | %s | %d | did not finish within %v in any repeat | | | | | | | |", run.members, s, n, r.cfg.etcdHotDuration+r.cfg.etcdGrace)
+					p("| %d | %s | %d | did not finish within %v%s | | | | | | | |", run.members, s, n, r.cfg.etcdHotDuration+r.cfg.etcdGrace, skippedNote(run.hot, s, n))
 					continue
 				}
 				per, overlaps, timeouts := sums(cs, n)
 				label := s
 				if unfinished > 0 {
-					label += fmt.Sprintf(" (%d of %d repeats did not finish within %v)", unfinished, unfinished+len(cs), r.cfg.etcdHotDuration+r.cfg.etcdGrace)
+					label += fmt.Sprintf(" (%d of %d repeats did not finish within %v%s)", unfinished, unfinished+len(cs), r.cfg.etcdHotDuration+r.cfg.etcdGrace, skippedNote(run.hot, s, n))
 				}
+				p50s, p99s := latencies(cs)
 				p("| %d | %s | %d | %s | %s | %s | %d–%d | %s | %s | %d | %d |", run.members, label, n,
 					fmtStat(collect(cs, func(c hotCell) float64 { return c.rate() }), f0),
-					fmtStat(collect(cs, p50), ms), fmtStat(collect(cs, p99), ms),
+					p50s, p99s,
 					slices.Min(per), slices.Max(per),
 					f2(collect(cs, func(c hotCell) float64 { return c.rttPer() }).med),
 					f2(collect(cs, func(c hotCell) float64 { return c.writesPer() }).med),
@@ -84,6 +85,49 @@ func finished(cs []hotCell) ([]hotCell, int) {
 		}
 	}
 	return done, len(cs) - len(done)
+}
+
+// skippedNote says how many repeats of a cell were not run after it did
+// not finish.
+func skippedNote(hot []hotCell, sys string, n int) string {
+	var k int
+	for _, c := range cellsOf(hot, hkey, sys, n) {
+		if c.skipped {
+			k++
+		}
+	}
+	if k == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; not run again in the %d later repeat%s", k, plural(k))
+}
+
+// withHandoffs returns the cells of cs that saw a hand-off: a latency
+// quantile means nothing in the others.
+func withHandoffs(cs []hotCell) []hotCell {
+	var r []hotCell
+	for _, c := range cs {
+		if c.handoffs > 0 {
+			r = append(r, c)
+		}
+	}
+	return r
+}
+
+// latencies formats the hand-off p50 and p99 of cs over the repeats that
+// saw a hand-off, saying how many did not.
+func latencies(cs []hotCell) (p50s, p99s string) {
+	h := withHandoffs(cs)
+	if len(h) == 0 {
+		return "no hand-off", "no hand-off"
+	}
+	p50s, p99s = fmtStat(collect(h, p50), ms), fmtStat(collect(h, p99), ms)
+	if len(h) < len(cs) {
+		note := fmt.Sprintf(" (%d of %d repeats had none)", len(cs)-len(h), len(cs))
+		p50s += note
+		p99s += note
+	}
+	return p50s, p99s
 }
 
 func p50(c hotCell) float64 { return c.quantile(0.5).Seconds() }

@@ -23,6 +23,7 @@ type hotCell struct {
 	// unfinished: the cell did not finish within its time limit (see
 	// etcdCluster); it has no figures.
 	unfinished bool
+	skipped    bool // not run: it did not finish in an earlier repeat
 }
 
 func (h hotCell) handoffRate() float64 { return float64(h.handoffs) / h.wall.Seconds() }

@@ -206,7 +206,9 @@ func (r *results) markdown(b *strings.Builder) {
 		p("  counted). dlock: `etcdlock.New(client)` with its defaults (locks share the Locker's session lease). etcd:")
 		p("  `concurrency.Mutex` with the lock's key as its prefix, a new `Mutex` per acquisition on the party's one")
 		p("  `concurrency.Session` (TTL %v); `TryLock`, or `Lock`, which waits in line on the delete of the key before its", cfg.ttl)
-		p("  own. A hot-key cell that has not finished %v after its end is given up and shown as unfinished.", cfg.etcdGrace)
+		p("  own. In the uncontended cells each system's party is opened for its slice alone (and warmed up with one cycle")
+		p("  per goroutine), so that no system's background work runs in another's slice: the server shares this process.")
+		p("  A hot-key cell that has not finished %v after its end is given up and shown as unfinished.", cfg.etcdGrace)
 	}
 	p("")
 	if len(r.uncont) > 0 {
