@@ -35,6 +35,9 @@ test: deps vet ## install what the tests need, vet, and run every module's tests
 
 lint: vet ## same as vet
 
+bench: deps ## run the side-by-side benchmark program (bench/RESULTS.md)
+	cd bench && $(GO) run . -out RESULTS.md
+
 SECONDS ?= 600
 soak: deps ## run the fault checker for SECONDS (default 600) on every backend at once and print the safety table
 	faults/soak.sh $(SECONDS)

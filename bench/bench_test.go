@@ -28,6 +28,11 @@ func TestMeasure(t *testing.T) {
 	cfg.holdLocks = 200
 	cfg.holdWindow = 800 * time.Millisecond
 	cfg.holdTTL = 900 * time.Millisecond
+	cfg.etcdMembers = []int{1}
+	cfg.etcdDuration = 150 * time.Millisecond
+	cfg.etcdHotDuration = 300 * time.Millisecond
+	cfg.etcdContenders = []int{2}
+	cfg.etcdGrace = 5 * time.Second
 	if testing.Verbose() {
 		cfg.log = os.Stderr
 	}
@@ -91,6 +96,31 @@ func TestMeasure(t *testing.T) {
 		}
 	}
 
+	if got, want := len(res.etcd), len(cfg.etcdMembers); got != want {
+		t.Fatalf("etcd runs: got %d, want %d", got, want)
+	}
+	for _, run := range res.etcd {
+		if got, want := len(run.uncont), cfg.etcdRepeats*len(cfg.goroutines)*len(res.eSystems); got != want {
+			t.Errorf("etcd uncontended cells: got %d, want %d", got, want)
+		}
+		for _, c := range run.uncont {
+			// A put and a delete a cycle, whichever the system; every
+			// cycle makes two round trips at least.
+			if c.ops <= 0 || c.m.server.rev != 2*c.ops || c.rtt < 2*c.ops {
+				t.Errorf("etcd uncontended %s/%d: %d cycles, %d revisions, %d round trips: want cycles > 0, 2 revisions and 2 round trips a cycle at least",
+					c.sys, c.n, c.ops, c.m.server.rev, c.rtt)
+			}
+		}
+		if got, want := len(run.hot), cfg.etcdRepeats*len(cfg.etcdContenders)*len(res.eSystems); got != want {
+			t.Errorf("etcd hot-key cells: got %d, want %d", got, want)
+		}
+		for _, c := range run.hot {
+			if !c.unfinished && (c.overlaps != 0 || c.m.server.rev < c.ops) {
+				t.Errorf("etcd hot key %s/%d: %d overlaps, %d revisions for %d acquisitions", c.sys, c.n, c.overlaps, c.m.server.rev, c.ops)
+			}
+		}
+	}
+
 	// The report and its charts.
 	dir := t.TempDir()
 	out := filepath.Join(dir, "RESULTS.md")
@@ -102,12 +132,13 @@ func TestMeasure(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"## 1. Uncontended", "## 2. Hot key", "## 3. Cost per acquisition", "## 4. 200 held locks",
-		"![uncontended](uncontended.svg)", "| floor | 1 |", "bsm/redislock 100ms", "redsync"} {
+		"## 5. etcd", "## Goals", "![uncontended](uncontended.svg)", "| floor | 1 |", "× best floor", "| floor rueidis | 8 |",
+		"| floor go-redis AutoPipeline | 1 |", "| rueidislock | 2 |", "bsm/redislock 100ms", "redsync", "| 1 | etcd concurrency.Mutex | 8 |"} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("RESULTS.md lacks %q", want)
 		}
 	}
-	for _, f := range []string{"uncontended.svg", "hotkey.svg", "cost.svg", "held.svg"} {
+	for _, f := range []string{"uncontended.svg", "hotkey.svg", "cost.svg", "held.svg", "etcd.svg"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Error(err)
@@ -138,7 +169,7 @@ func wellFormed(b []byte) error {
 // TestUsage checks that bad flags exit 2 with a message, before anything
 // is started.
 func TestUsage(t *testing.T) {
-	for _, args := range [][]string{{"-repeats", "0"}, {"-nosuchflag"}, {"extra"}, {"-hold-ttl", "1ms"}} {
+	for _, args := range [][]string{{"-repeats", "0"}, {"-nosuchflag"}, {"extra"}, {"-hold-ttl", "1ms"}, {"-parts", "hotkey,nosuchpart"}, {"-parts", ""}} {
 		var stdout, stderr strings.Builder
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
 			t.Errorf("run %q: exit %d, want 2", args, code)
@@ -178,7 +209,7 @@ func BenchmarkCycle(b *testing.B) {
 	for _, sys := range uncontendedSystems() {
 		b.Run(strings.ReplaceAll(sys.name(), " ", "_"), func(b *testing.B) {
 			var rtt counter
-			p, err := sys.party(clientOptions(srv.Addr()), &rtt)
+			p, err := sys.party(endpoint{redis: clientOptions(srv.Addr())}, &rtt)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -196,5 +227,46 @@ func BenchmarkCycle(b *testing.B) {
 			}
 			b.ReportMetric(float64(rtt.n.Load())/float64(b.N), "rtt/op")
 		})
+	}
+}
+
+// TestParts checks -parts: the parts run in their own order whatever the
+// order given, and a run of one part writes that part alone.
+func TestParts(t *testing.T) {
+	cfg := defaultConfig()
+	if err := cfg.setParts("etcd, uncontended"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.parts, ","); got != "uncontended,etcd" {
+		t.Errorf("parts: got %s, want uncontended,etcd", got)
+	}
+	if err := cfg.setParts("held"); err != nil {
+		t.Fatal(err)
+	}
+	cfg.holdLocks = 100
+	cfg.holdWindow = 300 * time.Millisecond
+	cfg.holdTTL = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := measure(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.uncont) != 0 || len(res.hot) != 0 || len(res.etcd) != 0 || len(res.holds) != len(holdSystems()) {
+		t.Fatalf("parts %v measured %d uncontended, %d hot-key, %d held-lock cells and %d etcd runs", cfg.parts, len(res.uncont), len(res.hot), len(res.holds), len(res.etcd))
+	}
+	dir := t.TempDir()
+	if err := res.write(filepath.Join(dir, "RESULTS.md")); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "RESULTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(md, []byte("## 4. 100 held locks")) || bytes.Contains(md, []byte("## 1.")) || bytes.Contains(md, []byte("## 5.")) {
+		t.Errorf("RESULTS.md of part 4 alone:\n%s", md)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "uncontended.svg")); err == nil {
+		t.Error("uncontended.svg written without part 1")
 	}
 }

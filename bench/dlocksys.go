@@ -46,8 +46,8 @@ func (s dlockSys) name() string {
 	return "dlock"
 }
 
-func (s dlockSys) party(opts *redis.Options, rtt *counter) (party, error) {
-	c := newClient(opts, rtt)
+func (s dlockSys) party(e endpoint, rtt *counter) (party, error) {
+	c := newClient(e.redis, rtt)
 	l, err := redislock.New(c)
 	if err != nil {
 		c.Close()

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // hotCell is one hot-key measurement.
@@ -22,6 +20,10 @@ type hotCell struct {
 	overlaps  int64           // times two contenders held the lock at once
 	timeouts  int64           // turns that nobody else took within turnWait
 	failures  int64           // lock calls that returned an error before the end
+	// unfinished: the cell did not finish within its time limit (see
+	// etcdCluster); it has no figures.
+	unfinished bool
+	skipped    bool // not run: it did not finish in an earlier repeat
 }
 
 func (h hotCell) handoffRate() float64 { return float64(h.handoffs) / h.wall.Seconds() }
@@ -91,7 +93,7 @@ func (t *turns) waitPast(ctx context.Context, gen int64) bool {
 // then wait until another contender has acquired (at most turnWait) before
 // it calls Lock again, so that a releaser never races straight back in
 // ahead of the waiters and every acquisition is a real hand-off.
-func hotKey(ctx context.Context, addr string, admin *redis.Client, sys system, n int, d, hold, ttl time.Duration) (hotCell, error) {
+func hotKey(ctx context.Context, t *target, sys system, n int, d, hold, ttl time.Duration) (hotCell, error) {
 	var rtt counter
 	parties := make([]party, n)
 	defer func() {
@@ -103,9 +105,7 @@ func hotKey(ctx context.Context, addr string, admin *redis.Client, sys system, n
 	}()
 	key := "bench:hot:" + strconv.Itoa(n)
 	for i := range parties {
-		opts := clientOptions(addr)
-		opts.PoolSize = 4
-		p, err := sys.party(opts, &rtt)
+		p, err := sys.party(t.endpoint(4), &rtt)
 		if err != nil {
 			return hotCell{}, fmt.Errorf("%s: %w", sys.name(), err)
 		}
@@ -120,7 +120,7 @@ func hotKey(ctx context.Context, addr string, admin *redis.Client, sys system, n
 		}
 	}
 
-	m, err := startMeter(ctx, admin)
+	m, err := startMeter(ctx, t.stats)
 	if err != nil {
 		return hotCell{}, err
 	}

@@ -1,24 +1,30 @@
-// Command bench measures dlock side by side with github.com/bsm/redislock
-// and github.com/go-redsync/redsync on one redis-server that it starts
-// itself on a free loopback port, and writes the results as Markdown with
-// one SVG chart per part.
+// Command bench measures dlock side by side with github.com/bsm/redislock,
+// github.com/go-redsync/redsync and github.com/redis/rueidis/rueidislock on
+// one redis-server that it starts itself on a free loopback port, and
+// dlock's etcd driver beside etcd's own concurrency.Mutex on embedded etcd
+// clusters of one and three members. It writes the results as Markdown
+// with one SVG chart per part.
 //
 // Usage:
 //
-//	go run . [-out RESULTS.md] [-quick] [-duration 1s] [-repeats 5] ...
+//	go run . [-out RESULTS.md] [-quick] [-parts uncontended,hotkey,held,etcd] [-duration 1s] [-repeats 5] ...
 //
 // It measures, with every comparison interleaved (each repeat runs every
 // system in turn, in a rotated order) and repeated:
 //
 //  1. uncontended lock+unlock cycles per second at 1, 8 and 64 goroutines,
-//     with the ratio to the floor (raw SET NX PX + EVALSHA compare-and-delete)
-//     and the allocations per cycle;
+//     with the ratio to the floor (raw SET NX PX + EVALSHA compare-and-delete,
+//     one command per round trip) and to the best of three floors (that one,
+//     through go-redis's AutoPipeliner, and through rueidis), and the
+//     allocations per cycle;
 //  2. one hot key with 2, 8 and 32 contenders, each with its own client:
 //     acquisitions and hand-offs per second, hand-off latency, fairness,
 //     round trips and Redis commands per acquisition;
 //  3. the cost of one acquisition: Redis commands, Redis CPU, client
 //     allocations and CPU (from the cells of parts 1 and 2);
-//  4. the cost of keeping 10,000 locks alive.
+//  4. the cost of keeping 10,000 locks alive;
+//  5. etcd: uncontended cycles and hot-key hand-offs of dlock's etcdlock and
+//     etcd's concurrency.Mutex, with the Raft writes and round trips of each.
 package main
 
 import (
@@ -28,6 +34,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -53,12 +60,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.holdLocks, "hold-locks", cfg.holdLocks, "locks held at once in part 4")
 	fs.DurationVar(&cfg.holdWindow, "hold-window", cfg.holdWindow, "how long part 4 keeps them alive")
 	fs.DurationVar(&cfg.holdTTL, "hold-ttl", cfg.holdTTL, "TTL of the locks of part 4 (renewed every ttl/3)")
+	fs.DurationVar(&cfg.etcdDuration, "etcd-duration", cfg.etcdDuration, "length of one uncontended etcd cell")
+	fs.DurationVar(&cfg.etcdHotDuration, "etcd-hot-duration", cfg.etcdHotDuration, "length of one hot-key etcd cell")
+	fs.IntVar(&cfg.etcdRepeats, "etcd-repeats", cfg.etcdRepeats, "repeats of every etcd cell")
+	parts := fs.String("parts", strings.Join(allParts, ","), "comma-separated parts to run: "+strings.Join(allParts, ", "))
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "bench: unexpected argument %q\n", fs.Arg(0))
 		fs.Usage()
+		return 2
+	}
+	if err := cfg.setParts(*parts); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 2
 	}
 	if *quick {

@@ -93,14 +93,25 @@ func (r *results) write(out string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	charts := []struct {
+	type svgFile struct {
 		file string
 		c    chart
-	}{
-		{"uncontended.svg", r.uncontendedChart()},
-		{"hotkey.svg", r.hotChart()},
-		{"cost.svg", r.costChart()},
-		{"held.svg", r.holdChart()},
+	}
+	var charts []svgFile
+	if len(r.uncont) > 0 {
+		charts = append(charts, svgFile{"uncontended.svg", r.uncontendedChart()})
+	}
+	if len(r.hot) > 0 {
+		charts = append(charts, svgFile{"hotkey.svg", r.hotChart()})
+	}
+	if len(r.uncont) > 0 || len(r.hot) > 0 {
+		charts = append(charts, svgFile{"cost.svg", r.costChart()})
+	}
+	if len(r.holds) > 0 {
+		charts = append(charts, svgFile{"held.svg", r.holdChart()})
+	}
+	if len(r.etcd) > 0 {
+		charts = append(charts, svgFile{"etcd.svg", r.etcdChart()})
 	}
 	for _, c := range charts {
 		if err := os.WriteFile(filepath.Join(dir, c.file), []byte(c.c.svg()), 0o644); err != nil {
@@ -115,10 +126,11 @@ func (r *results) write(out string) error {
 func (r *results) markdown(b *strings.Builder) {
 	cfg := r.cfg
 	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
-	p("# dlock beside bsm/redislock and redsync")
+	p("# dlock beside its peers")
 	p("")
 	p("Written by `make bench` (`cd bench && go run . -out RESULTS.md`) on %s; the run took %s.", r.start.UTC().Format("2006-01-02 15:04 MST"), r.elapsed.Round(time.Second))
-	p("Every figure below comes from this one run, on one redis-server, with every comparison interleaved.")
+	p("Every figure below comes from this one run (parts: %s), with every comparison interleaved: the Redis parts on one", strings.Join(cfg.parts, ", "))
+	p("redis-server, the etcd part on one embedded etcd cluster of each size.")
 	p("")
 	p("## Machine and versions")
 	p("")
@@ -127,12 +139,18 @@ func (r *results) markdown(b *strings.Builder) {
 	p("| CPU | %s, %d cores (GOMAXPROCS %d), %s/%s |", cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
 	p("| load average | %s at the start, %s at the end (other work on the machine competes for its cores) |", r.load[0], r.load[1])
 	p("| Go | %s |", runtime.Version())
-	p("| Redis | redis-server %s on loopback, no persistence, started by the program |", r.redis)
+	if r.redis != "" {
+		p("| Redis | redis-server %s on loopback, no persistence, started by the program |", r.redis)
+	}
+	if len(r.etcd) > 0 {
+		p("| etcd | embedded in this process (`etcdlock/etcdtest`): %s on loopback, fsync off, heartbeat 50 ms |", membersList(r.etcd))
+	}
 	for _, v := range versions() {
 		p("| %s | %s |", v[0], v[1])
 	}
-	p("| settings | uncontended cells %v in %d slices × %d repeats; hot-key cells %v × %d repeats, hold %v; TTL %v; part 4: %d locks, TTL %v, window %v |",
-		cfg.duration, cfg.slices, cfg.repeats, cfg.hotDuration, cfg.hotRepeats, cfg.hold, cfg.ttl, cfg.holdLocks, cfg.holdTTL, cfg.holdWindow)
+	p("| settings | uncontended cells %v in %d slices × %d repeats; hot-key cells %v × %d repeats, hold %v; TTL %v; part 4: %d locks, TTL %v, window %v; etcd: uncontended cells %v in %d slices, hot-key cells %v, × %d repeats |",
+		cfg.duration, cfg.slices, cfg.repeats, cfg.hotDuration, cfg.hotRepeats, cfg.hold, cfg.ttl, cfg.holdLocks, cfg.holdTTL, cfg.holdWindow,
+		cfg.etcdDuration, cfg.etcdSlices, cfg.etcdHotDuration, cfg.etcdRepeats)
 	p("")
 	p("## Method")
 	p("")
@@ -141,10 +159,16 @@ func (r *results) markdown(b *strings.Builder) {
 	p("  %v, taking turns with the other systems' slices (rotated again at every slice): load from other work on this", cfg.duration/time.Duration(cfg.slices))
 	p("  shared machine then falls on every system alike, and a ratio compares cells measured over the same second.")
 	p("  Tables give the median over the repeats and, in brackets, the min–max.")
-	p("- **Floor.** Raw go-redis: `SET key token NX PX ttl` with a 128-bit random token, then an `EVALSHA` compare-and-delete;")
-	p("  the least a correct single-instance lock can do (two round trips).")
-	p("- **Clients.** Every party has its own go-redis client (pool of 80 connections, 4 in the hot key). Round trips are")
-	p("  counted by a go-redis hook on each client (one per command sent alone, one per pipeline). The floor and the peers")
+	p("- **Floors.** `SET key token NX PX ttl` with a 128-bit random token, then an `EVALSHA` compare-and-delete: the least")
+	p("  a correct single-instance lock can do, sent three ways. *floor* is raw go-redis, one command per round trip (the")
+	p("  floor of every \"× floor\" column); *floor go-redis AutoPipeline* goes through go-redis's experimental `AutoPipeliner`")
+	p("  (`Client.AutoPipeline()`, default options), which sends the commands of concurrent goroutines together; *floor")
+	p("  rueidis* goes through a rueidis client, which pipelines concurrent commands by default. *× best floor* divides by")
+	p("  the fastest of the three in the same repeat.")
+	p("- **Clients.** Every party has its own client (go-redis: pool of 80 connections, 4 in the hot key). Round trips are")
+	p("  counted by a go-redis hook on each client (one per command sent alone, one per pipeline); rueidis has no such")
+	p("  hooks, so on its connections every write counts as one round trip and the commands are read from the RESP")
+	p("  written (a pipelining client writes a batch at once). The plain floor and bsm/redislock and redsync")
 	p("  send every command on its own; a dlock Locker sends at most 4 at once and the commands its other goroutines issue")
 	p("  meanwhile leave together in one pipeline, so its goroutines share round trips. *Redis commands* are")
 	p("  the commands the clients sent: counted by the same hook, plus the (un)subscribe commands of pub/sub connections")
@@ -155,7 +179,12 @@ func (r *results) markdown(b *strings.Builder) {
 	p("  work (watchdogs, renewal goroutines) is included.")
 	p("- **Peers as documented.** bsm/redislock: `Obtain` (no retry by default; `LinearBackoff` when waiting), `Release`.")
 	p("  redsync: a new `Mutex` per acquisition with its defaults (32 tries, 50–250 ms random delay; `LockContext` is called")
-	p("  again when it gives up), `UnlockContext`.")
+	p("  again when it gives up), `UnlockContext`. rueidislock: a `Locker` per party as its README shows it for one server")
+	p("  (`KeyMajority` 1, `NoLoopTracking`), `KeyValidity` the TTL, `ExtendInterval` TTL/3 like the peers' renewals (its")
+	p("  default is half the validity), `TryNextAfter` raised from 20 ms to the 5 s timeout of every other client (with one")
+	p("  key there is no next key to try, and on this loaded machine an attempt can take longer than 20 ms, which fails it);")
+	p("  `TryWithContext` or `WithContext` (whose waiters wake on the client-side-caching invalidation of the key), and the")
+	p("  returned cancel function to release. Its value is not visible, so in part 4 its key must merely exist.")
 	p("- **Hot key.** Every contender is a party of its own. It loops: Lock (waiting the library's way), hold %v, Unlock,", cfg.hold)
 	p("  then waits until *another* contender has acquired (at most %v; those waits are counted as turn timeouts)", turnWait)
 	p("  before it calls Lock again. A contender that just released thus never races straight back in ahead of the")
@@ -169,11 +198,35 @@ func (r *results) markdown(b *strings.Builder) {
 	p("  Goroutines are the most seen during the window less those before; heap and stacks")
 	p("  are in use after a GC at the end of the window less before. A lock is lost when the library said so or when")
 	p("  its key no longer holds its value on the server at the end.")
+	if len(r.etcd) > 0 {
+		p("- **etcd.** The cluster runs in this process (`etcdlock/etcdtest`), so client CPU and allocations include the")
+		p("  server's. Each party has its own etcd client; round trips are counted by gRPC interceptors (one per unary call,")
+		p("  one per message sent on a stream: a watch created, or cancelled while others stay on its stream, a lease")
+		p("  keep-alive) and Raft writes are the store's revisions (read before and after each cell by a client that is not")
+		p("  counted). dlock: `etcdlock.New(client)` with its defaults (locks share the Locker's session lease). etcd:")
+		p("  `concurrency.Mutex` with the lock's key as its prefix, a new `Mutex` per acquisition on the party's one")
+		p("  `concurrency.Session` (TTL %v); `TryLock`, or `Lock`, which waits in line on the delete of the key before its", cfg.ttl)
+		p("  own. In the uncontended cells each system's party is opened for its slice alone (and warmed up with one cycle")
+		p("  per goroutine), so that no system's background work runs in another's slice: the server shares this process.")
+		p("  A hot-key cell that has not finished %v after its end is given up and shown as unfinished.", cfg.etcdGrace)
+	}
 	p("")
-	r.part1(p)
-	r.part2(p)
-	r.part3(p)
-	r.part4(p)
+	if len(r.uncont) > 0 {
+		r.part1(p)
+	}
+	if len(r.hot) > 0 {
+		r.part2(p)
+	}
+	if len(r.uncont) > 0 || len(r.hot) > 0 {
+		r.part3(p)
+	}
+	if len(r.holds) > 0 {
+		r.part4(p)
+	}
+	if len(r.etcd) > 0 {
+		r.part5(p)
+	}
+	r.goals(p)
 }
 
 type printer func(format string, args ...any)
@@ -182,30 +235,56 @@ func (r *results) part1(p printer) {
 	p("## 1. Uncontended lock+unlock")
 	p("")
 	p("One client per system shared by the goroutines, each goroutine on a key of its own; one acquisition attempt per cycle.")
-	p("Ratio: this system's cycles/s over the floor's in the same repeat.")
+	p("Ratios: this system's cycles/s over the plain floor's, and over the best floor's, in the same repeat.")
 	p("")
 	p("![uncontended](uncontended.svg)")
 	p("")
-	p("| system | goroutines | cycles/s | × floor | allocs/cycle | round trips/cycle | Redis cmds/cycle |")
-	p("|---|---:|---:|---:|---:|---:|---:|")
+	p("| system | goroutines | cycles/s | × floor | × best floor | allocs/cycle | round trips/cycle | Redis cmds/cycle |")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, g := range r.cfg.goroutines {
-		fl := cellsOf(r.uncont, ukey, floor{}.name(), g)
+		fl := rates(cellsOf(r.uncont, ukey, floor{}.name(), g))
+		best := r.bestFloor(g)
 		for _, s := range r.uSystems {
 			cs := cellsOf(r.uncont, ukey, s, g)
-			p("| %s | %d | %s | %s | %s | %s | %s |", s, g,
-				fmtStat(collect(cs, cell.rate), f0), fmtStat(ratio(cs, fl), f2),
+			p("| %s | %d | %s | %s | %s | %s | %s | %s |", s, g,
+				fmtStat(collect(cs, cell.rate), f0), fmtStat(ratio(cs, fl), f2), fmtStat(ratio(cs, best), f2),
 				f1(collect(cs, cell.allocsPer).med), f2(collect(cs, cell.rttPer).med), f2(collect(cs, cell.cmdsPer).med))
 		}
 	}
 	p("")
 }
 
-func ratio(cs, floor []cell) stat {
+// ratio is the spread of cs's rates over the reference rates of the same
+// repeats.
+func ratio(cs []cell, ref []float64) stat {
 	var xs []float64
-	for i := range min(len(cs), len(floor)) {
-		xs = append(xs, cs[i].rate()/floor[i].rate())
+	for i := range min(len(cs), len(ref)) {
+		xs = append(xs, cs[i].rate()/ref[i])
 	}
 	return statOf(xs)
+}
+
+func rates(cs []cell) []float64 {
+	xs := make([]float64, len(cs))
+	for i, c := range cs {
+		xs[i] = c.rate()
+	}
+	return xs
+}
+
+// bestFloor is, in each repeat at g goroutines, the rate of the fastest
+// floor.
+func (r *results) bestFloor(g int) []float64 {
+	var best []float64
+	for _, f := range floorSystems() {
+		for i, x := range rates(cellsOf(r.uncont, ukey, f.name(), g)) {
+			if i == len(best) {
+				best = append(best, x)
+			}
+			best[i] = math.Max(best[i], x)
+		}
+	}
+	return best
 }
 
 func (r *results) uncontendedChart() chart {
@@ -218,7 +297,7 @@ func (r *results) uncontendedChart() chart {
 	}
 	for _, g := range r.cfg.goroutines {
 		c.groups = append(c.groups, fmt.Sprintf("%d goroutine%s", g, plural(g)))
-		fl := cellsOf(r.uncont, ukey, floor{}.name(), g)
+		fl := rates(cellsOf(r.uncont, ukey, floor{}.name(), g))
 		var row []bar
 		for _, s := range c.series {
 			st := ratio(cellsOf(r.uncont, ukey, s, g), fl)
@@ -469,7 +548,8 @@ func cpuModel() string {
 
 // versions lists the libraries measured, from the build information.
 func versions() [][2]string {
-	want := []string{"github.com/bsm/redislock", "github.com/go-redsync/redsync/v4", "github.com/redis/go-redis/v9"}
+	want := []string{"github.com/bsm/redislock", "github.com/go-redsync/redsync/v4", "github.com/redis/go-redis/v9",
+		"github.com/redis/rueidis", "go.etcd.io/etcd/client/v3", "go.etcd.io/etcd/server/v3"}
 	var out [][2]string
 	dl := "this repository"
 	if rev, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {

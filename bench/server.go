@@ -30,6 +30,7 @@ func clientOptions(addr string) *redis.Options {
 type serverStats struct {
 	calls map[string]int64 // per command, lower case, without INFO itself
 	cpu   time.Duration    // used_cpu_sys + used_cpu_user
+	rev   int64            // etcd: the store's revision (every write adds one)
 }
 
 func (s serverStats) total() int64 {
@@ -52,7 +53,7 @@ func (s serverStats) subscriptions() int64 {
 
 // sub returns the work done between earlier and s.
 func (s serverStats) sub(earlier serverStats) serverStats {
-	d := serverStats{calls: map[string]int64{}, cpu: s.cpu - earlier.cpu}
+	d := serverStats{calls: map[string]int64{}, cpu: s.cpu - earlier.cpu, rev: s.rev - earlier.rev}
 	for k, v := range s.calls {
 		if n := v - earlier.calls[k]; n > 0 {
 			d.calls[k] = n
@@ -123,7 +124,7 @@ func processCPU() time.Duration {
 // meter measures one cell: the server's work, this process's allocations
 // and CPU, and the wall time between start and stop.
 type meter struct {
-	c      *redis.Client
+	read   func(context.Context) (serverStats, error)
 	s0     serverStats
 	c0     clientStats
 	server serverStats
@@ -132,10 +133,10 @@ type meter struct {
 	wall   time.Duration
 }
 
-func startMeter(ctx context.Context, c *redis.Client) (*meter, error) {
-	m := &meter{c: c}
+func startMeter(ctx context.Context, read func(context.Context) (serverStats, error)) (*meter, error) {
+	m := &meter{read: read}
 	var err error
-	if m.s0, err = readStats(ctx, c); err != nil {
+	if m.s0, err = read(ctx); err != nil {
 		return nil, err
 	}
 	m.c0 = readClient()
@@ -144,7 +145,7 @@ func startMeter(ctx context.Context, c *redis.Client) (*meter, error) {
 
 func (m *meter) stop(ctx context.Context) error {
 	c1 := readClient()
-	s1, err := readStats(ctx, m.c)
+	s1, err := m.read(ctx)
 	if err != nil {
 		return err
 	}
@@ -161,6 +162,7 @@ func (m *meter) add(o *meter) {
 		m.server.calls[k] += v
 	}
 	m.server.cpu += o.server.cpu
+	m.server.rev += o.server.rev
 	m.allocs += o.allocs
 	m.cpu += o.cpu
 	m.wall += o.wall

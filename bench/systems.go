@@ -24,9 +24,10 @@ type system interface {
 	// name labels the system in tables and charts.
 	name() string
 	// party connects one party to the server with its own client (its own
-	// connections), built from opts. Every Redis round trip it makes goes
-	// through the client's hooks, which count them.
-	party(opts *redis.Options, rtt *counter) (party, error)
+	// connections), built from e. Every round trip it makes is counted in
+	// rtt: by a go-redis hook, by a gRPC interceptor for etcd, or on the
+	// wire for rueidis.
+	party(e endpoint, rtt *counter) (party, error)
 }
 
 // A party is one client of the lock service: a process, in real life.
@@ -152,14 +153,22 @@ type floor struct{}
 
 func (floor) name() string { return "floor" }
 
-func (floor) party(opts *redis.Options, rtt *counter) (party, error) {
-	c := newClient(opts, rtt)
-	return &floorParty{c: c, release: redis.NewScript(releaseSrc)}, nil
+func (floor) party(e endpoint, rtt *counter) (party, error) {
+	c := newClient(e.redis, rtt)
+	return &floorParty{c: c, closeFn: c.Close, release: redis.NewScript(releaseSrc)}, nil
 }
 
 type floorParty struct {
-	c       *redis.Client
+	c       floorClient
+	closeFn func() error
 	release *redis.Script
+}
+
+// floorClient is what the floor needs of go-redis: a plain client or an
+// AutoPipeliner.
+type floorClient interface {
+	redis.Scripter
+	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
 }
 
 func (p *floorParty) lock(ctx context.Context, key string, ttl time.Duration, wait bool) (held, error) {
@@ -187,7 +196,7 @@ func (p *floorParty) lock(ctx context.Context, key string, ttl time.Duration, wa
 	}
 }
 
-func (p *floorParty) close() error { return p.c.Close() }
+func (p *floorParty) close() error { return p.closeFn() }
 
 type floorLock struct {
 	p        *floorParty
@@ -221,8 +230,8 @@ func (s bsmSys) name() string {
 	return "bsm/redislock " + fmtDur(s.interval)
 }
 
-func (s bsmSys) party(opts *redis.Options, rtt *counter) (party, error) {
-	c := newClient(opts, rtt)
+func (s bsmSys) party(e endpoint, rtt *counter) (party, error) {
+	c := newClient(e.redis, rtt)
 	return &bsmParty{s: s, c: c, lc: bsm.New(c)}, nil
 }
 
@@ -277,8 +286,8 @@ type redsyncSys struct{}
 
 func (redsyncSys) name() string { return "redsync" }
 
-func (redsyncSys) party(opts *redis.Options, rtt *counter) (party, error) {
-	c := newClient(opts, rtt)
+func (redsyncSys) party(e endpoint, rtt *counter) (party, error) {
+	c := newClient(e.redis, rtt)
 	return &redsyncParty{c: c, rs: redsync.New(goredis.NewPool(c))}, nil
 }
 

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // cell is one measurement: one system, one level of concurrency, one repeat.
@@ -37,6 +35,7 @@ func (c cell) callsPer() float64     { return c.per(float64(c.m.server.total()))
 func (c cell) rttPer() float64       { return c.per(float64(c.rtt)) }
 func (c cell) redisCPUPer() float64  { return c.per(float64(c.m.server.cpu.Microseconds())) }
 func (c cell) clientCPUPer() float64 { return c.per(float64(c.m.cpu.Microseconds())) }
+func (c cell) writesPer() float64    { return c.per(float64(c.m.server.rev)) }
 
 // A runner measures lock+unlock cycles of one system: g goroutines share
 // one party (one client), each on a key of its own, making one acquisition
@@ -44,33 +43,33 @@ func (c cell) clientCPUPer() float64 { return c.per(float64(c.m.cpu.Microseconds
 // open between runs, so that a cell can be measured in slices interleaved
 // with the other systems' slices.
 type runner struct {
-	sys   system
-	p     party
-	rtt   *counter
-	keys  []string
-	ttl   time.Duration
-	admin *redis.Client
+	sys  system
+	p    party
+	rtt  *counter
+	keys []string
+	ttl  time.Duration
+	t    *target
 }
 
-// openRunner makes the party and warms it up: it opens the connections
-// and loads the scripts.
-func openRunner(ctx context.Context, addr string, admin *redis.Client, sys system, g int, ttl time.Duration) (*runner, error) {
+// openRunner makes the party and warms it up with warm cycles on each
+// goroutine: it opens the connections and loads the scripts.
+func openRunner(ctx context.Context, t *target, sys system, g int, ttl time.Duration, warm int) (*runner, error) {
 	rtt := &counter{}
-	p, err := sys.party(clientOptions(addr), rtt)
+	p, err := sys.party(t.endpoint(0), rtt)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", sys.name(), err)
 	}
-	r := &runner{sys: sys, p: p, rtt: rtt, keys: make([]string, g), ttl: ttl, admin: admin}
+	r := &runner{sys: sys, p: p, rtt: rtt, keys: make([]string, g), ttl: ttl, t: t}
 	for i := range r.keys {
 		r.keys[i] = "bench:u:" + strconv.Itoa(g) + ":" + strconv.Itoa(i)
 	}
 	if err := r.each(func(key string, _ *atomic.Bool) (int64, error) {
-		for range 5 {
+		for range warm {
 			if err := r.cycle(ctx, key); err != nil {
 				return 0, err
 			}
 		}
-		return 5, nil
+		return int64(warm), nil
 	}, nil); err != nil {
 		p.close()
 		return nil, fmt.Errorf("%s warm-up: %w", sys.name(), err)
@@ -112,7 +111,7 @@ func (r *runner) each(f func(key string, stop *atomic.Bool) (int64, error), ops 
 
 // run measures cycles for d.
 func (r *runner) run(ctx context.Context, d time.Duration) (cell, error) {
-	m, err := startMeter(ctx, r.admin)
+	m, err := startMeter(ctx, r.t.stats)
 	if err != nil {
 		return cell{}, err
 	}
@@ -160,29 +159,56 @@ func (c *cell) add(o cell) {
 // each system's cell is made of slices slices of d/slices, interleaved with
 // the other systems' in the order order, so that every system sees the
 // same machine (this one is shared, and its load changes by the second).
-func uncontendedRepeat(ctx context.Context, addr string, admin *redis.Client, order []system, g int, d, ttl time.Duration, slices int) ([]cell, error) {
-	runners := make([]*runner, 0, len(order))
+// The runners stay open through the repeat, unless reopen: then each is
+// opened for its slice alone, so that no system's background work runs
+// during another's slice (the etcd part: its server shares this process).
+func uncontendedRepeat(ctx context.Context, t *target, order []system, g int, d, ttl time.Duration, slices int, reopen bool) ([]cell, error) {
+	runners := make([]*runner, len(order))
 	defer func() {
 		for _, r := range runners {
-			r.close()
+			if r != nil {
+				r.close()
+			}
 		}
 	}()
-	for _, s := range order {
-		r, err := openRunner(ctx, addr, admin, s, g, ttl)
-		if err != nil {
-			return nil, err
+	open := func(i int) error {
+		if runners[i] != nil {
+			return nil
 		}
-		runners = append(runners, r)
+		warm := 5
+		if reopen {
+			warm = 1 // a connection and a session, no more: it is done at every slice
+		}
+		r, err := openRunner(ctx, t, order[i], g, ttl, warm)
+		runners[i] = r
+		return err
+	}
+	if !reopen {
+		for i := range order {
+			if err := open(i); err != nil {
+				return nil, err
+			}
+		}
 	}
 	cells := make([]cell, len(order))
 	for k := range slices {
 		for j := range order {
 			i := (j + k) % len(order) // rotate the order in every slice too
+			if err := open(i); err != nil {
+				return nil, err
+			}
 			c, err := runners[i].run(ctx, d/time.Duration(slices))
 			if err != nil {
 				return nil, err
 			}
 			cells[i].add(c)
+			if reopen {
+				err := runners[i].close()
+				runners[i] = nil
+				if err != nil {
+					return nil, fmt.Errorf("%s: close: %w", order[i].name(), err)
+				}
+			}
 		}
 	}
 	return cells, nil
