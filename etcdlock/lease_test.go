@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -350,5 +352,40 @@ func TestWaitLimitBoundsAttempt(t *testing.T) {
 	}
 	if !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("Lock = %v, want ErrNotAcquired at the wait's limit", err)
+	}
+}
+
+// A hold stops watching its key when it is released: the Locker stays
+// open, and nothing of the hold keeps running (its watch loop spun until
+// Close, opening watches on a cancelled context, unless its last check of
+// the key happened to come before its stop). Twenty holds, each seen
+// watching before its release.
+func TestReleaseEndsWatch(t *testing.T) {
+	l := newLocker(t, client(t))
+	ctx := context.Background()
+	watching := func() int {
+		buf := make([]byte, 4<<20)
+		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "etcdlock.(*hold).watch(")
+	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("after 5s: %s (%d holds watching)", what, watching())
+			}
+			time.Sleep(time.Millisecond) // poll interval, bounded by deadline
+		}
+	}
+	for i := range 20 {
+		lk, err := l.TryLock(ctx, fmt.Sprintf("watch:%s:%d", t.Name(), i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		until("the hold watches its key", func() bool { return watching() == 1 })
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		until("no hold watches after its release", func() bool { return watching() == 0 })
 	}
 }
