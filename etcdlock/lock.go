@@ -107,6 +107,9 @@ func (h *hold) watch() {
 	}()
 	from := h.rev + 1
 	for {
+		if ctx.Err() != nil {
+			return // the hold ended
+		}
 		ls := h.currentLease()
 		if ls.lost() {
 			switch {
