@@ -1,0 +1,10 @@
+-- force: delete the lock whoever holds it and hand it to the first live
+-- waiter. Returns false when free, else {value, pttl, holds, fence}.
+local value = redis.call('GET', lock)
+if not value then return false end
+local pttl = redis.call('PTTL', lock)
+local n = redis.call('HLEN', holds)
+local fence = tonumber(redis.call('HGET', meta, 'f') or '0')
+redis.call('DEL', lock, holds)
+grant()
+return {value, pttl, n, fence}

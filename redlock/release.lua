@@ -1,0 +1,28 @@
+-- release: one node's part of a release.
+-- ARGV[1] token, ARGV[2] owner, ARGV[3] mode: '0' release, '1' a waiter
+-- gives up (leave the queue, and release a grant it had), '2' a waiter
+-- gives back what a failed attempt took but stays queued (ARGV[4] score,
+-- ARGV[5] claim ms, ARGV[6] attempt, ARGV[7] subscriber id).
+-- Returns 1 released, 0 the hold is gone (released before, or expired),
+-- -1 another party holds the lock. A freed lock goes to the first live
+-- waiter.
+local token, owner, mode = ARGV[1], ARGV[2], ARGV[3]
+if mode ~= '0' then leave_queue(token) end
+local value = token
+if owner ~= '' then value = 'o:' .. owner end
+local current = redis.call('GET', lock)
+local out = 1
+if current ~= value then
+  if current then out = -1 else out = 0 end
+elseif owner ~= '' and redis.call('HDEL', holds, token) == 0 then
+  out = 0
+elseif owner == '' or redis.call('EXISTS', holds) == 0 then
+  redis.call('DEL', lock)
+else
+  return 1 -- the owner holds the lock still
+end
+if mode == '2' then
+  enqueue(token, tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7], owner)
+end
+if redis.call('EXISTS', lock) == 0 then grant() end
+return out
