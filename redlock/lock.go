@@ -27,6 +27,9 @@ type lock struct {
 	renew        bool          // the watchdog renews it
 	deadline     time.Time     // the local deadline when acquired
 
+	acquiring *round  // the attempt that took the lock, whose slowest nodes may still answer
+	answered  []bool // by node: it answered the acquisition
+
 	unlockMu sync.Mutex // serialises Unlock
 	unknown  bool       // a release was sent whose outcome is unknown; under unlockMu
 }
@@ -67,8 +70,8 @@ func (l *Locker) tally(got []reply) tally {
 	return t
 }
 
-// Unlock releases the lock on every node at once, and returns when a
-// majority answered. A release that finds the hold gone before the local
+// Unlock releases the lock on every node at once, and returns when every
+// node answered or the per-node timeout passed. A release that finds the hold gone before the local
 // deadline is one that was re-sent after its first run, or an expiry of a
 // minority's keys: the lock was ours to the end, and Unlock returns nil.
 // Once Unlock is called the watchdog no longer renews the lock: a release
@@ -93,25 +96,52 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	case inLease, t.ours >= l.quorum:
 		lk.end(dlock.ErrNotHeld)
 		return nil
+	case lk.State() == driver.Released:
+		return nil // it lapsed while the release was under way
 	}
 	return lk.lose(dlock.ErrOwnershipLost)
 }
 
-// release sends release.lua to every node and waits for a majority's
-// answers (or the per-node timeout).
+// release sends release.lua to every node and waits for their answers
+// (or the per-node timeout): a caller that acquires the key again at once
+// finds it free on every node that answered.
 func (l *Locker) release(ctx context.Context, lk *lock) (tally, error) {
 	send := func(ctx context.Context, nd *node) reply {
+		if rd := lk.acquiring; rd != nil && !lk.answered[nd.i] {
+			// A node that had not answered the acquisition must not see
+			// the release first, or it would keep the lock until its
+			// lease ran out. The release then has a timeout of its own.
+			rd.wait(l.nodeTimeout(lk.ttl))
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.nodeTimeout(lk.ttl))
+			defer cancel()
+		}
 		v, err := releaseScript.run(ctx, nd.client, lk.keys.args, lk.token, lk.Owner(), releasePlain).Int64()
 		return reply{n: v, err: err}
 	}
+	// Wait for the nodes that answered the acquisition (alive, and the
+	// next acquisition will ask them first), not for the others.
 	enough := func(got []reply) bool {
 		answered := 0
 		for _, r := range got {
-			if r.err == nil {
+			if r.definite() {
 				answered++
+			} else if lk.answered == nil || lk.answered[r.node] {
+				continue
 			}
 		}
-		return answered >= l.quorum
+		if answered < l.quorum {
+			return false
+		}
+		if lk.answered == nil {
+			return len(got) == len(l.nodes)
+		}
+		for i, a := range lk.answered {
+			if a && !slices.ContainsFunc(got, func(r reply) bool { return r.node == i }) {
+				return false
+			}
+		}
+		return true
 	}
 	got, rd := l.fanout(ctx, l.nodes, l.nodeTimeout(lk.ttl), send, enough, nil)
 	rd.settle(false)

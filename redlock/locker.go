@@ -311,6 +311,10 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
 	lk.deadline = drift.Deadline(sent, ttl)
 	if len(won) >= q2 && time.Now().Before(lk.deadline) {
 		rd.settle(false)
+		lk.acquiring, lk.answered = rd, make([]bool, n)
+		for _, r := range got {
+			lk.answered[r.node] = r.definite()
+		}
 		fences := make(map[int]uint64, len(won))
 		for _, r := range won {
 			fences[r.node] = uint64(r.n)
@@ -326,13 +330,23 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
 	for _, r := range won {
 		back = append(back, l.nodes[r.node])
 	}
-	l.giveBack(ctx, lk, append(back, uncertain...), q)
+	l.giveBack(ctx, lk, back, q)
+	if len(uncertain) > 0 { // nodes that did not answer are not waited for
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			l.giveBack(ctx, lk, uncertain, q)
+		}()
+	}
 	if err := ctx.Err(); err != nil {
 		return result{err: &dlock.NotAcquiredError{Key: lk.Key(), Err: err}, busy: true}
 	}
 	if len(won)+len(busy) < q2 || len(busy) == 0 {
 		if len(won) >= q2 {
 			errs = append(errs, fmt.Errorf("the majority answered after the lease's validity (%v) ran out", ttl-drift.Of(ttl)))
+		}
+		if len(got) < len(l.nodes) {
+			errs = append(errs, fmt.Errorf("%d nodes did not answer within %v", len(l.nodes)-len(got), l.nodeTimeout(ttl)))
 		}
 		return result{err: l.noQuorum("lock", lk.Key(), len(won)+len(busy), errs)}
 	}
@@ -349,14 +363,15 @@ func (l *Locker) noQuorum(op, key string, answered int, errs []error) error {
 	return &dlock.KeyError{Op: op, Key: key, Err: err}
 }
 
-// giveBackTimeout bounds a give-back: once written, the release runs
-// after the request it undoes on that node's connection, or expires with
+// giveBackTimeout bounds a give-back: what it could not undo expires with
 // its lease.
 const giveBackTimeout = time.Second
 
 // giveBack releases, on nodes, whatever an attempt of lk may hold there,
-// in the background and on all of them at once. A waiter's (q not nil)
-// stays queued; otherwise the caller leaves the queues.
+// on all of them at once, and waits for the answers (each bounded by
+// giveBackTimeout), so that a later give-back of the same waiter cannot
+// overtake it. A waiter's (q not nil) stays queued; otherwise the caller
+// leaves the queues.
 func (l *Locker) giveBack(ctx context.Context, lk *lock, nodes []*node, q *queueing) {
 	if len(nodes) == 0 {
 		return
@@ -365,13 +380,15 @@ func (l *Locker) giveBack(ctx context.Context, lk *lock, nodes []*node, q *queue
 	if q != nil {
 		args = []any{lk.token, lk.Owner(), releaseRequeue, q.score, q.claim.Milliseconds(), q.attempt, l.sub}
 	}
+	var wg sync.WaitGroup
 	for _, nd := range nodes {
 		l.bg.Add(1)
-		go func() {
+		wg.Go(func() {
 			defer l.bg.Done()
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 			defer cancel()
 			releaseScript.run(rctx, nd.client, lk.keys.args, args...)
-		}()
+		})
 	}
+	wg.Wait()
 }

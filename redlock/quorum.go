@@ -48,6 +48,18 @@ type round struct {
 	pending    []reply
 	cleanup    func(reply) // may be nil
 	cancel     context.CancelFunc
+	done       chan struct{} // closed when every node answered or timed out
+}
+
+// wait waits until every node of the round answered or timed out, or for
+// at most d.
+func (r *round) wait(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.done:
+	case <-t.C:
+	}
 }
 
 // fanout runs send on every node of nodes in parallel, with a context
@@ -55,11 +67,12 @@ type round struct {
 // It returns the replies received until enough says so, every node
 // answered, the timeout passed or ctx ended; the caller then calls settle.
 func (l *Locker) fanout(ctx context.Context, nodes []*node, timeout time.Duration, send func(context.Context, *node) reply, enough func([]reply) bool, cleanup func(reply)) ([]reply, *round) {
-	r := &round{collecting: true, ch: make(chan reply, len(nodes)), cleanup: cleanup}
+	r := &round{collecting: true, ch: make(chan reply, len(nodes)), cleanup: cleanup, done: make(chan struct{})}
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	r.cancel = cancel
 	if len(nodes) == 0 {
 		cancel()
+		close(r.done)
 	}
 	var left atomic.Int32 // the context ends when every node answered
 	left.Store(int32(len(nodes)))
@@ -69,10 +82,11 @@ func (l *Locker) fanout(ctx context.Context, nodes []*node, timeout time.Duratio
 			defer l.bg.Done()
 			rep := send(nctx, n)
 			rep.node = n.i
+			r.deliver(rep)
 			if left.Add(-1) == 0 {
 				r.cancel()
+				close(r.done)
 			}
-			r.deliver(rep)
 		}()
 	}
 	timer := time.NewTimer(timeout)

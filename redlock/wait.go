@@ -220,9 +220,11 @@ func (l *Locker) heldByGrants(lk *lock, grants map[int]grant, records map[int64]
 // does for one taken by an attempt.
 func (l *Locker) fenceGrants(ctx context.Context, lk *lock, grants map[int]grant, records map[int64]attemptRecord) error {
 	fences := make(map[int]uint64, len(grants))
+	lk.answered = make([]bool, len(l.nodes))
 	for i, g := range grants {
 		if _, ok := records[g.attempt]; ok {
 			fences[i] = g.fence
+			lk.answered[i] = true
 		}
 	}
 	return l.fence(ctx, lk, fences)
