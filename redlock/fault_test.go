@@ -277,11 +277,16 @@ func TestCutOffHolderLearnsFirst(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		cs[i] = c
 	}
-	holder, err := NewConfig(Config{Clients: cs, NodeTimeout: 50 * time.Millisecond})
+	holder, err := NewConfig(Config{Clients: cs, NodeTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Close()
+	for _, c := range cs { // dial through the proxies before the clock matters
+		if err := c.Ping(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	other := newLocker(t, s)
 	ctx := context.Background()
 	k := keyFor(t)

@@ -27,7 +27,7 @@ type lock struct {
 	renew        bool          // the watchdog renews it
 	deadline     time.Time     // the local deadline when acquired
 
-	acquiring *round  // the attempt that took the lock, whose slowest nodes may still answer
+	acquiring *round // the attempt that took the lock, whose slowest nodes may still answer
 	answered  []bool // by node: it answered the acquisition
 
 	unlockMu sync.Mutex // serialises Unlock

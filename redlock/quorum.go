@@ -48,7 +48,8 @@ type round struct {
 	pending    []reply
 	cleanup    func(reply) // may be nil
 	cancel     context.CancelFunc
-	done       chan struct{} // closed when every node answered or timed out
+	done       chan struct{}   // closed when every node answered or timed out
+	bg         *sync.WaitGroup // the Locker's, which Close waits for
 }
 
 // wait waits until every node of the round answered or timed out, or for
@@ -67,7 +68,7 @@ func (r *round) wait(d time.Duration) {
 // It returns the replies received until enough says so, every node
 // answered, the timeout passed or ctx ended; the caller then calls settle.
 func (l *Locker) fanout(ctx context.Context, nodes []*node, timeout time.Duration, send func(context.Context, *node) reply, enough func([]reply) bool, cleanup func(reply)) ([]reply, *round) {
-	r := &round{collecting: true, ch: make(chan reply, len(nodes)), cleanup: cleanup, done: make(chan struct{})}
+	r := &round{collecting: true, ch: make(chan reply, len(nodes)), cleanup: cleanup, done: make(chan struct{}), bg: &l.bg}
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	r.cancel = cancel
 	if len(nodes) == 0 {
@@ -150,7 +151,11 @@ func (r *round) settle(failed bool) {
 	r.mu.Unlock()
 	if failed && r.cleanup != nil {
 		for _, rep := range pending {
-			r.cleanup(rep)
+			r.bg.Add(1)
+			go func() { // a cleanup may wait for a node that does not answer
+				defer r.bg.Done()
+				r.cleanup(rep)
+			}()
 		}
 	}
 }
