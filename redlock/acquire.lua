@@ -3,11 +3,13 @@
 -- ARGV[4] '1' when the caller waits (take the lock only if no live waiter
 -- comes before it, else join the queue), ARGV[5] the waiter's score,
 -- ARGV[6] its claim window ms, ARGV[7] its attempt number, ARGV[8] its
--- Locker's subscriber id.
+-- Locker's subscriber id, ARGV[9] the caller's clock in µs (the start of
+-- a fresh counter).
 -- Returns this node's fence (>= 0) when the hold is ours, else
 -- -1 - the holder's PTTL.
 local token, ttl, owner, wait = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 local score = tonumber(ARGV[5])
+floor_us = tonumber(ARGV[9])
 local value = token
 if owner ~= '' then value = 'o:' .. owner end
 

@@ -20,14 +20,22 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- floor_us is the caller's clock in microseconds, when the script's
+-- caller sent it (each script sets it from its arguments).
+local floor_us = nil
+
 -- next_fence moves this node's counter one step up and returns it. A
 -- counter that does not exist (never used, expired, or lost in a restart
--- without persistence) starts at the node's clock in microseconds, above
--- every fence handed out before (see the package doc for the conditions).
+-- without persistence) starts at the caller's clock in microseconds (the
+-- node's, when the caller sent none), above every fence handed out before
+-- (see RestartDelay for the conditions); the caller sends the same value
+-- to every node, so that fresh counters start in step.
 local function next_fence()
   local f = tonumber(redis.call('HGET', meta, 'f'))
   if f then
     f = f + 1
+  elseif floor_us then
+    f = floor_us
   else
     local t = redis.call('TIME')
     f = tonumber(t[1]) * 1000000 + tonumber(t[2])

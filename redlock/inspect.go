@@ -27,7 +27,9 @@ type nodeInfo struct {
 // Inspect reads what the nodes hold about key, one MULTI block per node,
 // all at once, and reports the majority's view: the lock is held when a
 // majority of the nodes hold it for the same party, for as long as a
-// majority still will; its fence is the largest any node holds. It
+// majority still will; its fence is the largest a node holds, which is
+// the latest acquisition's unless an attempt that failed moved some
+// nodes' counters further. It
 // changes nothing, and needs a majority of the nodes to answer
 // (ErrNoQuorum otherwise).
 func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
@@ -90,13 +92,18 @@ func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
 func (l *Locker) majority(key string, infos map[int]nodeInfo) dlock.Info {
 	info := dlock.Info{Key: key, FenceKnown: true, WaitersKnown: true}
 	byValue := map[string][]nodeInfo{}
+	fences := make([]uint64, 0, len(infos))
 	for _, ni := range infos {
-		info.Fence = max(info.Fence, ni.fence)
+		fences = append(fences, ni.fence)
 		info.Waiters = max(info.Waiters, ni.waiters)
 		if ni.value != "" {
 			byValue[ni.value] = append(byValue[ni.value], ni)
 		}
 	}
+	// The largest fence a node holds: at least the latest acquisition's,
+	// for a majority holds that one (see fence), and any majority of
+	// answers includes one of them.
+	info.Fence = slices.Max(fences)
 	for value, nis := range byValue {
 		if len(nis) < l.quorum {
 			continue
@@ -209,8 +216,9 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 	}
 	var mu sync.Mutex
 	infos := map[int]nodeInfo{}
+	now := time.Now().UnixMicro()
 	send := func(ctx context.Context, nd *node) reply {
-		res, err := forceScript.run(ctx, nd.client, k.args).Slice()
+		res, err := forceScript.run(ctx, nd.client, k.args, now).Slice()
 		if errors.Is(err, redis.Nil) {
 			mu.Lock()
 			infos[nd.i] = nodeInfo{}

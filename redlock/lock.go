@@ -106,6 +106,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 // (or the per-node timeout): a caller that acquires the key again at once
 // finds it free on every node that answered.
 func (l *Locker) release(ctx context.Context, lk *lock) (tally, error) {
+	now := time.Now().UnixMicro()
 	send := func(ctx context.Context, nd *node) reply {
 		if rd := lk.acquiring; rd != nil && !lk.answered[nd.i] {
 			// A node that had not answered the acquisition must not see
@@ -116,7 +117,7 @@ func (l *Locker) release(ctx context.Context, lk *lock) (tally, error) {
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.nodeTimeout(lk.ttl))
 			defer cancel()
 		}
-		v, err := releaseScript.run(ctx, nd.client, lk.keys.args, lk.token, lk.Owner(), releasePlain).Int64()
+		v, err := releaseScript.run(ctx, nd.client, lk.keys.args, lk.token, lk.Owner(), releasePlain, 0, 0, 0, "", now).Int64()
 		return reply{n: v, err: err}
 	}
 	// Wait for the nodes that answered the acquisition (alive, and the

@@ -261,7 +261,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
 		q = &c
 	}
 	ttl := lk.ttl
-	args := []any{lk.token, ttl.Milliseconds(), lk.Owner(), "0", 0, 0, 0, l.sub}
+	args := []any{lk.token, ttl.Milliseconds(), lk.Owner(), "0", 0, 0, 0, l.sub, time.Now().UnixMicro()}
 	if q != nil {
 		args[3], args[4], args[5], args[6] = "1", q.score, q.claim.Milliseconds(), q.attempt
 	}
@@ -376,9 +376,9 @@ func (l *Locker) giveBack(ctx context.Context, lk *lock, nodes []*node, q *queue
 	if len(nodes) == 0 {
 		return
 	}
-	args := []any{lk.token, lk.Owner(), releaseGiveUp}
+	args := []any{lk.token, lk.Owner(), releaseGiveUp, 0, 0, 0, "", time.Now().UnixMicro()}
 	if q != nil {
-		args = []any{lk.token, lk.Owner(), releaseRequeue, q.score, q.claim.Milliseconds(), q.attempt, l.sub}
+		args = []any{lk.token, lk.Owner(), releaseRequeue, q.score, q.claim.Milliseconds(), q.attempt, l.sub, time.Now().UnixMicro()}
 	}
 	var wg sync.WaitGroup
 	for _, nd := range nodes {

@@ -2,11 +2,13 @@
 -- ARGV[1] token, ARGV[2] owner, ARGV[3] mode: '0' release, '1' a waiter
 -- gives up (leave the queue, and release a grant it had), '2' a waiter
 -- gives back what a failed attempt took but stays queued (ARGV[4] score,
--- ARGV[5] claim ms, ARGV[6] attempt, ARGV[7] subscriber id).
+-- ARGV[5] claim ms, ARGV[6] attempt, ARGV[7] subscriber id); ARGV[8] the
+-- caller's clock in µs, for the fence of a grant.
 -- Returns 1 released, 0 the hold is gone (released before, or expired),
 -- -1 another party holds the lock. A freed lock goes to the first live
 -- waiter.
 local token, owner, mode = ARGV[1], ARGV[2], ARGV[3]
+floor_us = tonumber(ARGV[8])
 if mode ~= '0' then leave_queue(token) end
 local value = token
 if owner ~= '' then value = 'o:' .. owner end

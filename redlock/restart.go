@@ -12,10 +12,11 @@ import "time"
 // The rule is Redlock's: a node that forgot a lock could grant it again
 // while the old holder still holds a majority with it; after maxTTL every
 // lock it knew of has expired on the other nodes too. It also keeps the
-// fences rising: a node whose counter is gone starts again at its clock,
-// in microseconds, which is then past every fence handed out before it
-// restarted, provided that the nodes' clocks differ by less than half the
-// delay and that a key is not acquired more than a million times a second.
+// fences rising: a node whose counter is gone starts it again at the
+// acquiring client's clock, in microseconds, which is then past every
+// fence handed out before the node restarted, provided that the clocks of
+// the clients differ by less than half the delay and that a key is not
+// acquired more than a million times a second.
 func RestartDelay(maxTTL time.Duration) time.Duration {
 	return maxTTL + drift.Of(maxTTL)
 }
