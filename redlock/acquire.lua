@@ -28,6 +28,11 @@ local function ahead()
   return s < score or (s == score and head < token)
 end
 
+-- the plain path: SET NX PX, as in the single-instance algorithm
+if not wait and owner == '' and redis.call('SET', lock, value, 'NX', 'PX', ttl) then
+  return next_fence()
+end
+
 local current = redis.call('GET', lock)
 if not current then
   if not (wait and ahead()) then

@@ -31,16 +31,16 @@ local floor_us = nil
 -- (see RestartDelay for the conditions); the caller sends the same value
 -- to every node, so that fresh counters start in step.
 local function next_fence()
-  local f = tonumber(redis.call('HGET', meta, 'f'))
-  if f then
-    f = f + 1
-  elseif floor_us then
-    f = floor_us
-  else
-    local t = redis.call('TIME')
-    f = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local f = redis.call('HINCRBY', meta, 'f', 1)
+  if f == 1 then -- the counter did not exist
+    if floor_us then
+      f = floor_us
+    else
+      local t = redis.call('TIME')
+      f = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    redis.call('HSET', meta, 'f', string.format('%d', f))
   end
-  redis.call('HSET', meta, 'f', string.format('%d', f))
   redis.call('PEXPIRE', meta, fence_retention)
   return f
 end

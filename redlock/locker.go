@@ -85,7 +85,7 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 	if cfg.NodeTimeout < 0 {
 		return nil, fmt.Errorf("%w: negative node timeout %v", dlock.ErrInvalidOption, cfg.NodeTimeout)
 	}
-	if cfg.NodeTimeout == 0 {
+	if cfg.NodeTimeout == 0 { // zero: the default
 		cfg.NodeTimeout = DefaultNodeTimeout
 	}
 	o, err := driver.NewOptions(opts...)
