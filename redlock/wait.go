@@ -197,19 +197,21 @@ func (l *Locker) heldByGrants(lk *lock, grants map[int]grant, records map[int64]
 		return false
 	}
 	ends := make([]time.Time, 0, len(grants))
+	var claim time.Duration
 	for _, g := range grants {
 		r, ok := records[g.attempt]
 		if !ok {
 			continue
 		}
 		ends = append(ends, drift.Deadline(r.sent, r.claim))
+		claim = max(claim, r.claim)
 	}
 	if len(ends) < l.quorum {
 		return false
 	}
 	slices.SortFunc(ends, func(a, b time.Time) int { return b.Compare(a) })
 	deadline := ends[l.quorum-1]
-	if time.Until(deadline) < l.timeout {
+	if time.Until(deadline) < claim/2 {
 		return false // too close to its end: the next attempt confirms it
 	}
 	lk.deadline = deadline
