@@ -126,6 +126,23 @@ func (n *notifier) watch(ctx context.Context, channel, token string, by time.Tim
 	return wake, unwatch
 }
 
+// ready reports whether channel is subscribed and confirmed, so that a
+// waiter may join the queue with its first attempt.
+func (n *notifier) ready(channel string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	sub := n.subs[channel]
+	if sub == nil {
+		return false
+	}
+	select {
+	case <-sub.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // receive is node i's subscription goroutine. A broken connection is
 // dialled again (the client subscribes its channels again) after a pause
 // that doubles up to a second while the node stays out of reach.

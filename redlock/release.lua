@@ -13,10 +13,11 @@ floor_us = tonumber(ARGV[8])
 if owner == '' and mode == '0' and redis.call('GET', lock) == token then
   redis.call('DEL', lock)
   if redis.call('EXISTS', queue) == 0 then return 1 end
+  leave_queue(token) -- an entry of the waiter this hold was, on a node it did not take
   grant()
   return 1
 end
-if mode ~= '0' then leave_queue(token) end
+leave_queue(token) -- a waiter's entry, or one left by the waiter this hold was
 local value = token
 if owner ~= '' then value = 'o:' .. owner end
 local current = redis.call('GET', lock)

@@ -19,7 +19,9 @@ import (
 // and the nodes agree on the next holder as long as they agree on the
 // queue:
 //
-//  1. one attempt, like TryLock;
+//  1. one attempt, like TryLock (when the Locker is subscribed to the key
+//     already, because it waited on it recently, this attempt joins the
+//     queue at once);
 //  2. when busy, the Locker subscribes to its channel of the key on every
 //     node (one connection per node for all its waiters), then attempts
 //     again, joining the queue where the lock is busy: no release between
@@ -62,6 +64,11 @@ type attemptRecord struct {
 
 func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) error {
 	single := o.Waiting && o.Wait == 0 // WithWait(0): one attempt, like TryLock
+	if !single && o.Notify && l.notify.ready(l.channel(lk)) {
+		// A hot key: the Locker is subscribed already, so the first
+		// attempt may join the queue at once.
+		return l.queue(ctx, lk, o, result{busy: true})
+	}
 	res := l.attempt(ctx, lk, nil)
 	switch {
 	case res.err == nil:
@@ -71,6 +78,12 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) error {
 	case single || !res.busy && !errors.Is(res.err, ErrNoQuorum):
 		return res.err
 	}
+	return l.queue(ctx, lk, o, res)
+}
+
+// queue is the waiting part of wait, after a first attempt with result
+// res that neither took the lock nor ended the wait.
+func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, res result) error {
 	failed := res.err
 	if res.busy {
 		failed = nil
