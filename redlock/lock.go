@@ -47,7 +47,8 @@ func (lk *lock) end(err error) bool { return lk.l.table.End(lk, err) }
 func (lk *lock) lose(cause error) error { return lk.l.table.Lose(lk, cause) }
 
 // tally counts the replies of a request that each node answers with 1
-// (ours), 0 (not ours) or -1 (another party's).
+// (ours, or released), 0 (the hold is gone) or -1 (another party holds the
+// lock): release.lua's replies, and refresh.lua's 1 and 0.
 type tally struct {
 	ours, gone, taken int
 	errs              []error

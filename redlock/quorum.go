@@ -22,7 +22,6 @@ type reply struct {
 	node int
 	n    int64  // an integer reply
 	s    string // a string reply
-	v    []any  // an array reply
 	err  error
 }
 

@@ -46,13 +46,6 @@ const (
 	releaseRequeue = "2" // a waiter gives back what a failed attempt took, and stays queued
 )
 
-// Replies of release.lua.
-const (
-	releaseTaken = -1 // another party holds the lock
-	releaseGone  = 0  // the hold is gone: released before, or expired
-	releaseDone  = 1
-)
-
 // script is a Lua script sent by its SHA1, with EVAL on NOSCRIPT.
 type script struct {
 	src  string
