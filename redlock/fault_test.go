@@ -137,7 +137,7 @@ func TestFencesRiseThroughRestarts(t *testing.T) {
 	l := newLocker(t, s)
 	ctx := context.Background()
 	k := keyFor(t)
-	const ttl = 200 * time.Millisecond
+	const ttl = 400 * time.Millisecond
 	delay := RestartDelay(ttl)
 	var (
 		last  uint64
@@ -177,7 +177,10 @@ func TestFencesRiseThroughRestarts(t *testing.T) {
 			t.Fatalf("acquisition %d: fence %d after %d", i, lk.Fence(), last)
 		}
 		last = lk.Fence()
-		if err := lk.Unlock(ctx); err != nil {
+		// A release that too few nodes answered in time (a loaded
+		// machine, two nodes down) leaves the lease to lapse: the next
+		// Lock waits for it.
+		if err := lk.Unlock(ctx); err != nil && !errors.Is(err, ErrNoQuorum) {
 			t.Fatalf("Unlock %d: %v", i, err)
 		}
 	}
