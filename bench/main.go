@@ -50,6 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfg := defaultConfig()
 	out := fs.String("out", "RESULTS.md", "Markdown file to write; the SVG charts go beside it")
+	redlockOut := fs.String("redlock", "", "measure only the Redlock part (5 servers, dlock redlock beside redsync) and write it to this Markdown file")
 	quick := fs.Bool("quick", false, "short cells and fewer locks, for a smoke test (under a minute)")
 	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "length of one uncontended cell")
 	fs.DurationVar(&cfg.hotDuration, "hot-duration", cfg.hotDuration, "length of one hot-key cell")
@@ -86,6 +87,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.log = stderr
+	if *redlockOut != "" {
+		if err := runRedlock(ctx, cfg, *redlockOut); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		return 0
+	}
 	res, err := measure(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)

@@ -121,6 +121,9 @@ func (b *backendFlags) connectRedis(e *env, name string, opts ...dlock.Option) (
 	if raw == "" {
 		raw = defaultRedisURL
 	}
+	if isRedlockURL(raw) {
+		return b.connectRedlock(e, name, raw, opts...)
+	}
 	cfg, err := parseRedisURL(raw, e.getenv("DLOCK_REDIS_PASSWORD"))
 	if err != nil {
 		return nil, usageError(e, name, "%v", err)

@@ -222,8 +222,13 @@ $DLOCK_REDIS_PASSWORD, and is never printed. The forms:
                                                        is the sentinels'
   redis+cluster://HOST:PORT[?addr=HOST:PORT...]        Cluster, found from one or more nodes
   redis://HOST:PORT,redis://HOST:PORT,...              Cluster, as a comma list
+  redis+redlock://[USER:PASSWORD@]HOST:PORT[/DB][?OPTIONS],HOST:PORT,...
+                                                       Redlock over 3 or more independent
+                                                       servers: a lock is held when a
+                                                       majority grants it; status and ls
+                                                       report what a majority holds
 
-rediss+sentinel:// and rediss+cluster:// add TLS. OPTIONS are go-redis's
+rediss+sentinel://, rediss+cluster:// and rediss+redlock:// add TLS. OPTIONS are go-redis's
 URL options, such as dial_timeout=2s (default 5s), read_timeout=1s and
 max_retries=2. --prefix (default "dlock") is the namespace of the keys: KEY
 is stored as PREFIX:lock:KEY.`

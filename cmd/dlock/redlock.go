@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// isRedlockURL reports whether a --redis URL names independent masters
+// for Redlock: redis+redlock:// or rediss+redlock://.
+func isRedlockURL(raw string) bool {
+	return strings.HasPrefix(raw, "redis+redlock://") || strings.HasPrefix(raw, "rediss+redlock://")
+}
+
+// redlockBackend is a Redlock Locker over independent masters.
+type redlockBackend struct {
+	*redlock.Locker
+	clients []redis.UniversalClient
+}
+
+func (b *redlockBackend) name() string { return "Redlock" }
+
+func (b *redlockBackend) close() {
+	b.Locker.Close()
+	for _, c := range b.clients {
+		c.Close()
+	}
+}
+
+// parseRedlockURL parses the Redlock form of --redis:
+//
+//	redis+redlock://[USER:PASSWORD@]HOST:PORT[/DB][?OPTIONS],HOST:PORT,...
+//
+// The first element is a URL whose user information, database and
+// options apply to every node; each further element is HOST:PORT, or a
+// redis:// or rediss:// URL of its own. password is used when a URL
+// carries none.
+func parseRedlockURL(raw, password string) ([]*redis.Options, error) {
+	parts := strings.Split(raw, ",")
+	base, _, _ := strings.Cut(parts[0], "+redlock://")
+	first, err := redis.ParseURL(base + "://" + strings.SplitN(parts[0], "://", 2)[1])
+	if err != nil {
+		return nil, fmt.Errorf("bad Redis URL %s: %s", redactURL(raw), redactErr(err, raw))
+	}
+	opts := []*redis.Options{first}
+	for _, p := range parts[1:] {
+		var o *redis.Options
+		if strings.Contains(p, "://") {
+			if o, err = redis.ParseURL(p); err != nil {
+				return nil, fmt.Errorf("bad Redis URL %s: %s", redactURL(raw), redactErr(err, raw))
+			}
+		} else {
+			addr, err := hostPort(p)
+			if err != nil {
+				return nil, fmt.Errorf("bad Redis URL %s: node %q: %v", redactURL(raw), p, err)
+			}
+			c := *first
+			o = &c
+			o.Addr = addr
+		}
+		opts = append(opts, o)
+	}
+	if len(opts) < 3 {
+		return nil, fmt.Errorf("bad Redis URL %s: Redlock needs at least 3 independent servers, got %d", redactURL(raw), len(opts))
+	}
+	for _, o := range opts {
+		if o.Password == "" {
+			o.Password = password
+		}
+		o.ContextTimeoutEnabled = true
+		if o.DialTimeout <= 0 {
+			o.DialTimeout = defaultDialTimeout
+		}
+	}
+	return opts, nil
+}
+
+// connectRedlock opens a client per node and checks that a majority of
+// them answers within the dial timeout.
+func (b *backendFlags) connectRedlock(e *env, name, raw string, opts ...dlock.Option) (backend, int) {
+	nodes, err := parseRedlockURL(raw, e.getenv("DLOCK_REDIS_PASSWORD"))
+	if err != nil {
+		return nil, usageError(e, name, "%v", err)
+	}
+	clients := make([]redis.UniversalClient, len(nodes))
+	addrs := make([]string, len(nodes))
+	for i, o := range nodes {
+		clients[i], addrs[i] = redis.NewClient(o), o.Addr
+	}
+	closeAll := func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}
+	locker, err := redlock.New(clients, append([]dlock.Option{dlock.WithPrefix(b.prefix)}, opts...)...)
+	if err != nil {
+		closeAll()
+		return nil, usageError(e, name, "%v", trimDlock(err))
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for i, c := range clients {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), nodes[i].DialTimeout)
+			defer cancel()
+			if err := c.Ping(ctx).Err(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", addrs[i], err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(nodes)-len(errs) < locker.Quorum() {
+		locker.Close()
+		closeAll()
+		err := errors.Join(errs...)
+		return nil, refused(e, "Redlock", strings.Join(addrs, ","), redisRefusal(errs[0]), err)
+	}
+	return &redlockBackend{Locker: locker, clients: clients}, 0
+}

@@ -1,0 +1,475 @@
+package driver
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// Lease is a held lock's lease as a [Watchdog] keeps it: its local
+// deadline and the watchdog's plan for renewing it. A driver's handle
+// embeds it, so that watching a lock costs no allocation; the watchdog
+// guards it with its own mutex, and the driver reads it only through the
+// watchdog's methods.
+type Lease struct {
+	ttl       time.Duration
+	renew     bool
+	deadline  time.Time // local lease deadline, on the monotonic clock
+	due       time.Time // next time the watchdog looks at this lease
+	index     int       // in the watchdog's heap; -1 when not there
+	inflight  bool      // a renewal is on the wire
+	lastErr   error     // why the last renewal failed
+	gen       uint64    // the lease's generation: a Refresh starts a new one
+	releasing bool      // the holder began to release: no more renewals
+}
+
+func (ls *Lease) lease() *Lease { return ls }
+
+// Leased is a driver's lock handle that a [Watchdog] can keep: a pointer
+// type, such as *lock, to a struct that embeds a [Lease].
+type Leased interface {
+	comparable
+	lease() *Lease
+}
+
+// Renewal is one lease of a batch that a [Watchdog] asks its driver to
+// renew: the handle, and the lease length to set.
+type Renewal[L Leased] struct {
+	Lock L
+	TTL  time.Duration
+}
+
+// WatchdogConfig is what a driver gives its [Watchdog].
+type WatchdogConfig[L Leased] struct {
+	// Drift is the margin taken off every lease for the server's clock.
+	Drift Drift
+	// Renew renews a batch of leases, all sent after the moment the
+	// watchdog passes as sent, and returns one error per lease: nil when
+	// renewed, an error matching dlock.ErrOwnershipLost when the server
+	// no longer has the lock, any other error when the renewal did not
+	// reach the server (the watchdog tries again until the deadline).
+	// ctx ends at the earliest deadline of the batch. Required.
+	Renew func(ctx context.Context, batch []Renewal[L]) []error
+	// Lost ends a lease that is lost: cause matches dlock.ErrOwnershipLost
+	// (a renewal was refused) or dlock.ErrLeaseExpired (the deadline
+	// passed). Required.
+	Lost func(lk L, cause error)
+	// Lapsed ends a lease whose holder began to release it (Releasing)
+	// when its deadline passes without a release that confirmed it: the
+	// lease has lapsed on the server by then. Required.
+	Lapsed func(lk L)
+	// MaxBatch bounds the leases of one batch. Zero means 1000.
+	MaxBatch int
+	// OnFailure, when not nil, hears of every batch whose renewals failed
+	// for want of the server, with the first error.
+	OnFailure func(batch int, err error)
+}
+
+// Watchdog renews the leases of one Locker's held locks and ends those
+// that are lost, with two goroutines whatever the number of locks. It
+// keeps every lease in a heap ordered by the next moment it needs
+// attention:
+//
+//   - a lease with renewal on is renewed ttl/3 after it began; the leases
+//     that fall due within ttl/10 of each other go to the driver in one
+//     batch (of at most MaxBatch), so that the cost is a few round trips
+//     per period whatever the number of locks;
+//   - a lease whose renewal failed for want of the server is retried every
+//     ttl/20 (at least 10ms, at most 1s) until its deadline;
+//   - a lease whose local deadline passes (renewal off, or the server out
+//     of reach) is declared lost at that deadline, with
+//     dlock.ErrLeaseExpired, before the server could hand the lock to
+//     someone else. The deadline is kept by the watchdog's clock, never by
+//     the goroutine that waits on the network.
+//
+// A renewal the server refuses loses the lease at once. Leases have
+// generations: a Refresh that comes while a renewal is on the wire starts a
+// new one, and the renewal can then only shorten the lease, for the server
+// applied the two in an order nobody knows.
+//
+// The zero Watchdog is not usable: call Init. Its goroutines start with the
+// first lease and end with Stop.
+type Watchdog[L Leased] struct {
+	cfg WatchdogConfig[L]
+
+	mu      sync.Mutex
+	leases  leaseHeap[L]
+	batch   []L // due for renewal, waiting for the renewer
+	started bool
+	stopped bool
+
+	timer   *time.Timer   // wakes the scheduler at next
+	next    time.Time     // when the scheduler looks at the heap next; zero: never
+	kick    chan struct{} // batch has work
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running sync.WaitGroup
+}
+
+// coalesce: a renewal due within ttl/coalesce of another's joins its
+// batch, a little early.
+const coalesce = 10
+
+// Init prepares the watchdog. It fails when a required function is nil.
+func (w *Watchdog[L]) Init(cfg WatchdogConfig[L]) error {
+	if cfg.Renew == nil || cfg.Lost == nil || cfg.Lapsed == nil {
+		return errors.New("dlock/driver: a Watchdog needs Renew, Lost and Lapsed")
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 1000
+	}
+	w.cfg = cfg
+	w.kick = make(chan struct{}, 1)
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	return nil
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Add starts watching the lease of lk, which began at start (the moment
+// before the request that set it was sent) and lasts ttl; renew says
+// whether to renew it. Its deadline is start + ttl less the drift margin.
+func (w *Watchdog[L]) Add(lk L, start time.Time, ttl time.Duration, renew bool) {
+	w.AddUntil(lk, w.cfg.Drift.Deadline(start, ttl), ttl, renew)
+}
+
+// AddUntil is Add with the local deadline given: for a lease whose
+// validity the driver counted itself (a quorum's, say). The first renewal
+// is due when a third of what is left of the lease has passed.
+func (w *Watchdog[L]) AddUntil(lk L, deadline time.Time, ttl time.Duration, renew bool) {
+	ls := lk.lease()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ls.ttl, ls.renew, ls.deadline = ttl, renew, deadline
+	ls.index = -1
+	if w.stopped {
+		return
+	}
+	if !w.started {
+		w.started = true
+		w.timer = time.NewTimer(time.Hour)
+		w.timer.Stop()
+		w.running.Add(2)
+		go w.schedule()
+		go w.renewLoop()
+	}
+	ls.due = deadline
+	if renew {
+		now := time.Now()
+		ls.due = now.Add(min(deadline.Sub(now)/3, ttl/3))
+	}
+	heap.Push(&w.leases, lk)
+	w.arm(ls.due)
+}
+
+// arm makes the scheduler look at the heap no later than t. It resets the
+// timer rather than waking the goroutine, so that a lock acquired and
+// released between two renewals costs the scheduler nothing. Called with
+// w.mu held.
+func (w *Watchdog[L]) arm(t time.Time) {
+	if w.next.IsZero() || t.Before(w.next) {
+		w.next = t
+		w.timer.Reset(time.Until(t))
+	}
+}
+
+// Remove stops watching lk.
+func (w *Watchdog[L]) Remove(lk L) {
+	ls := lk.lease()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watched(lk) {
+		heap.Remove(&w.leases, ls.index)
+	}
+}
+
+// watched reports whether lk is in the heap. Called with w.mu held.
+func (w *Watchdog[L]) watched(lk L) bool {
+	i := lk.lease().index
+	return i >= 0 && i < len(w.leases) && w.leases[i] == lk
+}
+
+// Deadline returns lk's local lease deadline.
+func (w *Watchdog[L]) Deadline(lk L) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return lk.lease().deadline
+}
+
+// Refreshed records a lease of ttl that the holder asked for at time sent,
+// and starts a new generation of the lease: a renewal sent before can no
+// longer lengthen it. When the outcome is unknown (applied is false), the
+// server may or may not have applied it, and the lease is the shorter of
+// the old one and the new. The watchdog renews ttl from now on.
+func (w *Watchdog[L]) Refreshed(lk L, sent time.Time, ttl time.Duration, applied bool) {
+	w.RefreshedUntil(lk, w.cfg.Drift.Deadline(sent, ttl), sent, ttl, applied)
+}
+
+// RefreshedUntil is Refreshed with the new local deadline given.
+func (w *Watchdog[L]) RefreshedUntil(lk L, deadline, sent time.Time, ttl time.Duration, applied bool) {
+	ls := lk.lease()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ls.gen++
+	ls.ttl = ttl
+	old := ls.deadline
+	ls.deadline = deadline
+	if !applied && old.Before(deadline) {
+		ls.deadline = old
+	}
+	if !w.watched(lk) {
+		return
+	}
+	switch {
+	case !ls.inflight && !ls.releasing:
+		ls.due = ls.deadline
+		if ls.renew {
+			ls.due = sent.Add(ttl / 3)
+		}
+	case ls.due.After(ls.deadline):
+		ls.due = ls.deadline
+	default:
+		return
+	}
+	heap.Fix(&w.leases, ls.index)
+	w.arm(ls.due)
+}
+
+// Releasing stops renewing lk, whose holder began to release it: a release
+// may delete the lock at any moment, after which a renewal would find it
+// gone. The watchdog still watches the deadline, where it calls Lapsed if
+// nothing ended the lease before.
+func (w *Watchdog[L]) Releasing(lk L) {
+	ls := lk.lease()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ls.releasing {
+		return
+	}
+	ls.releasing, ls.renew = true, false
+	if w.watched(lk) && !ls.inflight {
+		ls.due = ls.deadline
+		heap.Fix(&w.leases, ls.index)
+		w.arm(ls.due)
+	}
+}
+
+// Stop ends the watchdog's goroutines and waits for them. Leases still
+// watched are neither renewed nor ended.
+func (w *Watchdog[L]) Stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+	w.cancel()
+	w.running.Wait()
+}
+
+// schedule is the scheduler's goroutine: it hands due leases to the
+// renewer and ends the leases whose deadline passed.
+func (w *Watchdog[L]) schedule() {
+	defer w.running.Done()
+	defer w.timer.Stop()
+	for {
+		now := time.Now()
+		var expired []L
+		w.mu.Lock()
+	due:
+		for len(w.leases) > 0 {
+			lk := w.leases[0]
+			ls := lk.lease()
+			switch {
+			case !now.Before(ls.deadline):
+				heap.Pop(&w.leases)
+				expired = append(expired, lk)
+			case ls.renew && !ls.inflight && !ls.due.After(now.Add(ls.ttl/coalesce)):
+				// due now or soon: renewals that fall due together share a
+				// batch
+				ls.inflight = true
+				ls.due = ls.deadline // still watched while on the wire
+				heap.Fix(&w.leases, 0)
+				w.batch = append(w.batch, lk)
+			case !ls.due.After(now):
+				ls.due = ls.deadline // nothing to send: watch the deadline
+				heap.Fix(&w.leases, 0)
+			default:
+				break due
+			}
+		}
+		if len(w.batch) > 0 {
+			signal(w.kick)
+		}
+		w.next = time.Time{}
+		if len(w.leases) > 0 {
+			w.arm(w.leases[0].lease().due)
+		}
+		w.mu.Unlock()
+		for _, lk := range expired {
+			w.expire(lk)
+		}
+		select {
+		case <-w.timer.C:
+		case <-w.ctx.Done():
+			return
+		}
+	}
+}
+
+func (w *Watchdog[L]) expire(lk L) {
+	ls := lk.lease()
+	w.mu.Lock()
+	cause, released := ls.lastErr, ls.releasing
+	w.mu.Unlock()
+	if released {
+		w.cfg.Lapsed(lk)
+		return
+	}
+	if cause != nil {
+		cause = fmt.Errorf("%w: renewal failed: %w", dlock.ErrLeaseExpired, cause)
+	} else {
+		cause = dlock.ErrLeaseExpired
+	}
+	w.cfg.Lost(lk, cause)
+}
+
+// renewLoop is the renewer's goroutine: it sends the due renewals in
+// batches.
+func (w *Watchdog[L]) renewLoop() {
+	defer w.running.Done()
+	for {
+		select {
+		case <-w.kick:
+		case <-w.ctx.Done():
+			return
+		}
+		w.mu.Lock()
+		batch := w.batch
+		w.batch = nil
+		w.mu.Unlock()
+		for len(batch) > 0 {
+			n := min(len(batch), w.cfg.MaxBatch)
+			w.renew(batch[:n])
+			batch = batch[n:]
+		}
+	}
+}
+
+// renew sends one batch of renewals and files the results.
+func (w *Watchdog[L]) renew(batch []L) {
+	w.mu.Lock()
+	deadline := batch[0].lease().deadline
+	items := make([]Renewal[L], len(batch))
+	gens := make([]uint64, len(batch))
+	for i, lk := range batch {
+		ls := lk.lease()
+		items[i], gens[i] = Renewal[L]{Lock: lk, TTL: ls.ttl}, ls.gen
+		if ls.deadline.Before(deadline) {
+			deadline = ls.deadline
+		}
+	}
+	w.mu.Unlock()
+	// A renewal that lands after the earliest deadline is of no use to that
+	// lease; the others retry soon.
+	ctx, cancel := context.WithDeadline(w.ctx, deadline)
+	sent := time.Now()
+	errs := w.cfg.Renew(ctx, items)
+	cancel()
+	if len(errs) != len(items) {
+		err := fmt.Errorf("dlock/driver: Renew answered %d results for %d leases", len(errs), len(items))
+		errs = make([]error, len(items))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	now := time.Now()
+	var (
+		lost   []Renewal[L]
+		causes []error
+		failed error
+		nfail  int
+	)
+	w.mu.Lock()
+	for i, lk := range batch {
+		ls := lk.lease()
+		ls.inflight = false
+		if !w.watched(lk) {
+			continue // ended meanwhile
+		}
+		ttl, err := items[i].TTL, errs[i]
+		switch {
+		case err == nil:
+			ls.lastErr = nil
+			if d := w.cfg.Drift.Deadline(sent, ttl); ls.gen == gens[i] {
+				ls.deadline = d
+			} else if d.Before(ls.deadline) {
+				// a Refresh came while this renewal was on the wire: the
+				// server applied the two in an unknown order, so the
+				// shorter lease is the one to count on
+				ls.deadline = d
+			}
+			ls.due = sent.Add(ttl / 3)
+			if ls.releasing || ls.deadline.Before(ls.due) {
+				ls.due = ls.deadline
+			}
+		case errors.Is(err, dlock.ErrOwnershipLost) && ls.releasing:
+			// the release deleted the lock after this renewal was sent
+			ls.due = ls.deadline
+		case errors.Is(err, dlock.ErrOwnershipLost):
+			lost, causes = append(lost, items[i]), append(causes, err)
+			heap.Remove(&w.leases, ls.index)
+			continue
+		default:
+			if failed == nil {
+				failed = err
+			}
+			nfail++
+			ls.lastErr = err
+			ls.due = now.Add(min(max(ttl/20, 10*time.Millisecond), time.Second))
+			if ls.due.After(ls.deadline) {
+				ls.due = ls.deadline
+			}
+		}
+		heap.Fix(&w.leases, ls.index)
+		w.arm(ls.due)
+	}
+	w.mu.Unlock()
+	if failed != nil && w.cfg.OnFailure != nil {
+		w.cfg.OnFailure(nfail, failed)
+	}
+	for i, r := range lost {
+		w.cfg.Lost(r.Lock, causes[i])
+	}
+}
+
+// leaseHeap orders leases by due time.
+type leaseHeap[L Leased] []L
+
+func (h leaseHeap[L]) Len() int           { return len(h) }
+func (h leaseHeap[L]) Less(i, j int) bool { return h[i].lease().due.Before(h[j].lease().due) }
+func (h leaseHeap[L]) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].lease().index, h[j].lease().index = i, j
+}
+func (h *leaseHeap[L]) Push(x any) {
+	lk := x.(L)
+	lk.lease().index = len(*h)
+	*h = append(*h, lk)
+}
+func (h *leaseHeap[L]) Pop() any {
+	old := *h
+	lk := old[len(old)-1]
+	var zero L
+	old[len(old)-1] = zero
+	lk.lease().index = -1
+	*h = old[:len(old)-1]
+	return lk
+}

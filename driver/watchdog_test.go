@@ -1,0 +1,231 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// lease is a handle for the watchdog's tests.
+type lease struct {
+	Lease
+	name string
+}
+
+// recorder is a driver stand-in: it records when each lease was renewed,
+// lost or lapsed, on the bubble's fake clock, and answers renewals as
+// answer says.
+type recorder struct {
+	t0     time.Time
+	answer func(*lease) error
+	block  chan struct{} // when not nil, Renew waits on it (a renewal on the wire)
+
+	mu      sync.Mutex
+	renewed map[string][]time.Duration
+	batches [][]string
+	lost    map[string]time.Duration
+	causes  map[string]error
+	lapsed  map[string]time.Duration
+}
+
+func newRecorder(answer func(*lease) error) *recorder {
+	return &recorder{
+		t0: time.Now(), answer: answer, renewed: map[string][]time.Duration{},
+		lost: map[string]time.Duration{}, causes: map[string]error{}, lapsed: map[string]time.Duration{},
+	}
+}
+
+func (r *recorder) watchdog(t *testing.T) *Watchdog[*lease] {
+	w := new(Watchdog[*lease])
+	err := w.Init(WatchdogConfig[*lease]{
+		Drift: Drift{Divisor: 100, Floor: 2 * time.Millisecond},
+		Renew: func(ctx context.Context, batch []Renewal[*lease]) []error {
+			if r.block != nil {
+				select {
+				case <-r.block:
+				case <-ctx.Done():
+				}
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			errs := make([]error, len(batch))
+			var names []string
+			for i, b := range batch {
+				names = append(names, b.Lock.name)
+				r.renewed[b.Lock.name] = append(r.renewed[b.Lock.name], time.Since(r.t0))
+				errs[i] = r.answer(b.Lock)
+			}
+			r.batches = append(r.batches, names)
+			return errs
+		},
+		Lost: func(lk *lease, cause error) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.lost[lk.name], r.causes[lk.name] = time.Since(r.t0), cause
+		},
+		Lapsed: func(lk *lease) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.lapsed[lk.name] = time.Since(r.t0)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
+var errUnreachable = errors.New("connection refused")
+
+func TestWatchdogRenewsEveryThird(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder(func(*lease) error { return nil })
+		w := r.watchdog(t)
+		lk := &lease{name: "a"}
+		const ttl = 300 * time.Millisecond
+		w.Add(lk, time.Now(), ttl, true)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		got := r.renewed["a"]
+		// The first renewal comes a third of the way into the usable lease
+		// (295ms after the drift margin), the next ones every ttl/3, or up
+		// to ttl/10 early to share a batch.
+		if len(got) < 9 || len(got) > 11 {
+			t.Fatalf("renewals in 1s of a 300ms lease: %v, want about 10", got)
+		}
+		if got[0] < 98*time.Millisecond-ttl/coalesce || got[0] > 99*time.Millisecond {
+			t.Errorf("first renewal at %v, want about 98ms", got[0])
+		}
+		for i := 1; i < len(got); i++ {
+			if d := got[i] - got[i-1]; d < ttl/3-ttl/coalesce || d > ttl/3 {
+				t.Errorf("renewal %d came %v after the one before, want in [%v, %v]", i, d, ttl/3-ttl/coalesce, ttl/3)
+			}
+		}
+		if _, ok := r.lost["a"]; ok {
+			t.Errorf("a lease renewed in time was lost at %v", r.lost["a"])
+		}
+		if d := time.Until(w.Deadline(lk)); d <= 0 || d > ttl {
+			t.Errorf("deadline %v from now, want in (0, %v]", d, ttl)
+		}
+	})
+}
+
+func TestWatchdogLosesAtDeadlineWhenUnreachable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder(func(*lease) error { return errUnreachable })
+		w := r.watchdog(t)
+		const ttl = 200 * time.Millisecond
+		w.Add(&lease{name: "a"}, time.Now(), ttl, true)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		// deadline: 200ms - (2ms + 2ms) = 196ms, on the watchdog's clock
+		if got := r.lost["a"]; got != 196*time.Millisecond {
+			t.Errorf("lost at %v, want exactly at the deadline, 196ms", got)
+		}
+		if c := r.causes["a"]; !errors.Is(c, dlock.ErrLeaseExpired) || !errors.Is(c, errUnreachable) {
+			t.Errorf("cause %v, want ErrLeaseExpired joined with the renewal's error", c)
+		}
+		// retried every ttl/20 = 10ms after the first failure at ~65ms
+		if n := len(r.renewed["a"]); n < 10 || n > 15 {
+			t.Errorf("%d renewal attempts before the deadline, want about 13: %v", n, r.renewed["a"])
+		}
+	})
+}
+
+func TestWatchdogLosesAtOnceWhenRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		refused := errors.New("the server has another token")
+		r := newRecorder(func(*lease) error { return errors.Join(dlock.ErrOwnershipLost, refused) })
+		w := r.watchdog(t)
+		w.Add(&lease{name: "a"}, time.Now(), 300*time.Millisecond, true)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if len(r.renewed["a"]) != 1 || r.lost["a"] != r.renewed["a"][0] {
+			t.Errorf("renewed at %v, lost at %v; want lost by the first renewal", r.renewed["a"], r.lost["a"])
+		}
+		if c := r.causes["a"]; !errors.Is(c, refused) {
+			t.Errorf("cause %v, want the renewal's refusal", c)
+		}
+	})
+}
+
+func TestWatchdogWithoutRenewalAndReleasing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder(func(*lease) error { return nil })
+		w := r.watchdog(t)
+		pinned, released := &lease{name: "pinned"}, &lease{name: "released"}
+		w.Add(pinned, time.Now(), 100*time.Millisecond, false)
+		w.Add(released, time.Now(), 100*time.Millisecond, true)
+		w.Releasing(released)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if len(r.renewed) != 0 {
+			t.Errorf("renewed %v, want nothing", r.renewed)
+		}
+		if got := r.lost["pinned"]; got != 97*time.Millisecond {
+			t.Errorf("a pinned lease lost at %v, want at its deadline, 97ms", got)
+		}
+		if got := r.lapsed["released"]; got != 97*time.Millisecond {
+			t.Errorf("a releasing lease lapsed at %v, want at its deadline, 97ms", got)
+		}
+		if _, ok := r.lost["released"]; ok {
+			t.Error("a releasing lease was reported lost")
+		}
+	})
+}
+
+func TestWatchdogBatchesAndRemove(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder(func(*lease) error { return nil })
+		w := r.watchdog(t)
+		const ttl = 300 * time.Millisecond
+		a, b, c := &lease{name: "a"}, &lease{name: "b"}, &lease{name: "c"}
+		w.Add(a, time.Now(), ttl, true)
+		time.Sleep(20 * time.Millisecond) // within ttl/10: joins a's batch
+		w.Add(b, time.Now(), ttl, true)
+		w.Add(c, time.Now(), ttl, true)
+		w.Remove(c)
+		time.Sleep(150 * time.Millisecond)
+		synctest.Wait()
+		if len(r.batches) != 1 || len(r.batches[0]) != 2 {
+			t.Errorf("batches %v, want one batch of a and b", r.batches)
+		}
+		if len(r.renewed["c"]) != 0 {
+			t.Error("a removed lease was renewed")
+		}
+	})
+}
+
+func TestWatchdogRefreshDuringRenewalOnlyShortens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder(func(*lease) error { return nil })
+		r.block = make(chan struct{})
+		w := r.watchdog(t)
+		lk := &lease{name: "a"}
+		const ttl = 3 * time.Second
+		w.Add(lk, time.Now(), ttl, true)
+		time.Sleep(time.Second) // the renewal is on the wire, blocked
+		synctest.Wait()
+		short := 500 * time.Millisecond
+		w.Refreshed(lk, time.Now(), short, true)
+		want := w.Deadline(lk)
+		close(r.block)
+		synctest.Wait()
+		// The renewal, sent before the Refresh, asked for 3s: it may have
+		// been applied first, so the 500ms lease is the one to count on.
+		if got := w.Deadline(lk); !got.Equal(want) {
+			t.Errorf("deadline moved by %v after a renewal that raced a Refresh, want it kept", got.Sub(want))
+		}
+		// An unknown outcome never lengthens.
+		w.Refreshed(lk, time.Now(), 10*time.Second, false)
+		if got := w.Deadline(lk); !got.Equal(want) {
+			t.Errorf("a Refresh of unknown outcome moved the deadline by %v", got.Sub(want))
+		}
+	})
+}

@@ -1,0 +1,308 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// lock is the handle of one acquisition, the dlock.Lock of this driver.
+// While it reports held, a majority of the nodes keeps the lock at least
+// until its local deadline: the deadline counts from the moment before
+// the requests that set the lease were sent, less the drift margin, and a
+// majority confirmed them.
+type lock struct {
+	driver.Hold  // the key, the owner, the state, Done and Err
+	driver.Lease // the lease, as the watchdog keeps it
+	l            *Locker
+	keys         keys
+	token        string
+	fence        uint64
+	ttl          time.Duration // the lease asked for
+	renew        bool          // the watchdog renews it
+	deadline     time.Time     // the local deadline when acquired
+
+	acquiring *round // the attempt that took the lock, whose slowest nodes may still answer
+	answered  []bool // by node: it answered the acquisition
+
+	unlockMu sync.Mutex // serialises Unlock
+	unknown  bool       // a release was sent whose outcome is unknown; under unlockMu
+}
+
+var _ dlock.Lock = (*lock)(nil)
+
+// Token returns the random value that identifies this acquisition.
+func (lk *lock) Token() string { return lk.token }
+
+// Fence returns the fencing token of this acquisition.
+func (lk *lock) Fence() uint64 { return lk.fence }
+
+func (lk *lock) end(err error) bool { return lk.l.table.End(lk, err) }
+
+func (lk *lock) lose(cause error) error { return lk.l.table.Lose(lk, cause) }
+
+// tally counts the replies of a request that each node answers with 1
+// (ours, or released), 0 (the hold is gone) or -1 (another party holds the
+// lock): release.lua's replies, and refresh.lua's 1 and 0.
+type tally struct {
+	ours, gone, taken int
+	errs              []error
+}
+
+func (l *Locker) tally(got []reply) tally {
+	var t tally
+	for _, r := range got {
+		switch {
+		case r.err != nil:
+			t.errs = append(t.errs, fmt.Errorf("%s: %w", l.nodes[r.node].addr, r.err))
+		case r.n > 0:
+			t.ours++
+		case r.n == 0:
+			t.gone++
+		default:
+			t.taken++
+		}
+	}
+	return t
+}
+
+// Unlock releases the lock on every node at once, and returns when every
+// node answered or the per-node timeout passed. A release that finds the hold gone before the local
+// deadline is one that was re-sent after its first run, or an expiry of a
+// minority's keys: the lock was ours to the end, and Unlock returns nil.
+// Once Unlock is called the watchdog no longer renews the lock: a release
+// that fails lets the lease lapse at its deadline, when the handle ends as
+// released. Unlocking twice returns dlock.ErrNotHeld; unlocking a lost
+// lock returns the *dlock.LostError.
+func (lk *lock) Unlock(ctx context.Context) error {
+	lk.unlockMu.Lock()
+	defer lk.unlockMu.Unlock()
+	if err := lk.Check(); err != nil {
+		return err
+	}
+	l := lk.l
+	l.watchdog.Releasing(lk)
+	t, err := l.release(ctx, lk)
+	if err != nil {
+		lk.unknown = true
+		return err
+	}
+	inLease := time.Now().Before(l.watchdog.Deadline(lk))
+	switch {
+	case inLease, t.ours >= l.quorum:
+		lk.end(dlock.ErrNotHeld)
+		return nil
+	case lk.State() == driver.Released:
+		return nil // it lapsed while the release was under way
+	}
+	return lk.lose(dlock.ErrOwnershipLost)
+}
+
+// release sends release.lua to every node and waits for their answers
+// (or the per-node timeout): a caller that acquires the key again at once
+// finds it free on every node that answered.
+func (l *Locker) release(ctx context.Context, lk *lock) (tally, error) {
+	now := time.Now().UnixMicro()
+	send := func(ctx context.Context, nd *node) reply {
+		if rd := lk.acquiring; rd != nil && !lk.answered[nd.i] {
+			// A node that had not answered the acquisition must not see
+			// the release first, or it would keep the lock until its
+			// lease ran out. The release then has a timeout of its own.
+			rd.wait(l.nodeTimeout(lk.ttl))
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.nodeTimeout(lk.ttl))
+			defer cancel()
+		}
+		v, err := releaseScript.run(ctx, nd.client, lk.keys.args, lk.token, lk.Owner(), releasePlain, 0, 0, 0, "", now).Int64()
+		return reply{n: v, err: err}
+	}
+	// Wait for the nodes that answered the acquisition (alive, and the
+	// next acquisition will ask them first), not for the others.
+	enough := func(got []reply) bool {
+		answered := 0
+		for _, r := range got {
+			if r.definite() {
+				answered++
+			} else if lk.answered == nil || lk.answered[r.node] {
+				continue
+			}
+		}
+		if answered < l.quorum {
+			return false
+		}
+		if lk.answered == nil {
+			return len(got) == len(l.nodes)
+		}
+		for i, a := range lk.answered {
+			if a && !slices.ContainsFunc(got, func(r reply) bool { return r.node == i }) {
+				return false
+			}
+		}
+		return true
+	}
+	got, rd := l.fanout(ctx, l.nodes, l.nodeTimeout(lk.ttl), send, enough, nil)
+	rd.settle(false)
+	t := l.tally(got)
+	if answered := t.ours + t.gone + t.taken; answered < l.quorum {
+		return t, l.noQuorum("unlock", lk.Key(), answered, t.errs)
+	}
+	return t, nil
+}
+
+// closeRelease is Close's release of lk: it ends the handle first, so
+// that the work it guards is told to stop before another party can take
+// the key, and then releases it everywhere.
+func (lk *lock) closeRelease(ctx context.Context) error {
+	lk.unlockMu.Lock()
+	defer lk.unlockMu.Unlock()
+	if lk.State() != driver.Held {
+		return nil
+	}
+	lk.end(driver.ErrReleasedByClose)
+	_, err := lk.l.release(ctx, lk)
+	return err
+}
+
+// Refresh sets the remaining lease to ttl on every node at once (for an
+// owner's lock: extends the shared lease to at least ttl), and makes ttl
+// the lease the watchdog renews from now on. It succeeds when a majority
+// confirmed; when a majority no longer has the hold, the lock is lost.
+func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if ttl < dlock.MinTTL {
+		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL)}
+	}
+	if err := lk.Check(); err != nil {
+		return err
+	}
+	l := lk.l
+	send := func(ctx context.Context, nd *node) reply {
+		v, err := refreshScript.run(ctx, nd.client, lk.keys.args, lk.token, lk.Owner(), ttl.Milliseconds()).Int64()
+		return reply{n: v, err: err}
+	}
+	sent := time.Now()
+	got, rd := l.fanout(ctx, l.nodes, l.nodeTimeout(ttl), send, l.decided, nil)
+	rd.settle(false)
+	t := l.tally(got)
+	switch {
+	case t.ours >= l.quorum:
+		l.watchdog.Refreshed(lk, sent, ttl, true)
+		return nil
+	case t.gone+t.taken > len(l.nodes)-l.quorum:
+		return lk.lose(dlock.ErrOwnershipLost)
+	}
+	// Some nodes may have applied it: the lease is the shorter of the two.
+	l.watchdog.Refreshed(lk, sent, ttl, false)
+	return l.noQuorum("refresh", lk.Key(), t.ours+t.gone+t.taken, t.errs)
+}
+
+// decided says whether the replies of a request answered 1 (ours) or
+// not decide it: a majority said ours, or too many said not.
+func (l *Locker) decided(got []reply) bool {
+	t := l.tally(got)
+	return t.ours >= l.quorum || t.gone+t.taken > len(l.nodes)-l.quorum
+}
+
+// TTL returns the remaining lease as the majority sees it: the time until
+// fewer than a majority of the nodes would still keep the lock.
+func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
+	if err := lk.Check(); err != nil {
+		return 0, err
+	}
+	l := lk.l
+	send := func(ctx context.Context, nd *node) reply {
+		v, err := ttlScript.run(ctx, nd.client, lk.keys.args, lk.token, lk.Owner()).Int64()
+		return reply{n: v, err: err}
+	}
+	got, rd := l.fanout(ctx, l.nodes, l.nodeTimeout(lk.ttl), send, nil, nil)
+	rd.settle(false)
+	var ttls []int64
+	notOurs := 0
+	var errs []error
+	for _, r := range got {
+		switch {
+		case r.err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", l.nodes[r.node].addr, r.err))
+		case r.n >= 0:
+			ttls = append(ttls, r.n)
+		default:
+			notOurs++
+		}
+	}
+	if len(ttls) >= l.quorum {
+		slices.Sort(ttls)
+		return time.Duration(ttls[len(ttls)-l.quorum]) * time.Millisecond, nil
+	}
+	if notOurs > len(l.nodes)-l.quorum {
+		return 0, lk.lose(dlock.ErrOwnershipLost)
+	}
+	return 0, l.noQuorum("ttl", lk.Key(), len(ttls)+notOurs, errs)
+}
+
+// renew is the watchdog's renewal of a batch: one renew.lua call per node,
+// to every node at once. A lock is renewed when a majority confirmed it,
+// and lost when so many nodes no longer have it that no majority can.
+func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*lock]) []error {
+	keys := make([]any, 0, 2*len(batch))
+	argv := make([]any, 0, 3*len(batch))
+	for _, r := range batch {
+		keys = append(keys, r.Lock.keys.lock, r.Lock.keys.holds)
+		argv = append(argv, r.Lock.token, r.Lock.Owner(), r.TTL.Milliseconds())
+	}
+	send := func(ctx context.Context, nd *node) reply {
+		s, err := renewScript.run(ctx, nd.client, keys, argv...).Text()
+		if err == nil && len(s) != len(batch) {
+			err = fmt.Errorf("renew.lua answered %d results for %d locks", len(s), len(batch))
+		}
+		return reply{s: s, err: err}
+	}
+	n := len(l.nodes)
+	count := func(got []reply, i int) (ours, not int) {
+		for _, r := range got {
+			if r.err == nil {
+				if r.s[i] == '1' {
+					ours++
+				} else {
+					not++
+				}
+			}
+		}
+		return ours, not
+	}
+	enough := func(got []reply) bool {
+		for i := range batch {
+			if ours, not := count(got, i); ours < l.quorum && not <= n-l.quorum {
+				return false
+			}
+		}
+		return true
+	}
+	timeout := l.timeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	got, rd := l.fanout(ctx, l.nodes, timeout, send, enough, nil)
+	rd.settle(false)
+	var errs []error
+	for _, r := range got {
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", l.nodes[r.node].addr, r.err))
+		}
+	}
+	out := make([]error, len(batch))
+	for i := range batch {
+		ours, not := count(got, i)
+		switch {
+		case ours >= l.quorum:
+		case not > n-l.quorum:
+			out[i] = fmt.Errorf("%w: %d of %d nodes no longer hold it", dlock.ErrOwnershipLost, not, n)
+		default:
+			out[i] = fmt.Errorf("%w: %d of %d nodes confirmed, %d needed: %w", ErrNoQuorum, ours, n, l.quorum, errorsJoin(errs))
+		}
+	}
+	return out
+}

@@ -1,0 +1,394 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultNodeTimeout bounds each request to one node when Config sets no
+// NodeTimeout: much less than any useful lease, so that a node that does
+// not answer costs an acquisition little of its validity.
+const DefaultNodeTimeout = 100 * time.Millisecond
+
+// drift is the clock-drift margin taken off every lease: a node cannot
+// expire a key before the holder's deadline unless its clock runs more
+// than 1% fast (Redlock's rule, and package redislock's).
+var drift = driver.Drift{Divisor: 100, Floor: 2 * time.Millisecond}
+
+// Config is the set of independent masters of a Locker.
+type Config struct {
+	// Clients are the masters, one client each: independent servers (no
+	// replication between them, no Cluster), usually 3 or 5. A lock is
+	// held when a majority of them granted it. Required.
+	Clients []redis.UniversalClient
+	// NodeTimeout bounds each request to one node. Default
+	// DefaultNodeTimeout; a call's lease (its TTL) bounds it further to
+	// TTL/2. Give the clients ContextTimeoutEnabled, so that the client
+	// stops reading a node that does not answer when this timeout ends.
+	NodeTimeout time.Duration
+}
+
+// Locker is the Redlock implementation of dlock.Locker: a lock is held
+// when a majority of N independent Redis masters granted it within its
+// validity. Create it with New or NewConfig; it is safe for concurrent
+// use. It owns the watchdog's two goroutines, one subscription goroutine
+// per node while it has waiters, and the goroutines of requests in
+// flight; Close stops them all.
+type Locker struct {
+	nodes   []*node
+	quorum  int
+	timeout time.Duration
+	opts    driver.Options
+	log     *slog.Logger
+
+	quit     chan struct{} // closed by Close: waiters stop waiting
+	table    driver.Table[*lock]
+	watchdog driver.Watchdog[*lock]
+	notify   *notifier
+	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
+
+	bg sync.WaitGroup // requests in flight, and their cleanups
+}
+
+var (
+	_ dlock.Locker    = (*Locker)(nil)
+	_ dlock.Inspector = (*Locker)(nil)
+)
+
+// New returns a Locker over the masters that clients talk to, with the
+// default per-node timeout. opts become the defaults of every call;
+// WithPrefix and WithLogger apply here only.
+func New(clients []redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
+	return NewConfig(Config{Clients: clients}, opts...)
+}
+
+// NewConfig is New with a Config.
+func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
+	if len(cfg.Clients) == 0 {
+		return nil, fmt.Errorf("%w: redlock needs at least one client", dlock.ErrNilClient)
+	}
+	for _, c := range cfg.Clients {
+		if v := reflect.ValueOf(c); c == nil || v.Kind() == reflect.Pointer && v.IsNil() {
+			return nil, dlock.ErrNilClient
+		}
+	}
+	if cfg.NodeTimeout < 0 {
+		return nil, fmt.Errorf("%w: negative node timeout %v", dlock.ErrInvalidOption, cfg.NodeTimeout)
+	}
+	if cfg.NodeTimeout == 0 { // zero: the default
+		cfg.NodeTimeout = DefaultNodeTimeout
+	}
+	o, err := driver.NewOptions(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPrefix(o.Prefix); err != nil {
+		return nil, err
+	}
+	l := &Locker{
+		quorum:  len(cfg.Clients)/2 + 1,
+		timeout: cfg.NodeTimeout,
+		opts:    o,
+		log:     o.Logger.With("driver", "redlock"),
+		quit:    make(chan struct{}),
+		sub:     driver.NewToken()[:8],
+	}
+	for i, c := range cfg.Clients {
+		addr := fmt.Sprint(i)
+		if rc, ok := c.(*redis.Client); ok {
+			addr = rc.Options().Addr
+		}
+		l.nodes = append(l.nodes, &node{i: i, client: c, addr: addr})
+	}
+	l.table.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
+	if err := l.watchdog.Init(driver.WatchdogConfig[*lock]{
+		Drift:  drift,
+		Renew:  l.renew,
+		Lost:   func(lk *lock, cause error) { lk.lose(cause) },
+		Lapsed: func(lk *lock) { lk.end(dlock.ErrNotHeld) },
+		OnFailure: func(n int, err error) {
+			l.log.Warn("renewal failed", "locks", n, "error", err)
+		},
+	}); err != nil {
+		return nil, err
+	}
+	l.notify = newNotifier(l)
+	return l, nil
+}
+
+// Quorum is the number of nodes that must grant a lock: a majority.
+func (l *Locker) Quorum() int { return l.quorum }
+
+// TryLock makes one attempt to acquire key: one request to every node at
+// once. It succeeds when a majority of them granted the lock and the
+// lease's validity (TTL less the time the majority took to answer, less
+// the drift margin) is left; otherwise it releases what it took, on every
+// node at once. When the lock is busy the error matches
+// dlock.ErrNotAcquired and is a *dlock.NotAcquiredError; when too few
+// nodes answered to decide, it matches ErrNoQuorum.
+func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
+	lk, _, err := l.prepare(ctx, key, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	res := l.attempt(ctx, lk, nil)
+	if res.err == nil {
+		err = l.acquired(ctx, lk)
+	} else {
+		err = res.err
+	}
+	if err != nil {
+		l.table.Remove(lk)
+		return nil, err
+	}
+	return lk, nil
+}
+
+// Unlock releases this Locker's most recent hold on key for the owner in
+// ctx (see dlock.Locker). It returns an error matching dlock.ErrNotHeld
+// when there is none.
+func (l *Locker) Unlock(ctx context.Context, key string) error {
+	lk, err := l.table.Find(ctx, key)
+	if err != nil {
+		return err
+	}
+	return lk.Unlock(ctx)
+}
+
+// Close stops waiting calls (they return dlock.ErrClosed), releases every
+// lock this Locker still holds, stops its goroutines and waits for them.
+// Later calls return dlock.ErrClosed. It returns the errors of the
+// releases that failed. It does not close the clients.
+func (l *Locker) Close() error {
+	all, ok := l.table.Close()
+	if !ok {
+		return dlock.ErrClosed
+	}
+	close(l.quit)
+	var errs []error
+	for _, lk := range all {
+		ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
+		if err := lk.closeRelease(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
+	l.table.Wait()
+	l.watchdog.Stop()
+	l.notify.stop()
+	l.bg.Wait()
+	return errors.Join(errs...)
+}
+
+// prepare validates a call and reserves its place in the table of holds.
+// A waiting call (wait) must call l.table.Leave when it returns, if
+// prepare did not fail.
+func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, driver.Options, error) {
+	if l.table.Closed() {
+		return nil, driver.Options{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
+	}
+	o, err := l.opts.Apply(opts...)
+	if err != nil {
+		return nil, o, &dlock.KeyError{Key: key, Err: err}
+	}
+	k, err := keysOf(o.Prefix, key)
+	if err != nil {
+		return nil, o, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, o, &dlock.KeyError{Key: key, Err: err}
+	}
+	owner := o.OwnerIn(ctx)
+	lk := &lock{l: l, keys: k, token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
+	lk.Init(key, owner, o.Owner != "")
+	if err := l.table.Reserve(lk, wait); err != nil {
+		return nil, o, err
+	}
+	return lk, o, nil
+}
+
+// acquired records a lock that is now held and starts watching its lease.
+// A lock that arrives after Close began is given back.
+func (l *Locker) acquired(ctx context.Context, lk *lock) error {
+	if err := l.table.Add(lk); err != nil {
+		l.giveBack(ctx, lk, l.nodes, nil)
+		return err
+	}
+	l.watchdog.AddUntil(lk, lk.deadline, lk.ttl, lk.renew)
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.log.Debug("acquired", "key", lk.Key(), "fence", lk.fence, "ttl", lk.ttl)
+	}
+	return nil
+}
+
+// nodeTimeout is the bound of one request to one node for a lease of ttl.
+func (l *Locker) nodeTimeout(ttl time.Duration) time.Duration {
+	return min(l.timeout, ttl/2)
+}
+
+// queueing is the state of a waiting attempt: the waiter's place (its
+// score, the same on every node) and its entry.
+type queueing struct {
+	score   int64         // when the waiter began to wait, in µs
+	claim   time.Duration // how long its entry stays valid after this attempt
+	attempt int64         // the attempt's number
+}
+
+// result is the outcome of one attempt.
+type result struct {
+	err        error         // nil: the lock is ours (lk.fence and lk.deadline set)
+	busy       bool          // the lock is held by another party
+	retryAfter time.Duration // the holder's remaining lease, as the busy nodes said
+}
+
+// attempt makes one attempt on every node at once (see TryLock); q, when
+// not nil, makes it a waiter's: a node where a live waiter comes first
+// queues the caller instead, and a failed attempt gives back what it
+// took but keeps the caller queued there.
+func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
+	if q != nil {
+		c := *q // late replies use it after the caller moved on
+		q = &c
+	}
+	ttl := lk.ttl
+	args := []any{lk.token, ttl.Milliseconds(), lk.Owner(), "0", 0, 0, 0, l.sub, time.Now().UnixMicro()}
+	if q != nil {
+		args[3], args[4], args[5], args[6] = "1", q.score, q.claim.Milliseconds(), q.attempt
+	}
+	q2 := l.quorum
+	n := len(l.nodes)
+	send := func(ctx context.Context, nd *node) reply {
+		v, err := acquireScript.run(ctx, nd.client, lk.keys.args, args...).Int64()
+		return reply{n: v, err: err}
+	}
+	enough := func(got []reply) bool {
+		won, lost := 0, 0
+		for _, r := range got {
+			if r.err == nil && r.n >= 0 {
+				won++
+			} else {
+				lost++
+			}
+		}
+		return won >= q2 || lost > n-q2
+	}
+	cleanup := func(r reply) {
+		if r.err == nil && r.n >= 0 || !r.definite() {
+			l.giveBack(ctx, lk, []*node{l.nodes[r.node]}, q)
+		}
+	}
+	sent := time.Now()
+	got, rd := l.fanout(ctx, l.nodes, l.nodeTimeout(ttl), send, enough, cleanup)
+	var (
+		won       []reply
+		busy      []time.Duration
+		errs      []error
+		uncertain []*node // no reply: the request may have taken the lock
+	)
+	for _, r := range got {
+		switch {
+		case r.err == nil && r.n >= 0:
+			won = append(won, r)
+		case r.err == nil:
+			busy = append(busy, time.Duration(-1-r.n)*time.Millisecond)
+		default:
+			errs = append(errs, fmt.Errorf("%s: %w", l.nodes[r.node].addr, r.err))
+			if !r.definite() {
+				uncertain = append(uncertain, l.nodes[r.node])
+			}
+		}
+	}
+	lk.deadline = drift.Deadline(sent, ttl)
+	if len(won) >= q2 && time.Now().Before(lk.deadline) {
+		rd.settle(false)
+		lk.acquiring, lk.answered = rd, make([]bool, n)
+		for _, r := range got {
+			lk.answered[r.node] = r.definite()
+		}
+		fences := make(map[int]uint64, len(won))
+		for _, r := range won {
+			fences[r.node] = uint64(r.n)
+		}
+		if err := l.fence(ctx, lk, fences); err != nil {
+			l.giveBack(ctx, lk, l.nodes, q)
+			return result{err: err}
+		}
+		return result{}
+	}
+	rd.settle(true)
+	var back []*node
+	for _, r := range won {
+		back = append(back, l.nodes[r.node])
+	}
+	l.giveBack(ctx, lk, back, q)
+	if len(uncertain) > 0 { // nodes that did not answer are not waited for
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			l.giveBack(ctx, lk, uncertain, q)
+		}()
+	}
+	if err := ctx.Err(); err != nil {
+		return result{err: &dlock.NotAcquiredError{Key: lk.Key(), Err: err}, busy: true}
+	}
+	if len(won)+len(busy) < q2 || len(busy) == 0 {
+		if len(won) >= q2 {
+			errs = append(errs, fmt.Errorf("the majority answered after the lease's validity (%v) ran out", ttl-drift.Of(ttl)))
+		}
+		if len(got) < len(l.nodes) {
+			errs = append(errs, fmt.Errorf("%d nodes did not answer within %v", len(l.nodes)-len(got), l.nodeTimeout(ttl)))
+		}
+		return result{err: l.noQuorum("lock", lk.Key(), len(won)+len(busy), errs)}
+	}
+	slices.Sort(busy)
+	return result{err: &dlock.NotAcquiredError{Key: lk.Key(), RetryAfter: busy[0]}, busy: true, retryAfter: busy[0]}
+}
+
+// noQuorum is the error of a call that too few nodes answered.
+func (l *Locker) noQuorum(op, key string, answered int, errs []error) error {
+	err := fmt.Errorf("%w: %d of %d nodes answered, %d needed", ErrNoQuorum, answered, len(l.nodes), l.quorum)
+	if len(errs) > 0 {
+		err = fmt.Errorf("%w: %w", err, errors.Join(errs...))
+	}
+	return &dlock.KeyError{Op: op, Key: key, Err: err}
+}
+
+// giveBackTimeout bounds a give-back: what it could not undo expires with
+// its lease.
+const giveBackTimeout = time.Second
+
+// giveBack releases, on nodes, whatever an attempt of lk may hold there,
+// on all of them at once, and waits for the answers (each bounded by
+// giveBackTimeout), so that a later give-back of the same waiter cannot
+// overtake it. A waiter's (q not nil) stays queued; otherwise the caller
+// leaves the queues.
+func (l *Locker) giveBack(ctx context.Context, lk *lock, nodes []*node, q *queueing) {
+	if len(nodes) == 0 {
+		return
+	}
+	args := []any{lk.token, lk.Owner(), releaseGiveUp, 0, 0, 0, "", time.Now().UnixMicro()}
+	if q != nil {
+		args = []any{lk.token, lk.Owner(), releaseRequeue, q.score, q.claim.Milliseconds(), q.attempt, l.sub, time.Now().UnixMicro()}
+	}
+	var wg sync.WaitGroup
+	for _, nd := range nodes {
+		l.bg.Add(1)
+		wg.Go(func() {
+			defer l.bg.Done()
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+			defer cancel()
+			releaseScript.run(rctx, nd.client, lk.keys.args, args...)
+		})
+	}
+	wg.Wait()
+}

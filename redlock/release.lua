@@ -1,0 +1,38 @@
+-- release: one node's part of a release.
+-- ARGV[1] token, ARGV[2] owner, ARGV[3] mode: '0' release, '1' a waiter
+-- gives up (leave the queue, and release a grant it had), '2' a waiter
+-- gives back what a failed attempt took but stays queued (ARGV[4] score,
+-- ARGV[5] claim ms, ARGV[6] attempt, ARGV[7] subscriber id); ARGV[8] the
+-- caller's clock in µs, for the fence of a grant.
+-- Returns 1 released, 0 the hold is gone (released before, or expired),
+-- -1 another party holds the lock. A freed lock goes to the first live
+-- waiter.
+local token, owner, mode = ARGV[1], ARGV[2], ARGV[3]
+floor_us = tonumber(ARGV[8])
+-- the plain path: compare-and-delete, with nobody queued
+if owner == '' and mode == '0' and redis.call('GET', lock) == token then
+  redis.call('DEL', lock)
+  if redis.call('EXISTS', queue) == 0 then return 1 end
+  leave_queue(token) -- an entry of the waiter this hold was, on a node it did not take
+  grant()
+  return 1
+end
+leave_queue(token) -- a waiter's entry, or one left by the waiter this hold was
+local value = token
+if owner ~= '' then value = 'o:' .. owner end
+local current = redis.call('GET', lock)
+local out = 1
+if current ~= value then
+  if current then out = -1 else out = 0 end
+elseif owner ~= '' and redis.call('HDEL', holds, token) == 0 then
+  out = 0
+elseif owner == '' or redis.call('EXISTS', holds) == 0 then
+  redis.call('DEL', lock)
+else
+  return 1 -- the owner holds the lock still
+end
+if mode == '2' then
+  enqueue(token, tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7], owner)
+end
+if redis.call('EXISTS', lock) == 0 then grant() end
+return out
