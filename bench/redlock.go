@@ -41,9 +41,9 @@ type redlockSys struct{ addrs []string }
 
 func (redlockSys) name() string { return "dlock redlock" }
 
-func (s redlockSys) party(opts *goredislib.Options, rtt *counter) (party, error) {
+func (s redlockSys) party(e endpoint, rtt *counter) (party, error) {
 	var cs []goredislib.UniversalClient
-	for _, o := range multiOptions(opts, s.addrs) {
+	for _, o := range multiOptions(e.redis, s.addrs) {
 		o.ContextTimeoutEnabled = true
 		cs = append(cs, newClient(o, rtt))
 	}
@@ -91,12 +91,12 @@ type redsyncMultiSys struct{ addrs []string }
 
 func (redsyncMultiSys) name() string { return "redsync" }
 
-func (s redsyncMultiSys) party(opts *goredislib.Options, rtt *counter) (party, error) {
+func (s redsyncMultiSys) party(e endpoint, rtt *counter) (party, error) {
 	var (
 		pools []redis.Pool
 		cs    []*goredislib.Client
 	)
-	for _, o := range multiOptions(opts, s.addrs) {
+	for _, o := range multiOptions(e.redis, s.addrs) {
 		c := newClient(o, rtt)
 		cs = append(cs, c)
 		pools = append(pools, goredis.NewPool(c))
@@ -138,6 +138,7 @@ func runRedlock(ctx context.Context, cfg config, out string) error {
 	}
 	admin := goredislib.NewClient(clientOptions(addrs[0]))
 	defer admin.Close()
+	first := redisTarget(addrs[0], admin)
 	version := redisVersion(ctx, admin)
 	cfg.logf("redis-server %s on %s", version, strings.Join(addrs, ", "))
 	start := time.Now()
@@ -146,7 +147,7 @@ func runRedlock(ctx context.Context, cfg config, out string) error {
 	var uncont []cell
 	for r := range cfg.repeats {
 		for _, g := range cfg.goroutines {
-			cells, err := uncontendedRepeat(ctx, addrs[0], admin, rotate(multi, r), g, cfg.duration, cfg.ttl, cfg.slices)
+			cells, err := uncontendedRepeat(ctx, first, rotate(multi, r), g, cfg.duration, cfg.ttl, cfg.slices, false)
 			if err != nil {
 				return fmt.Errorf("redlock uncontended: %w", err)
 			}
@@ -161,7 +162,7 @@ func runRedlock(ctx context.Context, cfg config, out string) error {
 	for r := range cfg.hotRepeats {
 		for _, n := range []int{8, 32} {
 			for _, s := range rotate(hotSys, r) {
-				c, err := hotKey(ctx, addrs[0], admin, s, n, cfg.hotDuration, cfg.hold, cfg.ttl)
+				c, err := hotKey(ctx, first, s, n, cfg.hotDuration, cfg.hold, cfg.ttl)
 				if err != nil {
 					return fmt.Errorf("redlock hot key: %w", err)
 				}
