@@ -35,8 +35,8 @@ test: deps vet ## install what the tests need, vet, and run every module's tests
 
 lint: vet ## same as vet
 
-bench: deps ## run the side-by-side benchmark program (bench/RESULTS.md)
-	cd bench && $(GO) run . -out RESULTS.md
+bench: deps ## run the side-by-side benchmark program (bench/RESULTS.md, CLUSTER.md, REDLOCK.md)
+	cd bench && $(GO) run . -out RESULTS.md && $(GO) run . -cluster CLUSTER.md && $(GO) run . -redlock REDLOCK.md
 
 SECONDS ?= 600
 soak: deps ## run the fault checker for SECONDS (default 600) on every backend at once and print the safety table

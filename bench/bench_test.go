@@ -270,3 +270,35 @@ func TestParts(t *testing.T) {
 		t.Error("uncontended.svg written without part 1")
 	}
 }
+
+// The Cluster part measures every system on a Cluster client and dlock's
+// hot key on every shard, and writes both tables with a figure in every
+// cell.
+func TestCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := defaultConfig()
+	cfg.duration, cfg.hotDuration = 50*time.Millisecond, 200*time.Millisecond
+	cfg.repeats, cfg.hotRepeats = 1, 1
+	cfg.goroutines = []int{1, 8}
+	if testing.Verbose() {
+		cfg.log = os.Stderr
+	}
+	out := filepath.Join(t.TempDir(), "CLUSTER.md")
+	if err := runCluster(ctx, cfg, out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := string(b)
+	for _, want := range []string{"| 1 |", "| 8 |", "dlock, shard 0", "dlock, shard 1", "dlock, shard 2", "dlock, one server", "redsync, shard 0"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report has no %q:\n%s", want, report)
+		}
+	}
+	if strings.Contains(report, "NaN") || strings.Contains(report, "| – |") {
+		t.Errorf("the report has cells without a figure:\n%s", report)
+	}
+}

@@ -47,7 +47,7 @@ func (s dlockSys) name() string {
 }
 
 func (s dlockSys) party(e endpoint, rtt *counter) (party, error) {
-	c := newClient(e.redis, rtt)
+	c := newUniversal(e, rtt)
 	l, err := redislock.New(c)
 	if err != nil {
 		c.Close()
@@ -58,7 +58,7 @@ func (s dlockSys) party(e endpoint, rtt *counter) (party, error) {
 
 type dlockParty struct {
 	s dlockSys
-	c *redis.Client
+	c redis.UniversalClient
 	l *redislock.Locker
 
 	// The options of the calls, built once per TTL: none at all for the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -103,7 +104,7 @@ func hotKey(ctx context.Context, t *target, sys system, n int, d, hold, ttl time
 			}
 		}
 	}()
-	key := "bench:hot:" + strconv.Itoa(n)
+	key := cmp.Or(t.hotPrefix, "bench:hot:") + strconv.Itoa(n)
 	for i := range parties {
 		p, err := sys.party(t.endpoint(4), &rtt)
 		if err != nil {

@@ -25,6 +25,11 @@
 //  4. the cost of keeping 10,000 locks alive;
 //  5. etcd: uncontended cycles and hot-key hand-offs of dlock's etcdlock and
 //     etcd's concurrency.Mutex, with the Raft writes and round trips of each.
+//
+// Two parts run on their own servers, one at a time: -cluster FILE (a Redis
+// Cluster of three masters: dlock beside bsm/redislock and redsync, each on
+// a Cluster client, and dlock's hot key on every shard) and -redlock FILE
+// (five independent servers: dlock's redlock beside redsync).
 package main
 
 import (
@@ -50,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfg := defaultConfig()
 	out := fs.String("out", "RESULTS.md", "Markdown file to write; the SVG charts go beside it")
+	clusterOut := fs.String("cluster", "", "measure only the Cluster part (3 masters, dlock beside bsm/redislock and redsync) and write it to this Markdown file")
 	redlockOut := fs.String("redlock", "", "measure only the Redlock part (5 servers, dlock redlock beside redsync) and write it to this Markdown file")
 	quick := fs.Bool("quick", false, "short cells and fewer locks, for a smoke test (under a minute)")
 	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "length of one uncontended cell")
@@ -87,6 +93,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.log = stderr
+	if *clusterOut != "" {
+		if err := runCluster(ctx, cfg, *clusterOut); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		return 0
+	}
 	if *redlockOut != "" {
 		if err := runRedlock(ctx, cfg, *redlockOut); err != nil {
 			fmt.Fprintf(stderr, "bench: %v\n", err)

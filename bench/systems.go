@@ -81,6 +81,18 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
+// newUniversal returns a client of e's Redis: a Cluster client, whose
+// every node client counts its round trips in rtt, when e names a Cluster;
+// else a client of the one server.
+func newUniversal(e endpoint, rtt *counter) redis.UniversalClient {
+	if e.cluster == nil {
+		return newClient(e.redis, rtt)
+	}
+	o := *e.cluster
+	o.NewClient = func(opts *redis.Options) *redis.Client { return newClient(opts, rtt) }
+	return redis.NewClusterClient(&o)
+}
+
 func newClient(opts *redis.Options, rtt *counter) *redis.Client {
 	c := redis.NewClient(opts)
 	if rtt != nil {
@@ -154,7 +166,7 @@ type floor struct{}
 func (floor) name() string { return "floor" }
 
 func (floor) party(e endpoint, rtt *counter) (party, error) {
-	c := newClient(e.redis, rtt)
+	c := newUniversal(e, rtt)
 	return &floorParty{c: c, closeFn: c.Close, release: redis.NewScript(releaseSrc)}, nil
 }
 
@@ -231,13 +243,13 @@ func (s bsmSys) name() string {
 }
 
 func (s bsmSys) party(e endpoint, rtt *counter) (party, error) {
-	c := newClient(e.redis, rtt)
+	c := newUniversal(e, rtt)
 	return &bsmParty{s: s, c: c, lc: bsm.New(c)}, nil
 }
 
 type bsmParty struct {
 	s  bsmSys
-	c  *redis.Client
+	c  redis.UniversalClient
 	lc *bsm.Client
 }
 
@@ -287,12 +299,12 @@ type redsyncSys struct{}
 func (redsyncSys) name() string { return "redsync" }
 
 func (redsyncSys) party(e endpoint, rtt *counter) (party, error) {
-	c := newClient(e.redis, rtt)
+	c := newUniversal(e, rtt)
 	return &redsyncParty{c: c, rs: redsync.New(goredis.NewPool(c))}, nil
 }
 
 type redsyncParty struct {
-	c  *redis.Client
+	c  redis.UniversalClient
 	rs *redsync.Redsync
 }
 

@@ -8,11 +8,13 @@ import (
 )
 
 // endpoint is what a party connects to: a redis-server (the options of its
-// go-redis client, whose address the other Redis clients use too) or an
-// etcd cluster (the configuration of its client).
+// go-redis client, whose address the other Redis clients use too), a Redis
+// Cluster (the options of its go-redis Cluster client) or an etcd cluster
+// (the configuration of its client).
 type endpoint struct {
-	redis *redis.Options
-	etcd  *clientv3.Config
+	redis   *redis.Options
+	cluster *redis.ClusterOptions
+	etcd    *clientv3.Config
 }
 
 // A target is the server of one part: how a party reaches it, and how the
@@ -23,6 +25,9 @@ type target struct {
 	endpoint func(pool int) endpoint
 	// stats reads the server's counters, which a meter subtracts.
 	stats func(ctx context.Context) (serverStats, error)
+	// hotPrefix starts the hot key's name (default "bench:hot:"): on a
+	// Cluster, a hash tag picks the shard.
+	hotPrefix string
 }
 
 // redisTarget is the redis-server at addr, read through admin.
