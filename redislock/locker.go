@@ -65,6 +65,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	}
 	l.watchdog = newWatchdog(l)
 	l.table.Init(l.log, l.watchdog.remove)
+	l.table.Observe("redis", o)
 	l.notify = newNotifier(client, l.log)
 	l.sub = driver.NewToken()[:8]
 	return l, nil
@@ -95,6 +96,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 	}
 	if err != nil {
 		l.table.Remove(lk)
+		l.table.Failed(lk, false, err)
 		return nil, err
 	}
 	return lk, nil
@@ -176,6 +178,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	if err := l.table.Reserve(lk, wait); err != nil {
 		return nil, o, err
 	}
+	l.table.Begin(ctx, lk)
 	return lk, o, nil
 }
 
@@ -214,6 +217,7 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 // takes counts from the moment before the command was sent. n numbers the
 // waiter's attempts that join the queue (0 for the others).
 func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
+	l.table.Attempted(lk)
 	sent := time.Now()
 	ttl := l.ttlArg
 	if lk.sched.ttl != l.opts.TTL {

@@ -62,6 +62,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 	got, err := l.wait(ctx, lk, o)
 	if err != nil {
 		l.table.Remove(lk)
+		l.table.Failed(lk, !(o.Waiting && o.Wait == 0), err)
 		return nil, err
 	}
 	return got, nil
@@ -164,7 +165,9 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 		sleep.Reset(delay)
 		select {
 		case g := <-w.wake:
-			if l.granted(lk, g, w.n, w.sent, w.claim, o) {
+			handoff := l.granted(lk, g, w.n, w.sent, w.claim, o)
+			l.table.Woken(lk, handoff)
+			if handoff {
 				return l.acquired(ctx, lk)
 			}
 		case <-sleep.C:
