@@ -174,3 +174,20 @@ func (o *observed) context() context.Context {
 	}
 	return o.ctx
 }
+
+// Held returns the holds the table has now, in no order: for a driver
+// whose renewals serve many holds at once (etcd's shared lease), to report
+// each.
+func (t *Table[H]) Held() []H {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var all []H
+	var zero H
+	for _, e := range t.held {
+		if e.plain != zero && e.plain.hold().State() == Held {
+			all = append(all, e.plain)
+		}
+		all = append(all, e.owned...)
+	}
+	return all
+}

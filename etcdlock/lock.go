@@ -261,7 +261,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 		old.extend(t0)
 		return nil
 	}
-	ls, err := newLease(ctx, h.l.cli, ttl, old.renew, &h.l.wg)
+	ls, err := newLease(ctx, h.l.cli, ttl, old.renew, &h.l.wg, h.l.onRenew())
 	if err != nil {
 		return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
 	}

@@ -71,6 +71,7 @@ func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel}
 	l.table.Init(o.Logger, func(h *hold) { close(h.stop) })
+	l.table.Observe("etcd", o)
 	return l, nil
 }
 
@@ -174,7 +175,7 @@ func (l *Locker) sharedLease(ctx context.Context) (*lease, error) {
 	if l.shared != nil && !l.shared.lost() {
 		return l.shared, nil
 	}
-	ls, err := newLease(ctx, l.cli, l.opts.TTL, true, &l.wg)
+	ls, err := newLease(ctx, l.cli, l.opts.TTL, true, &l.wg, l.onRenew())
 	if err != nil {
 		return nil, err
 	}
@@ -219,9 +220,11 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 	if err := l.table.Reserve(h, false); err != nil {
 		return nil, err
 	}
+	l.table.Begin(ctx, h)
 	defer func() {
 		if err != nil {
 			l.table.Remove(h)
+			l.table.Failed(h, wait, err)
 		}
 	}()
 
@@ -260,7 +263,7 @@ func (l *Locker) session(ctx context.Context, c call, cancel context.CancelCause
 	if c.opts.TTL == l.opts.TTL {
 		ls, err = l.sharedLease(ctx)
 	} else {
-		ls, err = newLease(ctx, l.cli, c.opts.TTL, true, &l.wg)
+		ls, err = newLease(ctx, l.cli, c.opts.TTL, true, &l.wg, l.onRenew())
 	}
 	if err != nil {
 		return nil, nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: fmt.Errorf("start a session: %w", err)}
@@ -349,6 +352,8 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 			t.Stop()
 			if !ok {
 				watch = nil // ended (compaction): watch again from the next read
+			} else {
+				l.table.Woken(h, false)
 			}
 		case <-t.C:
 		}
@@ -386,9 +391,10 @@ func (l *Locker) notAcquired(ctx context.Context, c call, b busy, cause error) e
 // is a transaction whose condition says the range has not changed since it
 // was read, so two writers never both succeed on what they each saw.
 func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool, busy, error) {
+	l.table.Attempted(h)
 	if ls == nil {
 		var err error
-		if ls, err = newLease(ctx, l.cli, c.opts.TTL, false, &l.wg); err != nil {
+		if ls, err = newLease(ctx, l.cli, c.opts.TTL, false, &l.wg, nil); err != nil {
 			return false, busy{}, fmt.Errorf("grant a lease: %w", err)
 		}
 	}
