@@ -21,8 +21,8 @@ import (
 // of the call that fired the event.
 //
 // The events of one hold come in their order: an Acquire with outcome
-// OutcomeAcquired, then Renew events, then one Release or Lost. A waiting Lock
-// may see Wake events before its Acquire.
+// OutcomeAcquired, then Renew events, then one Release or Lost. A Lock
+// that waits fires a Wait, then Wake events, before its Acquire.
 type Observer interface {
 	Observe(ctx context.Context, e Event)
 }
@@ -52,12 +52,16 @@ const (
 	// EventWake: a waiting Lock was woken by a release, before its next
 	// attempt; with Handoff the release handed it the lock.
 	EventWake
+	// EventWait: a Lock found the lock busy and waits for it. It comes
+	// once per call, before the call's Wake events and its Acquire (whose
+	// Blocked is then true).
+	EventWait
 )
 
-var kindNames = [...]string{"", "acquire", "release", "renew", "lost", "wake"}
+var kindNames = [...]string{"", "acquire", "release", "renew", "lost", "wake", "wait"}
 
-// String returns the kind's name: "acquire", "release", "renew", "lost" or
-// "wake".
+// String returns the kind's name: "acquire", "release", "renew", "lost",
+// "wake" or "wait".
 func (k EventKind) String() string {
 	if int(k) < len(kindNames) && k != 0 {
 		return kindNames[k]
@@ -106,14 +110,17 @@ type Event struct {
 	// Owner is the owner of the acquisition (see WithOwner), "" for none.
 	Owner string
 	// Lock is the hold the event is about: for Acquire only when the
-	// outcome is OutcomeAcquired; nil for a Wake. Observers may use it to tell
+	// outcome is OutcomeAcquired; nil for a Wait and a Wake. Observers may use it to tell
 	// holds apart (it is comparable), never to release it.
 	Lock Lock
 	// Outcome is how an Acquire ended.
 	Outcome Outcome
 	// Waited is, for an Acquire, the time from the call to its end; for a
-	// Wake, the time from the call to the wake-up.
+	// Wake or a Wait, the time from the call to the event.
 	Waited time.Duration
+	// Blocked says, for an Acquire, that the call found the lock busy and
+	// waited: it fired a Wait event before.
+	Blocked bool
 	// Attempts counts the attempts an Acquire made: requests that asked
 	// the store for the lock. A hand-off is not an attempt of its own.
 	Attempts int

@@ -73,21 +73,27 @@ func (s *suite) events(t *testing.T) {
 	mustBusy(t)(a.Lock(dctx, k))
 	cancel()
 	evs = rec.Events(k)
-	want := []dlock.Outcome{dlock.OutcomeBusy, dlock.OutcomeBusy, dlock.OutcomeTimeout, dlock.OutcomeTimeout}
-	if len(evs) != len(want) {
-		t.Fatalf("events of two busy calls and two waits that ran out:\n%s", Format(evs))
+	kinds := []dlock.EventKind{dlock.EventAcquire, dlock.EventAcquire, dlock.EventWait, dlock.EventAcquire, dlock.EventWait, dlock.EventAcquire}
+	if len(evs) != len(kinds) {
+		t.Fatalf("events of two busy calls and two waits that ran out: want acquire, acquire, (wait, acquire) twice; got\n%s", Format(evs))
 	}
+	want := []dlock.Outcome{dlock.OutcomeBusy, dlock.OutcomeBusy, 0, dlock.OutcomeTimeout, 0, dlock.OutcomeTimeout}
 	for i, e := range evs {
-		if e.Kind != dlock.EventAcquire || e.Outcome != want[i] || e.Lock != nil || !errors.Is(e.Err, dlock.ErrNotAcquired) || e.Attempts < 1 {
-			t.Errorf("event %d: %s %s (lock %v, err %v, attempts %d); want Acquire %s with no lock, ErrNotAcquired and attempts",
-				i, e.Kind, e.Outcome, e.Lock, e.Err, e.Attempts, want[i])
+		switch {
+		case e.Kind != kinds[i]:
+			t.Errorf("event %d: %s, want %s", i, e.Kind, kinds[i])
+		case e.Kind == dlock.EventWait && (e.Lock != nil || e.Err != nil || e.Waited <= 0):
+			t.Errorf("event %d: Wait with lock %v, err %v, waited %v; want none, nil, > 0", i, e.Lock, e.Err, e.Waited)
+		case e.Kind == dlock.EventAcquire && (e.Outcome != want[i] || e.Lock != nil || !errors.Is(e.Err, dlock.ErrNotAcquired) || e.Attempts < 1 || e.Blocked != (want[i] == dlock.OutcomeTimeout)):
+			t.Errorf("event %d: Acquire %s (lock %v, err %v, attempts %d, blocked %v); want %s with no lock, ErrNotAcquired, attempts, blocked only after a Wait",
+				i, e.Outcome, e.Lock, e.Err, e.Attempts, e.Blocked, want[i])
 		}
 	}
 	if evs[0].Attempts != 1 || evs[0].Err.Error() != na.Error() {
 		t.Errorf("a busy TryLock: attempts %d, err %v; want 1, %v", evs[0].Attempts, evs[0].Err, na)
 	}
-	if evs[2].Waited < wait {
-		t.Errorf("a wait limited to %v reports waiting %v", wait, evs[2].Waited)
+	if evs[3].Waited < wait {
+		t.Errorf("a wait limited to %v reports waiting %v", wait, evs[3].Waited)
 	}
 
 	s.wakeEvents(t, ctx, &rec, a, b)
@@ -175,16 +181,19 @@ func (s *suite) wakeEvents(t *testing.T, ctx context.Context, rec *Recorder, a, 
 	defer lk.Unlock(ctx)
 	evs := rec.Events(k)
 	wake, ok := Last(evs, dlock.EventWake)
-	if !ok || len(evs) < 2 || evs[len(evs)-1].Kind != dlock.EventAcquire {
-		t.Fatalf("a waiter woken by a release: want Wake events, then an Acquire; got\n%s", Format(evs))
+	if !ok || len(evs) < 3 || evs[0].Kind != dlock.EventWait || evs[len(evs)-1].Kind != dlock.EventAcquire {
+		t.Fatalf("a waiter woken by a release: want a Wait, Wake events, then an Acquire; got\n%s", Format(evs))
 	}
-	for _, e := range evs[:len(evs)-1] {
+	for _, e := range evs[1 : len(evs)-1] {
 		if e.Kind != dlock.EventWake || e.Lock != nil || e.Waited <= 0 {
-			t.Errorf("before the Acquire: %s (lock %v, waited %v); want Wake events with no lock, waited > 0", e.Kind, e.Lock, e.Waited)
+			t.Errorf("between the Wait and the Acquire: %s (lock %v, waited %v); want Wake events with no lock, waited > 0", e.Kind, e.Lock, e.Waited)
 		}
 	}
 	acq := evs[len(evs)-1]
 	checkAcquired(t, acq, lk, wake.Handoff)
+	if !acq.Blocked {
+		t.Error("the Acquire of a call that waited says it did not block")
+	}
 	if acq.Waited < wake.Waited {
 		t.Errorf("the Acquire after a Wake waited %v, less than the Wake's %v", acq.Waited, wake.Waited)
 	}

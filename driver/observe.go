@@ -17,6 +17,7 @@ type observed struct {
 	acquired time.Time       // when the hold was acquired; under Hold.ending
 	attempts int
 	handoff  bool
+	waiting  bool // the call fired its Wait event
 }
 
 // The events of a Locker, for the observer set with dlock.WithObserver.
@@ -24,6 +25,7 @@ type observed struct {
 //
 //	Begin     when an acquisition starts (after Reserve)
 //	Attempted at each attempt that asks the store for the lock
+//	Waiting   when a Lock finds the lock busy and starts to wait
 //	Woken     when a release wakes a waiter
 //	Add       fires Acquire (acquired), before the hold can end
 //	Failed    fires Acquire (busy, timeout, error), for a call that returns no lock
@@ -64,6 +66,23 @@ func (t *Table[H]) Attempted(h H) {
 	h.hold().obs.attempts++
 }
 
+// Waiting fires the Wait event of h, a Lock that found the lock busy and
+// starts to wait, once per call. Call it on the acquiring goroutine.
+func (t *Table[H]) Waiting(h H) {
+	if t.obs == nil {
+		return
+	}
+	hd := h.hold()
+	if hd.obs.waiting {
+		return
+	}
+	hd.obs.waiting = true
+	t.obs.Observe(hd.obs.context(), dlock.Event{
+		Kind: dlock.EventWait, Backend: t.backend, Key: hd.key, Owner: hd.owner,
+		Waited: time.Since(hd.obs.began),
+	})
+}
+
 // Woken fires a Wake event for h, a waiter that a release woke up;
 // handoff says that the release handed it the lock, which it now takes
 // without an attempt of its own. Call it on the acquiring goroutine.
@@ -93,7 +112,7 @@ func (t *Table[H]) Failed(h H, wait bool, err error) {
 	t.obs.Observe(ctx, dlock.Event{
 		Kind: dlock.EventAcquire, Backend: t.backend, Key: hd.key, Owner: hd.owner,
 		Outcome: outcomeOf(err, wait), Waited: time.Since(hd.obs.began),
-		Attempts: hd.obs.attempts, Handoff: hd.obs.handoff, Err: err,
+		Attempts: hd.obs.attempts, Handoff: hd.obs.handoff, Blocked: hd.obs.waiting, Err: err,
 	})
 }
 
@@ -124,7 +143,7 @@ func (t *Table[H]) acquiredEvent(h H) {
 	t.obs.Observe(ctx, dlock.Event{
 		Kind: dlock.EventAcquire, Backend: t.backend, Key: hd.key, Owner: hd.owner, Lock: h,
 		Outcome: dlock.OutcomeAcquired, Waited: hd.obs.acquired.Sub(hd.obs.began),
-		Attempts: hd.obs.attempts, Handoff: hd.obs.handoff, Fence: h.Fence(),
+		Attempts: hd.obs.attempts, Handoff: hd.obs.handoff, Blocked: hd.obs.waiting, Fence: h.Fence(),
 	})
 }
 

@@ -329,6 +329,7 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 		if !wait {
 			return nil, l.notAcquired(ctx, c, b, nil)
 		}
+		l.table.Waiting(h)
 		if watch == nil && b.rev > 0 && c.opts.Notify {
 			p := l.rangeOf(c.key)
 			watch = l.cli.Watch(wctx, p, clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)), clientv3.WithRev(b.rev+1), clientv3.WithFilterPut())

@@ -107,8 +107,8 @@ func TestObserverHandoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := rec.Events(key)
-	if len(evs) != 3 || evs[0].Kind != dlock.EventWake || !evs[0].Handoff ||
-		evs[1].Kind != dlock.EventAcquire || !evs[1].Handoff || evs[1].Attempts != 2 || evs[2].Kind != dlock.EventRelease {
-		t.Errorf("a hand-off: want Wake (hand-off), Acquire (hand-off, 2 attempts: the first and the one that queued), Release; got\n%s", dlocktest.Format(evs))
+	if len(evs) != 4 || evs[0].Kind != dlock.EventWait || evs[1].Kind != dlock.EventWake || !evs[1].Handoff ||
+		evs[2].Kind != dlock.EventAcquire || !evs[2].Handoff || evs[2].Attempts != 2 || evs[3].Kind != dlock.EventRelease {
+		t.Errorf("a hand-off: want Wait, Wake (hand-off), Acquire (hand-off, 2 attempts: the first and the one that queued), Release; got\n%s", dlocktest.Format(evs))
 	}
 }

@@ -121,6 +121,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 	case single:
 		return nil, w.busy(nil)
 	}
+	l.table.Waiting(lk)
 	var limit <-chan time.Time
 	var end time.Time
 	if o.Waiting {
