@@ -36,7 +36,7 @@ type Hold struct {
 	state      atomic.Int32
 
 	ending sync.Mutex // serialises Table.End, and the events of the hold
-	obs    observed   // the acquisition, for the Locker's observer
+	obs    *observed  // the acquisition, for the Locker's observer; nil without one
 	mu     sync.Mutex // guards err and done
 	err    error
 	done   chan struct{} // made on the first call to Done

@@ -9,8 +9,8 @@ import (
 )
 
 // observed is what a hold keeps of its acquisition for the Locker's
-// observer. Only a Table with an observer writes it: without one, a hold
-// pays for nothing but its size.
+// observer. Only a Table with an observer makes one: without one, a hold
+// pays for nothing but a nil pointer.
 type observed struct {
 	ctx      context.Context // the acquiring call's, until the call ends
 	began    time.Time       // when the call began
@@ -53,8 +53,16 @@ func (t *Table[H]) Begin(ctx context.Context, h H) {
 	if t.obs == nil {
 		return
 	}
-	hd := h.hold()
-	hd.obs.ctx, hd.obs.began = ctx, time.Now()
+	h.hold().obs = &observed{ctx: ctx, began: time.Now()}
+}
+
+// observed returns what hd keeps for the observer, made now if the driver
+// did not call Begin.
+func (hd *Hold) observed() *observed {
+	if hd.obs == nil {
+		hd.obs = &observed{began: time.Now()}
+	}
+	return hd.obs
 }
 
 // Attempted counts one attempt of h's acquisition: a request that asks
@@ -63,7 +71,7 @@ func (t *Table[H]) Attempted(h H) {
 	if t.obs == nil {
 		return
 	}
-	h.hold().obs.attempts++
+	h.hold().observed().attempts++
 }
 
 // Waiting fires the Wait event of h, a Lock that found the lock busy and
@@ -73,13 +81,14 @@ func (t *Table[H]) Waiting(h H) {
 		return
 	}
 	hd := h.hold()
-	if hd.obs.waiting {
+	o := hd.observed()
+	if o.waiting {
 		return
 	}
-	hd.obs.waiting = true
-	t.obs.Observe(hd.obs.context(), dlock.Event{
+	o.waiting = true
+	t.obs.Observe(o.context(), dlock.Event{
 		Kind: dlock.EventWait, Backend: t.backend, Key: hd.key, Owner: hd.owner,
-		Waited: time.Since(hd.obs.began),
+		Waited: time.Since(o.began),
 	})
 }
 
@@ -91,10 +100,11 @@ func (t *Table[H]) Woken(h H, handoff bool) {
 		return
 	}
 	hd := h.hold()
-	hd.obs.handoff = handoff
-	t.obs.Observe(hd.obs.context(), dlock.Event{
+	o := hd.observed()
+	o.handoff = handoff
+	t.obs.Observe(o.context(), dlock.Event{
 		Kind: dlock.EventWake, Backend: t.backend, Key: hd.key, Owner: hd.owner,
-		Waited: time.Since(hd.obs.began), Handoff: handoff,
+		Waited: time.Since(o.began), Handoff: handoff,
 	})
 }
 
@@ -107,12 +117,13 @@ func (t *Table[H]) Failed(h H, wait bool, err error) {
 		return
 	}
 	hd := h.hold()
-	ctx := hd.obs.context()
-	hd.obs.ctx = nil
+	o := hd.observed()
+	ctx := o.context()
+	o.ctx = nil
 	t.obs.Observe(ctx, dlock.Event{
 		Kind: dlock.EventAcquire, Backend: t.backend, Key: hd.key, Owner: hd.owner,
-		Outcome: outcomeOf(err, wait), Waited: time.Since(hd.obs.began),
-		Attempts: hd.obs.attempts, Handoff: hd.obs.handoff, Blocked: hd.obs.waiting, Err: err,
+		Outcome: outcomeOf(err, wait), Waited: time.Since(o.began),
+		Attempts: o.attempts, Handoff: o.handoff, Blocked: o.waiting, Err: err,
 	})
 }
 
@@ -137,13 +148,14 @@ func outcomeOf(err error, wait bool) dlock.Outcome {
 // it.
 func (t *Table[H]) acquiredEvent(h H) {
 	hd := h.hold()
-	ctx := hd.obs.context()
-	hd.obs.ctx = nil
-	hd.obs.acquired = time.Now()
+	o := hd.observed()
+	ctx := o.context()
+	o.ctx = nil
+	o.acquired = time.Now()
 	t.obs.Observe(ctx, dlock.Event{
 		Kind: dlock.EventAcquire, Backend: t.backend, Key: hd.key, Owner: hd.owner, Lock: h,
-		Outcome: dlock.OutcomeAcquired, Waited: hd.obs.acquired.Sub(hd.obs.began),
-		Attempts: hd.obs.attempts, Handoff: hd.obs.handoff, Blocked: hd.obs.waiting, Fence: h.Fence(),
+		Outcome: dlock.OutcomeAcquired, Waited: o.acquired.Sub(o.began),
+		Attempts: o.attempts, Handoff: o.handoff, Blocked: o.waiting, Fence: h.Fence(),
 	})
 }
 

@@ -200,7 +200,7 @@ func (t *Table[H]) End(h H, err error) bool {
 	} else if t.log.Enabled(context.Background(), slog.LevelDebug) {
 		t.log.Debug("released", "key", hd.key, "fence", h.Fence())
 	}
-	if t.obs != nil && !hd.obs.acquired.IsZero() {
+	if t.obs != nil && hd.obs != nil && !hd.obs.acquired.IsZero() {
 		t.endEvent(h, err)
 	}
 	return hd.end(err)
