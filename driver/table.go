@@ -196,9 +196,9 @@ func (t *Table[H]) End(h H, err error) bool {
 	// Only End ends a hold, under hd.ending: this call ends it. The log
 	// comes first, so that a watcher of Done finds the entry.
 	if errors.Is(err, dlock.ErrLockLost) {
-		t.log.Warn("lock lost", "key", hd.key, "fence", h.Fence(), "reason", errors.Unwrap(err))
+		t.log.WarnContext(context.Background(), "lock lost", "key", hd.key, "fence", h.Fence(), "reason", errors.Unwrap(err))
 	} else if t.log.Enabled(context.Background(), slog.LevelDebug) {
-		t.log.Debug("released", "key", hd.key, "fence", h.Fence())
+		t.log.DebugContext(context.Background(), "released", "key", hd.key, "fence", h.Fence())
 	}
 	if t.obs != nil && hd.obs != nil && !hd.obs.acquired.IsZero() {
 		t.endEvent(h, err)

@@ -322,7 +322,7 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 		case err != nil:
 			// A waiter rides out a failed round trip (a leader election,
 			// a reconnection) and tries again after the retry delay.
-			l.opts.Logger.Debug("attempt failed, waiting on", "key", c.key, "err", err)
+			l.opts.Logger.DebugContext(ctx, "attempt failed, waiting on", "key", c.key, "error", err)
 		default:
 			b = seen
 		}

@@ -204,8 +204,8 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 		return nil, err
 	}
 	l.watchdog.add(lk)
-	if l.log.Enabled(context.Background(), slog.LevelDebug) {
-		l.log.Debug("acquired", "key", lk.Key(), "fence", lk.fence, "ttl", lk.sched.ttl)
+	if l.log.Enabled(ctx, slog.LevelDebug) {
+		l.log.DebugContext(ctx, "acquired", "key", lk.Key(), "fence", lk.fence, "ttl", lk.sched.ttl)
 	}
 	return lk, nil
 }

@@ -154,7 +154,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 				return nil, err // attempt gave the lock back if it had taken it
 			case err != nil:
 				w.failed = err
-				w.l.log.Debug("attempt failed, waiting on", "key", lk.Key(), "error", err)
+				w.l.log.DebugContext(ctx, "attempt failed, waiting on", "key", lk.Key(), "error", err)
 			case held:
 				return l.acquired(ctx, lk)
 			}
