@@ -10,12 +10,16 @@ import (
 
 // An Observer watches what a Locker's locks do: every acquisition and how
 // it ended, every release, renewal, loss and wake-up. Set one with
-// [WithObserver]; package otel turns the events into OpenTelemetry metrics
+// [WithObserver]; package dlockotel (module github.com/dlock-go/dlock/otel)
+// turns the events into OpenTelemetry metrics
 // and spans.
 //
 // Observe is called synchronously, on the goroutine where the event
 // happened: the caller's for an acquisition, a release by Unlock and a
-// wake-up, the Locker's own for a renewal and most losses. It must return
+// wake-up, the Locker's own for a renewal and most losses. Its ctx is the
+// acquiring call's context for Acquire, Wait and Wake events (a tracer
+// finds the caller's span there), and context.Background for the events
+// of a hold after its acquisition. It must return
 // quickly, be safe for concurrent use, and must not call the Locker or the
 // event's Lock (other than Key, Fence and Done), which may be in the middle
 // of the call that fired the event.
