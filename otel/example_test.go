@@ -66,7 +66,7 @@ func Example_prometheus() {
 
 	// An operator clears a hold that looked stuck: its holder learns at
 	// its next renewal, which the server refuses, that it lost the lock.
-	lk, err := locker.TryLock(ctx, "order:44", dlock.WithTTL(300*time.Millisecond))
+	lk, err := locker.TryLock(ctx, "order:44", dlock.WithTTL(time.Second))
 	if err != nil {
 		panic(err)
 	}

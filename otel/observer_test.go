@@ -171,7 +171,7 @@ func TestObserver(t *testing.T) {
 	}
 
 	// Lost: the key is deleted under the hold.
-	lost, err := l.TryLock(ctx, "order:44", dlock.WithTTL(100*time.Millisecond))
+	lost, err := l.TryLock(ctx, "order:44", dlock.WithTTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestObserverRenewalFailures(t *testing.T) {
 	s := newSDK(t, dlockotel.WithLockName(func(string) string { return "jobs" }))
 	l := newLocker(t, client, dlock.WithObserver(s.obs))
 	ctx := context.Background()
-	lk, err := l.TryLock(ctx, "job:7", dlock.WithTTL(300*time.Millisecond))
+	lk, err := l.TryLock(ctx, "job:7", dlock.WithTTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,14 +68,14 @@ func TestLogConventions(t *testing.T) {
 	h := logrec.New(slog.LevelDebug)
 	l := newLocker(t, shared, dlock.WithLogger(slog.New(h)))
 	key := keyFor(t)
-	lk, err := l.TryLock(ctx, key, dlock.WithTTL(100*time.Millisecond))
+	lk, err := l.TryLock(ctx, key, dlock.WithTTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lost, err := l.TryLock(ctx, key, dlock.WithTTL(100*time.Millisecond))
+	lost, err := l.TryLock(ctx, key, dlock.WithTTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestObserverServerPaused(t *testing.T) {
 	}
 	defer l.Close()
 	key := keyFor(t)
-	const ttl = 300 * time.Millisecond
+	const ttl = time.Second
 	lk, err := l.TryLock(ctx, key, dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,12 @@ func TestObserverHandoff(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
-	evs := rec.Events(key)
+	var evs []dlock.Event // but renewals: the watchdog renews a hand-off's short grant early
+	for _, e := range rec.Events(key) {
+		if e.Kind != dlock.EventRenew {
+			evs = append(evs, e)
+		}
+	}
 	if len(evs) != 4 || evs[0].Kind != dlock.EventWait || evs[1].Kind != dlock.EventWake || !evs[1].Handoff ||
 		evs[2].Kind != dlock.EventAcquire || !evs[2].Handoff || evs[2].Attempts != 2 || evs[3].Kind != dlock.EventRelease {
 		t.Errorf("a hand-off: want Wait, Wake (hand-off), Acquire (hand-off, 2 attempts: the first and the one that queued), Release; got\n%s", dlocktest.Format(evs))
