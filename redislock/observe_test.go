@@ -90,7 +90,9 @@ func TestObserverHandoff(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() {
-		lk, err := a.Lock(ctx, key, dlock.WithWait(10*time.Second))
+		// A long fallback: the claim window of the grant (twice it) cannot
+		// run short on a loaded machine.
+		lk, err := a.Lock(ctx, key, dlock.WithWait(10*time.Second), dlock.WithRetry(dlock.FixedInterval(time.Minute)))
 		if err == nil {
 			err = lk.Unlock(ctx)
 		}
