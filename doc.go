@@ -42,4 +42,12 @@
 // ([Lock.Fence]) that grows with every acquisition of a key, so that the
 // storage a lock protects can refuse a writer whose lease has passed to
 // someone else.
+//
+// # Watching the locks
+//
+// [WithObserver] hands a Locker's events to an [Observer]: each acquisition
+// and how it ended, waits, wake-ups, renewals, releases and losses. The
+// module github.com/dlock-go/dlock/otel records them as OpenTelemetry
+// metrics and spans; [WithLogger] takes a *slog.Logger for the Locker's
+// log lines.
 package dlock

@@ -140,3 +140,37 @@ func Example_errors() {
 	// unlocking twice: true
 	// the key: job:nightly
 }
+
+// An Observer sees what the Locker's locks do: here, it prints each event
+// (a logger, a metrics library or package otel would record it).
+func ExampleWithObserver() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "127.0.0.1:6379")})
+	defer rdb.Close()
+	show := dlock.ObserverFunc(func(_ context.Context, e dlock.Event) {
+		switch e.Kind {
+		case dlock.EventAcquire:
+			fmt.Println(e.Kind, e.Key, e.Outcome, "after", e.Attempts, "attempt")
+		case dlock.EventRelease, dlock.EventLost:
+			fmt.Println(e.Kind, e.Key, "held for more than 0s:", e.Held > 0)
+		}
+	})
+	locker, err := redislock.New(rdb, dlock.WithObserver(show))
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	lk, err := locker.TryLock(ctx, "report:weekly")
+	if err != nil {
+		panic(err)
+	}
+	other, _ := redislock.New(rdb, dlock.WithObserver(show))
+	defer other.Close()
+	other.TryLock(ctx, "report:weekly") // busy
+	lk.Unlock(ctx)
+	// Output:
+	// acquire report:weekly acquired after 1 attempt
+	// acquire report:weekly busy after 1 attempt
+	// release report:weekly held for more than 0s: true
+}

@@ -30,7 +30,7 @@ const MinTTL = 10 * time.Millisecond
 //
 // Options given to a driver's constructor become that Locker's defaults;
 // options given to a call override them for that call. [WithPrefix] and
-// [WithLogger] apply to a Locker only.
+// [WithLogger] and [WithObserver] apply to a Locker only.
 type Option = settings.Option
 
 // WithTTL sets the lease of an acquisition. With the watchdog on (the

@@ -58,6 +58,16 @@
 //     though each holder stays inside for milliseconds; with Fencing, the
 //     fences grow in the order of the holds.
 //   - Fair (capability Fair): waiters acquire in arrival order.
+//   - Events: a Locker made with dlock.WithObserver sends its observer, in
+//     order and with their fields, an Acquire (acquired, with the hold, its
+//     fence, one attempt, the caller's context), Renew events, and a
+//     Release; an Acquire busy for TryLock and Lock with WithWait(0); a Wait
+//     (unless the first attempt outlasted the wait) and an Acquire timeout
+//     for a wait that ran out or whose context ended; a Wait, Wake events,
+//     then the Acquire of a waiter that a release (or, where the store does
+//     not count waiters, a lease's end) woke; a Lost (needs Harness.Lose)
+//     whose Err matches ErrOwnershipLost; a Release whose Err matches
+//     ErrClosed for a hold that Close released.
 //
 // Every subtest is bounded in time: leases are Harness.MinTTL (or at least
 // 100ms), waits have deadlines, and nothing sleeps in place of waiting for

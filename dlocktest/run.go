@@ -45,6 +45,7 @@ func Run(t *testing.T, h Harness) {
 		{"Close", s.close},
 		{"BadInput", s.badInput},
 		{"Exclusion", s.exclusion},
+		{"Events", s.events},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

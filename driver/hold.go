@@ -35,7 +35,8 @@ type Hold struct {
 	byOption   bool // the owner came from dlock.WithOwner, not from the context
 	state      atomic.Int32
 
-	ending sync.Mutex // serialises Table.End
+	ending sync.Mutex // serialises Table.End, and the events of the hold
+	obs    *observed  // the acquisition, for the Locker's observer; nil without one
 	mu     sync.Mutex // guards err and done
 	err    error
 	done   chan struct{} // made on the first call to Done

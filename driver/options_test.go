@@ -47,6 +47,7 @@ func TestOptions(t *testing.T) {
 		"retry limit":   dlock.WithRetry(dlock.FixedInterval(time.Second).WithMaxAttempts(-1)),
 		"prefix":        dlock.WithPrefix("p"),
 		"logger":        dlock.WithLogger(nil),
+		"observer":      dlock.WithObserver(dlock.ObserverFunc(func(context.Context, dlock.Event) {})),
 	} {
 		if _, err := o.Apply(opt); err == nil {
 			t.Errorf("%s: accepted per call", name)
@@ -54,6 +55,12 @@ func TestOptions(t *testing.T) {
 	}
 	if _, err := driver.NewOptions(dlock.WithPrefix("")); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Errorf("empty prefix: %v", err)
+	}
+	if _, err := driver.NewOptions(dlock.WithObserver(nil)); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("nil observer: %v", err)
+	}
+	if lo, err := driver.NewOptions(dlock.WithObserver(dlock.ObserverFunc(func(context.Context, dlock.Event) {}))); err != nil || lo.Observer == nil {
+		t.Errorf("an observer: %v, kept %v", err, lo.Observer != nil)
 	}
 	if got := o.OwnerIn(dlock.ContextWithOwner(context.Background(), "ctx-owner")); got != "ctx-owner" {
 		t.Errorf("owner from ctx = %q", got)

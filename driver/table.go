@@ -40,9 +40,11 @@ var ErrReleasedByClose = fmt.Errorf("%w: released by Close: %w", dlock.ErrNotHel
 //
 // The zero Table is not usable: call Init first.
 type Table[H Handle] struct {
-	log    *slog.Logger
-	onEnd  func(H)
-	closed atomic.Bool
+	log     *slog.Logger
+	onEnd   func(H)
+	obs     dlock.Observer // nil: none (see Observe)
+	backend string
+	closed  atomic.Bool
 
 	mu      sync.Mutex
 	held    map[string]holds[H]
@@ -108,7 +110,25 @@ func (t *Table[H]) Leave() { t.waiting.Done() }
 // Add records that h is now held. When the Locker closed first, it
 // removes h and returns an error matching dlock.ErrClosed: the caller
 // must give back the lock it acquired.
+//
+// With an observer (see Observe), it fires h's Acquire event before any
+// End of h can fire its Release or Lost.
 func (t *Table[H]) Add(h H) error {
+	hd := h.hold()
+	if t.obs != nil {
+		hd.ending.Lock()
+		defer hd.ending.Unlock()
+	}
+	if err := t.add(h); err != nil {
+		return err
+	}
+	if t.obs != nil {
+		t.acquiredEvent(h)
+	}
+	return nil
+}
+
+func (t *Table[H]) add(h H) error {
 	hd := h.hold()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -158,7 +178,8 @@ func (t *Table[H]) remove(h H) {
 
 // End ends h once, with err: released when err does not match
 // dlock.ErrLockLost, else lost. It takes h out of the table, runs onEnd,
-// logs, and closes h's Done, in that order. It reports whether this call
+// logs, fires the Release or Lost event, and closes h's Done, in that
+// order. It reports whether this call
 // ended h; a call that races with another returns when the other has
 // ended h.
 func (t *Table[H]) End(h H, err error) bool {
@@ -175,9 +196,12 @@ func (t *Table[H]) End(h H, err error) bool {
 	// Only End ends a hold, under hd.ending: this call ends it. The log
 	// comes first, so that a watcher of Done finds the entry.
 	if errors.Is(err, dlock.ErrLockLost) {
-		t.log.Warn("lock lost", "key", hd.key, "fence", h.Fence(), "reason", errors.Unwrap(err))
+		t.log.WarnContext(context.Background(), "lock lost", "key", hd.key, "fence", h.Fence(), "reason", errors.Unwrap(err))
 	} else if t.log.Enabled(context.Background(), slog.LevelDebug) {
-		t.log.Debug("released", "key", hd.key, "fence", h.Fence())
+		t.log.DebugContext(context.Background(), "released", "key", hd.key, "fence", h.Fence())
+	}
+	if t.obs != nil && hd.obs != nil && !hd.obs.acquired.IsZero() {
+		t.endEvent(h, err)
 	}
 	return hd.end(err)
 }

@@ -265,7 +265,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 		}
 		info := dlock.Info{Key: key}
 		if _, err := l.describe(ctx, leaseTTLs{}, &info, resp.Kvs[0], int(resp.Count), leasesOf(resp.Kvs)); err != nil {
-			l.opts.Logger.Debug("force unlock: lease lookup failed", "key", key, "err", err)
+			l.opts.Logger.DebugContext(ctx, "force unlock: lease lookup failed", "key", key, "error", err)
 		}
 		unchanged := clientv3.Compare(clientv3.ModRevision(p), "<", resp.Header.Revision+1).WithRange(end)
 		del, err := l.cli.Txn(ctx).If(unchanged).Then(clientv3.OpDelete(p, clientv3.WithRange(end))).Commit()

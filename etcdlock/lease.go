@@ -37,6 +37,8 @@ type lease struct {
 	renew  bool          // kept alive by the keeper; else pinned
 	shared bool
 
+	renewed func(*lease, error) // reports each keep-alive's outcome; nil: nobody watches
+
 	stop  context.CancelFunc // stops the keeper
 	reset chan time.Time     // a later local deadline, after a Refresh
 
@@ -53,9 +55,10 @@ type lease struct {
 }
 
 // newLease grants a lease of ttl (whole seconds) and starts its keeper,
-// counted in wg. A grant whose reply came too late to leave any of the
+// counted in wg; renewed, when not nil, hears the outcome of every
+// keep-alive. A grant whose reply came too late to leave any of the
 // lease is revoked and reported as an error.
-func newLease(ctx context.Context, cli *clientv3.Client, ttl time.Duration, renew bool, wg *sync.WaitGroup) (*lease, error) {
+func newLease(ctx context.Context, cli *clientv3.Client, ttl time.Duration, renew bool, wg *sync.WaitGroup, renewed func(*lease, error)) (*lease, error) {
 	t0 := time.Now()
 	g, err := cli.Grant(ctx, int64(ttl/time.Second))
 	if err != nil {
@@ -71,7 +74,7 @@ func newLease(ctx context.Context, cli *clientv3.Client, ttl time.Duration, rene
 		cancel()
 		return nil, fmt.Errorf("%w: lease %x was granted after its local deadline", dlock.ErrLeaseExpired, int64(g.ID))
 	}
-	ls := &lease{cli: cli, id: g.ID, ttl: ttl, renew: renew, done: make(chan struct{}), reset: make(chan time.Time, 1)}
+	ls := &lease{cli: cli, id: g.ID, ttl: ttl, renew: renew, renewed: renewed, done: make(chan struct{}), reset: make(chan time.Time, 1)}
 	ls.ctx, ls.ctxStop = context.WithCancelCause(context.Background())
 	kctx, stop := context.WithCancel(context.Background())
 	ls.stop = stop
@@ -128,6 +131,7 @@ func (ls *lease) keep(ctx context.Context, start, deadline time.Time) {
 		rctx, cancel := context.WithDeadline(ctx, deadline)
 		resp, err := ls.cli.KeepAliveOnce(rctx, ls.id)
 		cancel()
+		ls.observe(ctx, resp, err)
 		switch {
 		case ctx.Err() != nil:
 			return

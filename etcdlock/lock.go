@@ -128,7 +128,7 @@ func (h *hold) watch() {
 		if h.follow(lctx, ls, from) {
 			lcancel()
 			stopLs()
-			h.lose(fmt.Errorf("%w: etcd key %q was deleted", dlock.ErrOwnershipLost, h.name))
+			h.lose(fmt.Errorf("%w: the etcd key of revision %d was deleted", dlock.ErrOwnershipLost, h.rev))
 			return
 		}
 		if ls.lost() || ctx.Err() != nil {
@@ -147,7 +147,7 @@ func (h *hold) watch() {
 		case err != nil:
 			// Unreachable, or the lease ended: the lease deadline decides.
 		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev:
-			h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
+			h.lose(fmt.Errorf("%w: the etcd key of revision %d is gone", dlock.ErrOwnershipLost, h.rev))
 			return
 		default:
 			from = resp.Header.Revision + 1
@@ -221,12 +221,12 @@ func (h *hold) release(ctx context.Context, ended error) error {
 		if deleted {
 			// The key went while we could not learn whether we deleted
 			// it: either way it is no longer held.
-			h.lose(fmt.Errorf("%w: etcd key %q was deleted", dlock.ErrOwnershipLost, h.name))
+			h.lose(fmt.Errorf("%w: the etcd key of revision %d was deleted", dlock.ErrOwnershipLost, h.rev))
 		}
 		return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
 	}
 	if !resp.Succeeded {
-		h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
+		h.lose(fmt.Errorf("%w: the etcd key of revision %d is gone", dlock.ErrOwnershipLost, h.rev))
 		return h.Err()
 	}
 	if !h.end(ended) {
@@ -264,7 +264,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 		old.extend(t0)
 		return nil
 	}
-	ls, err := newLease(ctx, h.l.cli, ttl, old.renew, &h.l.wg)
+	ls, err := newLease(ctx, h.l.cli, ttl, old.renew, &h.l.wg, h.l.onRenew())
 	if err != nil {
 		return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
 	}
@@ -278,7 +278,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 		if err != nil {
 			return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
 		}
-		h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
+		h.lose(fmt.Errorf("%w: the etcd key of revision %d is gone", dlock.ErrOwnershipLost, h.rev))
 		return h.Err()
 	}
 	h.mu.Lock()
@@ -306,7 +306,7 @@ func (h *hold) check(ctx context.Context) error {
 		return &dlock.KeyError{Key: h.Key(), Err: err}
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
-		h.lose(fmt.Errorf("%w: etcd key %q is gone", dlock.ErrOwnershipLost, h.name))
+		h.lose(fmt.Errorf("%w: the etcd key of revision %d is gone", dlock.ErrOwnershipLost, h.rev))
 		return h.Err()
 	}
 	return nil

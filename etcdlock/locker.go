@@ -74,6 +74,7 @@ func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel}
 	l.table.Init(o.Logger, func(h *hold) { close(h.stop) })
+	l.table.Observe("etcd", o)
 	return l, nil
 }
 
@@ -180,7 +181,7 @@ func (l *Locker) sharedLease(ctx context.Context) (*lease, error) {
 	if l.shared != nil && !l.shared.lost() {
 		return l.shared, nil
 	}
-	ls, err := newLease(ctx, l.cli, l.opts.TTL, true, &l.wg)
+	ls, err := newLease(ctx, l.cli, l.opts.TTL, true, &l.wg, l.onRenew())
 	if err != nil {
 		return nil, err
 	}
@@ -228,9 +229,11 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 	if err := l.table.Reserve(h, false); err != nil {
 		return nil, err
 	}
+	l.table.Begin(ctx, h)
 	defer func() {
 		if err != nil {
 			l.table.Remove(h)
+			l.table.Failed(h, wait, err)
 		}
 	}()
 
@@ -269,7 +272,7 @@ func (l *Locker) session(ctx context.Context, c call, cancel context.CancelCause
 	if c.opts.TTL == l.opts.TTL {
 		ls, err = l.sharedLease(ctx)
 	} else {
-		ls, err = newLease(ctx, l.cli, c.opts.TTL, true, &l.wg)
+		ls, err = newLease(ctx, l.cli, c.opts.TTL, true, &l.wg, l.onRenew())
 	}
 	if err != nil {
 		return nil, nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: fmt.Errorf("start a session: %w", err)}
@@ -328,13 +331,14 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 		case err != nil:
 			// A waiter rides out a failed round trip (a leader election,
 			// a reconnection) and tries again after the retry delay.
-			l.opts.Logger.Debug("attempt failed, waiting on", "key", c.key, "err", err)
+			l.opts.Logger.DebugContext(ctx, "attempt failed, waiting on", "key", c.key, "error", err)
 		default:
 			b = seen
 		}
 		if !wait {
 			return nil, l.notAcquired(ctx, c, b, nil)
 		}
+		l.table.Waiting(h)
 		if watch == nil && b.rev > 0 && c.opts.Notify {
 			p := l.rangeOf(c.key)
 			watch = l.cli.Watch(wctx, p, clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)), clientv3.WithRev(b.rev+1), clientv3.WithFilterPut())
@@ -358,6 +362,8 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 			t.Stop()
 			if !ok {
 				watch = nil // ended (compaction): watch again from the next read
+			} else {
+				l.table.Woken(h, false)
 			}
 		case <-t.C:
 		}
@@ -395,9 +401,10 @@ func (l *Locker) notAcquired(ctx context.Context, c call, b busy, cause error) e
 // is a transaction whose condition says the range has not changed since it
 // was read, so two writers never both succeed on what they each saw.
 func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool, busy, error) {
+	l.table.Attempted(h)
 	if ls == nil {
 		var err error
-		if ls, err = newLease(ctx, l.cli, c.opts.TTL, false, &l.wg); err != nil {
+		if ls, err = newLease(ctx, l.cli, c.opts.TTL, false, &l.wg, nil); err != nil {
 			return false, busy{}, fmt.Errorf("grant a lease: %w", err)
 		}
 	}

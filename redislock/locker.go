@@ -68,6 +68,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	}
 	l.watchdog = newWatchdog(l)
 	l.table.Init(l.log, l.watchdog.remove)
+	l.table.Observe("redis", o)
 	l.notify = newNotifier(client, l.log)
 	l.sub = driver.NewToken()[:8]
 	return l, nil
@@ -98,6 +99,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 	}
 	if err != nil {
 		l.table.Remove(lk)
+		l.table.Failed(lk, false, err)
 		return nil, err
 	}
 	return lk, nil
@@ -183,6 +185,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	if err := l.table.Reserve(lk, wait); err != nil {
 		return nil, o, err
 	}
+	l.table.Begin(ctx, lk)
 	return lk, o, nil
 }
 
@@ -210,8 +213,8 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 		return nil, err
 	}
 	l.watchdog.add(lk)
-	if l.log.Enabled(context.Background(), slog.LevelDebug) {
-		l.log.Debug("acquired", "key", lk.Key(), "fence", lk.fence, "ttl", lk.sched.ttl)
+	if l.log.Enabled(ctx, slog.LevelDebug) {
+		l.log.DebugContext(ctx, "acquired", "key", lk.Key(), "fence", lk.fence, "ttl", lk.sched.ttl)
 	}
 	return lk, nil
 }
@@ -225,6 +228,7 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 // acknowledgement (see WithReplicaAck), a lock taken but not acknowledged
 // is given back, and the attempt fails with ErrNotReplicated.
 func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
+	l.table.Attempted(lk)
 	sent := time.Now()
 	ttl := l.ttlArg
 	if lk.sched.ttl != l.opts.TTL {

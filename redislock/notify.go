@@ -150,7 +150,7 @@ func (n *notifier) subscribe(ctx context.Context, channel string, sub *subscript
 	if n.cluster != nil {
 		node, err := n.cluster.MasterForKey(ctx, channel)
 		if err != nil {
-			n.log.Warn("subscribe failed", "error", err)
+			n.log.WarnContext(ctx, "subscribe failed", "channel", channel, "error", err)
 			n.mu.Lock()
 			if n.subs[channel] == sub && sub.shard == nil {
 				delete(n.subs, channel) // the next waiter tries again
@@ -177,7 +177,7 @@ func (n *notifier) subscribe(ctx context.Context, channel string, sub *subscript
 	n.mu.Unlock()
 	// Sent outside n.mu: it may dial, for as long as ctx lets it.
 	if err := sh.ps.SSubscribe(ctx, channel); err != nil {
-		n.log.Warn("subscribe failed", "error", err)
+		n.log.WarnContext(ctx, "subscribe failed", "channel", channel, "error", err)
 	}
 	if opened {
 		// Only now: a Cluster client dials a subscription connection

@@ -387,8 +387,9 @@ func (s *watchdog) renew(batch []*lock) {
 		s.arm(lk.sched.due)
 	}
 	s.mu.Unlock()
+	s.observe(batch, codes, errs, err)
 	if err != nil {
-		s.l.log.Warn("renewal failed", "key", batch[0].Key(), "locks", len(batch), "error", err)
+		s.l.log.WarnContext(s.ctx, "renewal failed", "key", batch[0].Key(), "locks", len(batch), "error", err)
 	}
 	for _, lk := range lost {
 		lk.lose(dlock.ErrOwnershipLost)

@@ -62,6 +62,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 	got, err := l.wait(ctx, lk, o)
 	if err != nil {
 		l.table.Remove(lk)
+		l.table.Failed(lk, !(o.Waiting && o.Wait == 0), err)
 		return nil, err
 	}
 	return got, nil
@@ -120,6 +121,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 	case single:
 		return nil, w.busy(nil)
 	}
+	l.table.Waiting(lk)
 	var limit <-chan time.Time
 	var end time.Time
 	if o.Waiting {
@@ -152,7 +154,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 				return nil, err // attempt gave the lock back if it had taken it
 			case err != nil:
 				w.failed = err
-				w.l.log.Debug("attempt failed, waiting on", "key", lk.Key(), "error", err)
+				w.l.log.DebugContext(ctx, "attempt failed, waiting on", "key", lk.Key(), "error", err)
 			case held:
 				return l.acquired(ctx, lk)
 			}
@@ -164,7 +166,9 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 		sleep.Reset(delay)
 		select {
 		case g := <-w.wake:
-			if l.granted(lk, g, w.n, w.sent, w.claim, o) {
+			handoff := l.granted(lk, g, w.n, w.sent, w.claim, o)
+			l.table.Woken(lk, handoff)
+			if handoff {
 				return l.acquired(ctx, lk)
 			}
 		case <-sleep.C:

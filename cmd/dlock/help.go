@@ -28,6 +28,7 @@ func init() {
 		{"run", "[flags] KEY -- CMD [ARGS...]", "run CMD while holding the lock KEY", runHelp, cmdRun},
 		{"status", "[flags] KEY", "show whether KEY is held, its lease, fence and owner", statusHelp, jsonErrors(cmdStatus)},
 		{"ls", "[flags] [PATTERN]", "list the held locks (SCAN, never KEYS)", lsHelp, jsonErrors(cmdList)},
+		{"top", "[flags] [PATTERN]", "watch the held locks, refreshed every second", topHelp, cmdTop},
 		{"unlock", "--force [flags] KEY", "delete a stuck lock, whoever holds it", unlockHelp, jsonErrors(cmdUnlock)},
 		{"leader", "[flags] KEY", "print the leader of the election on KEY (--watch: follow it)", leaderHelp, jsonErrors(cmdLeader)},
 		{"demo", "", "watch workers contend for one lock on a private Redis", demoHelp, cmdDemo},
@@ -83,6 +84,7 @@ const examples = `  dlock demo                                 # a private redis
   dlock run --wait 5m --ttl 30s migrate -- ./migrate up
   dlock status migrate                       # held or free, lease left, fence, owner
   dlock ls 'cron:*'                          # held locks; --json for scripts
+  dlock top                                  # held locks, live: lease, fence, waiters, age
   dlock unlock --force migrate               # delete a stuck lock, printing what was deleted
   dlock run --hold-at-least 30s report -- ./report.sh   # in cron on every host: once per tick
   dlock leader --watch billing-leader        # the leader's value and epoch, at each change

@@ -48,6 +48,10 @@ type Options struct {
 	Prefix string
 	// Logger receives the Locker's structured logs. Locker only.
 	Logger *slog.Logger
+	// Observer, a dlock.Observer, receives the Locker's events; nil for
+	// none. Locker only. (Its type lives in dlock, which imports this
+	// package.)
+	Observer any
 
 	invalid    error // the first option out of range
 	lockerOnly error // the first option that applies to a Locker only
