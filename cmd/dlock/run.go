@@ -101,7 +101,7 @@ type runConfig struct {
 	killGrace    time.Duration
 	conflictCode exitCodeFlag
 	lostCode     exitCodeFlag
-	limit        int  // with limitSet: a permit of KEY's semaphore
+	limit        int // with limitSet: a permit of KEY's semaphore
 	limitSet     bool
 	shared       bool // KEY's read lock
 	exclusive    bool // KEY's write lock
