@@ -30,12 +30,23 @@ local function parse_waiter(v)
   return string.match(v or '', '^(%d+)|(%d+)|(%d+)|([01])|([^|]*)|(%a)|(.*)$')
 end
 
--- purge drops the holds whose lease has ended.
+-- purge drops the holds whose lease has ended, and any hold that is in
+-- one of set and holds but not in the other (an operator deleted a key).
 local function purge(now)
   local dead = redis.call('ZRANGEBYSCORE', set, '-inf', now)
-  if #dead == 0 then return end
-  redis.call('ZREMRANGEBYSCORE', set, '-inf', now)
-  for i = 1, #dead do redis.call('HDEL', holds, dead[i]) end
+  if #dead > 0 then
+    redis.call('ZREMRANGEBYSCORE', set, '-inf', now)
+    for i = 1, #dead do redis.call('HDEL', holds, dead[i]) end
+  end
+  if redis.call('HLEN', holds) == redis.call('ZCARD', set) then return end
+  local hs = redis.call('HKEYS', holds)
+  for i = 1, #hs do
+    if not redis.call('ZSCORE', set, hs[i]) then redis.call('HDEL', holds, hs[i]) end
+  end
+  local ms = redis.call('ZRANGE', set, 0, -1)
+  for i = 1, #ms do
+    if redis.call('HEXISTS', holds, ms[i]) == 0 then redis.call('ZREM', set, ms[i]) end
+  end
 end
 
 -- keep makes set and holds expire with their last lease.
