@@ -45,6 +45,9 @@ func Run(t *testing.T, h Harness) {
 		{"Close", s.close},
 		{"BadInput", s.badInput},
 		{"Exclusion", s.exclusion},
+		{"MultiKey", s.multiKey},
+		{"Semaphore", s.semaphore},
+		{"RWLock", s.rwLock},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
