@@ -251,6 +251,9 @@ func TestRWLockLostAndClose(t *testing.T) {
 	if err := a.WUnlock(ctx, k); err != nil {
 		t.Fatalf("WUnlock: %v", err)
 	}
+	if !errors.Is(w.Err(), dlock.ErrNotHeld) || errors.Is(w.Err(), dlock.ErrLockLost) {
+		t.Errorf("after WUnlock: Err %v, want released", w.Err())
+	}
 	if err := within(t, got, 10*time.Second, "the reader woken by the release"); err != nil {
 		t.Fatalf("reader: %v", err)
 	}
