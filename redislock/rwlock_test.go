@@ -276,3 +276,45 @@ func TestRWLockLostAndClose(t *testing.T) {
 		t.Errorf("TryRLock after Close: %v, want ErrClosed", err)
 	}
 }
+
+// A hold granted to a waiter lives its whole lease even when the holds
+// that were there before it end sooner: here readers granted by a
+// writer's Downgrade outlive the writer's short lease.
+func TestRWLockGrantOutlivesOlderHolds(t *testing.T) {
+	ctx := context.Background()
+	a, r, n := newLocker(t, shared), newLocker(t, shared), newLocker(t, shared)
+	k := keyFor(t)
+	w := mustHold(t)(a.TryWLock(ctx, k, dlock.WithLease(400*time.Millisecond))) // the keys expired with this one
+	got := make(chan dlock.Lock, 1)
+	go func() {
+		lk, err := r.RLock(ctx, k, dlock.WithWait(10*time.Second), dlock.WithRetry(dlock.FixedInterval(2*time.Second)))
+		if err != nil {
+			t.Errorf("reader: %v", err)
+		}
+		got <- lk
+	}()
+	eventually(t, 5*time.Second, "the reader queued", func() bool {
+		info, err := n.InspectKind(ctx, dlock.KindRWLock, k)
+		return err == nil && info.Waiters == 1
+	})
+	if err := dlock.Downgrade(ctx, w); err != nil { // grants the reader, for its claim window of seconds
+		t.Fatalf("Downgrade: %v", err)
+	}
+	lk := within(t, got, 5*time.Second, "the reader's grant")
+	if lk == nil {
+		return
+	}
+	within(t, w.Done(), 5*time.Second, "the end of the writer's lease")
+	var info dlock.Info
+	eventually(t, 5*time.Second, "the reader alone, after the writer's lease ended on the server", func() bool {
+		var err error
+		info, err = n.InspectKind(ctx, dlock.KindRWLock, k)
+		return err == nil && info.Holds == 1 && info.Readers == 1
+	})
+	if lk.Err() != nil {
+		t.Fatalf("the reader's hold after the writer's lease ended: %+v; Err %v", info, lk.Err())
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Errorf("Unlock: %v", err)
+	}
+}

@@ -105,10 +105,16 @@ local function fits(kind, owner, limit, granting, now, token)
   return not writer_waits(now, token)
 end
 
--- take records a hold of token, with a lease of ttl ms from now.
+-- take records a hold of token, with a lease of ttl ms from now, and
+-- makes set and holds live at least as long: whatever the script does
+-- next, no key may expire under a hold.
 local function take(token, kind, owner, fence, now, ttl)
   redis.call('ZADD', set, now + ttl, token)
   redis.call('HSET', holds, token, string.format('%d', fence) .. '|' .. kind .. '|' .. owner)
+  if redis.call('PTTL', set) < ttl then
+    redis.call('PEXPIRE', set, ttl)
+    redis.call('PEXPIRE', holds, ttl)
+  end
 end
 
 -- grant hands holds to the live waiters at the head of the queue, in
