@@ -26,6 +26,9 @@ var (
 	// ErrAlreadyHeld reports that the Locker already holds the key without
 	// an owner; a second hold would wait on itself.
 	ErrAlreadyHeld = errors.New("dlock: already held by this locker")
+	// ErrUpgrade reports an owner that holds a read lock and asked for the
+	// write lock of the same key: it would wait on itself (see RWLocker).
+	ErrUpgrade = errors.New("dlock: cannot upgrade a read lock to a write lock")
 	// ErrClosed reports a call on a closed Locker.
 	ErrClosed = errors.New("dlock: locker closed")
 	// ErrInvalidKey reports an empty key, a key over MaxKeyLen bytes, or a

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -57,4 +58,49 @@ type Info struct {
 	// WaitersKnown says whether the store counts waiters. etcd's waiters
 	// watch the lock and leave no trace in the store.
 	WaitersKnown bool
+	// Kind says what Key names: a lock (the zero Kind), a semaphore or a
+	// read-write lock. For the last two, Holds counts the permits out or
+	// the read and write holds, and TTL is the longest lease among them:
+	// the time until the key is free, unless they are renewed.
+	Kind Kind
+	// Limit is a semaphore's limit (the one its latest acquisition gave),
+	// 0 for the other kinds.
+	Limit int
+	// Readers counts the read holds of a read-write lock; its other holds,
+	// if any, are a writer's.
+	Readers int
+}
+
+// Kind is what an [Info] describes.
+type Kind uint8
+
+// The kinds of lock an Inspector can describe.
+const (
+	KindLock      Kind = iota // a Lock of a Locker
+	KindSemaphore             // the permits of a Semaphore
+	KindRWLock                // the read and write locks of an RWLocker
+)
+
+// String returns "lock", "semaphore" or "rwlock".
+func (k Kind) String() string {
+	switch k {
+	case KindLock:
+		return "lock"
+	case KindSemaphore:
+		return "semaphore"
+	case KindRWLock:
+		return "rwlock"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// KindInspector is an [Inspector] that also reads semaphores and
+// read-write locks, which live beside the locks of the same keys.
+type KindInspector interface {
+	// InspectKind reads what the store holds about key's lock of kind k.
+	// It changes nothing.
+	InspectKind(ctx context.Context, k Kind, key string) (Info, error)
+	// ListKind returns the held locks of kind k whose key matches pattern
+	// (see Inspector.List), sorted by key.
+	ListKind(ctx context.Context, k Kind, pattern string) ([]Info, error)
 }

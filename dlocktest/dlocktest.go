@@ -68,6 +68,18 @@
 //     not count waiters, a lease's end) woke; a Lost (needs Harness.Lose)
 //     whose Err matches ErrOwnershipLost; a Release whose Err matches
 //     ErrClosed for a hold that Close released.
+//   - MultiKey: dlock.LockAll over keys that several callers name in
+//     opposite orders, under contention, always finishes, and no two
+//     holders of a key overlap; TryLockAll on a busy key takes nothing.
+//   - Semaphore (capability Semaphore): at most limit permits of a key
+//     at once, across Lockers; a release lets a waiter in; a permit whose
+//     holder stops renewing comes back after its lease; a lowered limit
+//     keeps the holders above it until they release; a bad limit is
+//     ErrInvalidOption; dlock.Permits runs dlock.Do under a permit.
+//   - RWLock (capability RWLock): readers overlap; a writer excludes
+//     readers and writers; once a writer waits, a new reader does not get
+//     in; a release wakes the waiting writer; Downgrade keeps the hold and
+//     lets readers in; an owner's upgrade gets ErrUpgrade at once.
 //
 // Every subtest is bounded in time: leases are Harness.MinTTL (or at least
 // 100ms), waits have deadlines, and nothing sleeps in place of waiting for

@@ -49,11 +49,20 @@ const (
 	// lock runs out or the server forgets it.
 	LostSignal
 
-	// All is every capability above.
+	// Semaphore: the Locker is a dlock.Semaphore, whose permits keep the
+	// rules of the Semaphore section (see the package doc).
+	Semaphore
+	// RWLock: the Locker is a dlock.RWLocker, whose read and write locks
+	// keep the rules of the RWLock section.
+	RWLock
+
+	// All is every capability of a lock above: Reentrancy, Fencing,
+	// RetryAfter and LostSignal. The primitives beside the lock,
+	// Semaphore and RWLock, are declared on their own.
 	All = Reentrancy | Fencing | RetryAfter | LostSignal
 )
 
-var capNames = []string{"Reentrancy", "Fencing", "RetryAfter", "LostSignal"}
+var capNames = []string{"Reentrancy", "Fencing", "RetryAfter", "LostSignal", "Semaphore", "RWLock"}
 
 // Has reports whether c includes every capability of x.
 func (c Capabilities) Has(x Capabilities) bool { return c&x == x }

@@ -46,6 +46,9 @@ func Run(t *testing.T, h Harness) {
 		{"BadInput", s.badInput},
 		{"Exclusion", s.exclusion},
 		{"Events", s.events},
+		{"MultiKey", s.multiKey},
+		{"Semaphore", s.semaphore},
+		{"RWLock", s.rwLock},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -129,7 +129,7 @@ func TestClusterWakesWaitersOnEveryShard(t *testing.T) {
 func TestClusterConformance(t *testing.T) {
 	c := startCluster(t, 3)
 	newClient := func(t *testing.T) redis.UniversalClient { return c.client(t) }
-	dlocktest.Run(t, harness(newClient, dlocktest.All, dlock.WithFencing(true)))
+	dlocktest.Run(t, harness(newClient, dlocktest.All|dlocktest.Semaphore|dlocktest.RWLock, dlock.WithFencing(true)))
 }
 
 // migrate moves slot s from master from to master to (see

@@ -15,10 +15,10 @@ import (
 func TestConformance(t *testing.T) {
 	newClient := func(t *testing.T) redis.UniversalClient { return shared.Client(t) }
 	t.Run("default", func(t *testing.T) {
-		dlocktest.Run(t, harness(newClient, dlocktest.Reentrancy|dlocktest.LostSignal))
+		dlocktest.Run(t, harness(newClient, dlocktest.Reentrancy|dlocktest.LostSignal|dlocktest.Semaphore|dlocktest.RWLock))
 	})
 	t.Run("fenced", func(t *testing.T) {
-		dlocktest.Run(t, harness(newClient, dlocktest.All, dlock.WithFencing(true)))
+		dlocktest.Run(t, harness(newClient, dlocktest.All|dlocktest.Semaphore|dlocktest.RWLock, dlock.WithFencing(true)))
 	})
 }
 

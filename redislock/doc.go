@@ -54,4 +54,16 @@
 // client's MOVED and ASK redirections, also while the slot migrates.
 // Requires Redis 7.0 or later (SPUBLISH, and SET with both NX and GET, by
 // which a re-sent attempt recognises its own token).
+//
+// # Semaphores and read-write locks
+//
+// A Locker is also a [dlock.Semaphore] ([Locker.TryAcquire],
+// [Locker.Acquire]) and a [dlock.RWLocker] ([Locker.RLock],
+// [Locker.WLock]). Their holds live in a sorted set per key,
+// "<prefix>:sem:<key>" or "<prefix>:rw:<key>", each member scored by the
+// end of its own lease, with the fence counter, the holds' kinds and
+// owners, and the wait queue in companions of the same Cluster slot. One
+// script call acquires or releases; the watchdog renews them in the same
+// batches as locks; a release grants the waiters at the head of the
+// queue that now fit and wakes them as a lock's release does.
 package redislock

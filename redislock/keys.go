@@ -51,16 +51,20 @@ func checkPrefix(prefix string) error {
 
 // keysOf lays out the keys of lock key under prefix, building all six
 // names in one allocation.
-func keysOf(prefix, key string) (keys, error) {
+func keysOf(prefix, key string) (keys, error) { return keysIn(prefix, ":lock:", key) }
+
+// keysIn lays out the keys of key in namespace ns (":lock:" for a lock) under
+// prefix.
+func keysIn(prefix, ns, key string) (keys, error) {
 	if err := driver.CheckKey(key); err != nil {
 		return keys{}, err
 	}
 	// Every name is a slice of one string: the lock key, then the siblings.
-	n := len(prefix) + len(":lock:") + len(key)
+	n := len(prefix) + len(ns) + len(key)
 	var b strings.Builder
 	b.Grow(n + 5*(2*n+6))
 	b.WriteString(prefix)
-	b.WriteString(":lock:")
+	b.WriteString(ns)
 	b.WriteString(key)
 	lockKey := b.String()
 	tag, tagged := hashTag(lockKey)

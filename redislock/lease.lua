@@ -8,11 +8,31 @@ local function is_ours(lock, holds, token, owner)
   return redis.call('GET', lock) == 'o:' .. owner and redis.call('HEXISTS', holds, token) == 1
 end
 
+-- refresh_hold sets the lease of a hold of a semaphore or a read-write
+-- lock (see shared.lua): its end becomes now + ttl, and the keys live at
+-- least as long. Returns 1, or 0 when the hold is gone.
+local function refresh_hold(set, holds, token, ttl)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local score = redis.call('ZSCORE', set, token)
+  if not score or tonumber(score) <= now then return 0 end
+  redis.call('ZADD', set, now + ttl, token)
+  if redis.call('PTTL', set) < ttl then
+    redis.call('PEXPIRE', set, ttl)
+    redis.call('PEXPIRE', holds, ttl)
+  end
+  return 1
+end
+
 -- refresh sets the lease of a lock we hold (lock key, holds key, token,
 -- owner, ttl in ms). A plain lock's lease becomes ttl; an owner's shared
 -- lease is extended to at least ttl, never shortened under another hold.
--- Returns 1, or 0 when the lock is not ours.
+-- A negative ttl is the lease of a hold of a semaphore or a read-write
+-- lock, whose keys are its set and holds (refresh_hold): a lock's ttl is
+-- never negative, and an owner id may be any string, so the sign is what
+-- tells the two apart. Returns 1, or 0 when the lock is not ours.
 local function refresh(lock, holds, token, owner, ttl)
+  if ttl < 0 then return refresh_hold(lock, holds, token, -ttl) end
   if not is_ours(lock, holds, token, owner) then return 0 end
   if owner == '' then
     redis.call('PEXPIRE', lock, ttl)

@@ -51,6 +51,9 @@ type lock struct {
 	owner       string // the owner, as Owner() returns it; ownerArg points here
 	fence       uint64
 	fenced      bool       // the acquisition asked for a fence
+	kind        kind       // a lock, or a hold of a semaphore or read-write lock
+	downgraded  bool       // a write hold that became a read hold; under unlockMu
+	limit       int32      // a permit's semaphore limit, for its attempts
 	ack         replicaAck // what its writes ask of the replicas
 
 	// The script arguments, boxed once: keys, token and owner, as pointers
@@ -80,7 +83,7 @@ func (lk *lock) setDeadline(sent time.Time, ttl time.Duration) {
 // the lock key stands in for it, for a Cluster slot that is migrating
 // refuses (TRYAGAIN) a command whose keys are not all there.
 func (lk *lock) leaseKeys() []any {
-	if lk.Owner() == "" {
+	if lk.Owner() == "" && lk.kind == kindLock {
 		return []any{lk.keyArgs[0], lk.keyArgs[0]}
 	}
 	return []any{lk.keyArgs[0], lk.keyArgs[2]}
@@ -93,10 +96,10 @@ func (lk *lock) Token() string { return lk.token }
 func (lk *lock) Fence() uint64 { return lk.fence }
 
 // end ends the handle once; see driver.Table.End.
-func (lk *lock) end(err error) bool { return lk.l.table.End(lk, err) }
+func (lk *lock) end(err error) bool { return lk.table().End(lk, err) }
 
 // lose ends the handle as lost for cause, and returns its Err.
-func (lk *lock) lose(cause error) error { return lk.l.table.Lose(lk, cause) }
+func (lk *lock) lose(cause error) error { return lk.table().Lose(lk, cause) }
 
 // Unlock releases the lock in one round trip.
 //
@@ -117,6 +120,9 @@ func (lk *lock) lose(cause error) error { return lk.l.table.Lose(lk, cause) }
 // Unlocking twice returns dlock.ErrNotHeld; unlocking a lost lock returns
 // the *dlock.LostError.
 func (lk *lock) Unlock(ctx context.Context) error {
+	if lk.kind != kindLock {
+		return lk.unlockHold(ctx)
+	}
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
 	if err := lk.Check(); err != nil {
@@ -158,6 +164,9 @@ func (lk *lock) closeRelease(ctx context.Context) error {
 		return nil
 	}
 	lk.end(driver.ErrReleasedByClose)
+	if lk.kind != kindLock {
+		return lk.releaseHold(ctx, false)
+	}
 	args := []any{lk.tokenArg, lk.ownerArg, "0"}
 	if lk.Owner() == "" {
 		args = args[:1]
@@ -186,7 +195,7 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		ack = &acker{client: lk.l.client, ack: lk.ack}
 		p = ack
 	}
-	n, err := refreshScript.run(ctx, p, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, ttl.Milliseconds()).Int64()
+	n, err := refreshScript.run(ctx, p, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.leaseArg(ttl)).Int64()
 	if err == nil && n != 0 && ack != nil {
 		err = ack.check() // applied, but not where a failover would keep it
 	}
@@ -207,7 +216,11 @@ func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := lk.Check(); err != nil {
 		return 0, err
 	}
-	n, err := ttlScript.run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg).Int64()
+	script, args := ttlScript, []any{lk.tokenArg, lk.ownerArg}
+	if lk.kind != kindLock {
+		script, args = holdTTLScript, args[:1]
+	}
+	n, err := script.run(ctx, lk.l.send, lk.leaseKeys(), args...).Int64()
 	if err != nil {
 		return 0, &dlock.KeyError{Op: "ttl", Key: lk.Key(), Err: err}
 	}

@@ -25,6 +25,7 @@ type Locker struct {
 
 	quit  chan struct{}       // closed by Close: waiters stop waiting
 	table driver.Table[*lock] // this Locker's holds, and the Lock calls under way
+	holds holdTables          // its holds of semaphores and read-write locks
 
 	ttlArg any // the default TTL in ms, boxed once
 
@@ -69,6 +70,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	l.watchdog = newWatchdog(l)
 	l.table.Init(l.log, l.watchdog.remove)
 	l.table.Observe("redis", o)
+	l.holds.init(l)
 	l.notify = newNotifier(client, l.log)
 	l.sub = driver.NewToken()[:8]
 	return l, nil
@@ -138,6 +140,7 @@ func (l *Locker) close(release bool) error {
 	if !ok {
 		return dlock.ErrClosed
 	}
+	all = append(all, l.holds.close()...)
 	close(l.quit)
 	l.notify.interrupt()
 	var errs []error
@@ -153,6 +156,7 @@ func (l *Locker) close(release bool) error {
 		}
 	}
 	l.table.Wait() // the waiters leave their queues before the client may close
+	l.holds.wait()
 	l.watchdog.stop()
 	l.notify.stop()
 	return errors.Join(errs...)
@@ -208,7 +212,7 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 	if l.hookAcquired != nil {
 		l.hookAcquired()
 	}
-	if err := l.table.Add(lk); err != nil {
+	if err := lk.table().Add(lk); err != nil {
 		l.giveBack(ctx, lk)
 		return nil, err
 	}
@@ -228,6 +232,9 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 // acknowledgement (see WithReplicaAck), a lock taken but not acknowledged
 // is given back, and the attempt fails with ErrNotReplicated.
 func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
+	if lk.kind != kindLock {
+		return l.attemptHold(ctx, lk, mode, claim, n)
+	}
 	l.table.Attempted(lk)
 	sent := time.Now()
 	ttl := l.ttlArg
@@ -297,5 +304,9 @@ const giveBackTimeout = 500 * time.Millisecond
 func (l *Locker) giveBack(ctx context.Context, lk *lock) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
+	if lk.kind != kindLock {
+		holdReleaseScript.run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, "1")
+		return
+	}
 	releaseScript.run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "1")
 }

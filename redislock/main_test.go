@@ -21,6 +21,9 @@ import (
 var shared *redistest.Server
 
 func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) != "" {
+		os.Exit(permitWorker()) // a process that TestSemaphoreKilled starts
+	}
 	os.Exit(redistest.Main(m, func(s *redistest.Server) { shared = s }))
 }
 

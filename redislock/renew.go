@@ -502,7 +502,7 @@ func (s *watchdog) pipeline(ctx context.Context, args [][]any) ([]byte, []error,
 // renewal in flight at a time and its ttl changes only under s.mu.
 func (lk *lock) renewal() []any {
 	if lk.sched.renewArgs == nil || lk.sched.renewTTL != lk.sched.ttl {
-		lk.sched.renewArgs = refreshScript.args(lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.sched.ttl.Milliseconds())
+		lk.sched.renewArgs = refreshScript.args(lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.leaseArg(lk.sched.ttl))
 		lk.sched.renewTTL = lk.sched.ttl
 	}
 	return lk.sched.renewArgs

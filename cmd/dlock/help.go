@@ -82,6 +82,8 @@ func lookupTopic(name string) *topic {
 const examples = `  dlock demo                                 # a private redis-server, workers contending, a crash recovered
   dlock run nightly-report -- ./report.sh    # fails at once (exit 75) when another host runs it
   dlock run --wait 5m --ttl 30s migrate -- ./migrate up
+  dlock run --limit 3 --wait forever encode -- ./encode.sh   # at most 3 at once, across hosts
+  dlock run --shared config -- ./read-config.sh             # readers together; --exclusive alone
   dlock status migrate                       # held or free, lease left, fence, owner
   dlock ls 'cron:*'                          # held locks; --json for scripts
   dlock top                                  # held locks, live: lease, fence, waiters, age
@@ -111,6 +113,17 @@ interrupted. --fair serves waiters in arrival order; --owner ID makes the
 lock reentrant for ID, so that nested dlock run calls of one deploy share
 it. While dlock waits on a terminal, it keeps a one-line status on stderr
 (the holder's remaining lease and the time waited).
+
+--limit N runs CMD as one of at most N holders of KEY, as consul lock -n
+does: each holder has a permit of KEY's semaphore, a lease of its own
+renewed while CMD runs, and a permit whose holder died comes back when its
+lease ends. The latest holder's N is KEY's: holders above a lowered N keep
+their permits until they finish. --shared and --exclusive take KEY's
+read-write lock: any number of --shared holders run at once, an
+--exclusive one runs alone, and once an --exclusive one waits, new
+--shared ones wait behind it. The semaphore and the read-write lock of KEY
+live beside its lock: a plain dlock run KEY excludes neither. All three
+are Redis only.
 
 When the lock is busy, or --wait runs out, dlock prints one line naming KEY
 and the holder's remaining lease, and exits with --conflict-exit-code.
@@ -145,6 +158,12 @@ owner when it is an owner's reentrant lock, and the waiters queued for it.
 It never prints tokens. --json prints one object with the fields key, held,
 owner, holds, ttl_ms (-1: no expiry), fence and waiters.
 
+On Redis, when KEY's semaphore (dlock run --limit) or read-write lock
+(--shared, --exclusive) is held or waited for, status adds a line for each:
+the permits out of the limit, or the readers and writer, their longest
+lease, the fence and the waiters (--json: the objects "semaphore" and
+"rwlock", with the fields above and "limit" or "readers").
+
 etcd keeps no fence of a free lock and does not count waiters: status
 prints "-" for them (--json: fence 0 and no waiters field). etcd leases are
 whole seconds, truncated: a ttl of 0s means less than a second is left.`
@@ -155,7 +174,12 @@ stores; default all), with their remaining lease, fence, owner and waiters.
 On Redis it walks the keyspace with SCAN, never KEYS, so it does not block
 a busy server; on etcd it reads the prefix's range in pages of 500 keys and
 prints "-" for the waiters. --json prints one object per lock, with the
-fields of dlock status --json.`
+fields of dlock status --json.
+
+On Redis it lists the held semaphores and read-write locks too, with a
+KIND column: their HOLDS are the permits out of the limit (2/3), or the
+holds and readers among them ("3 (3 r)": three readers). --json adds
+"kind" ("semaphore" or "rwlock") and "limit" or "readers" to them.`
 
 const unlockHelp = `
 Deletes KEY's lock whoever holds it (on etcd, every hold of it, in one
@@ -203,8 +227,8 @@ sit where commands rarely go.
            client certificate missing or refused (EX_NOPERM)
   78       Redis refused the configuration: a database number the server
            does not have (EX_CONFIG)
-  75       the lock is busy, or --wait ran out (EX_TEMPFAIL;
-           --conflict-exit-code)
+  75       the lock is busy (every permit out, for --limit), or --wait
+           ran out (EX_TEMPFAIL; --conflict-exit-code)
   76       the lock was lost while CMD ran (--lost-exit-code)
   126      CMD was found but could not be run
   127      CMD was not found; the lock was not taken

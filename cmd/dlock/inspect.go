@@ -28,6 +28,15 @@ type lockJSON struct {
 	TTLms   int64  `json:"ttl_ms"` // -1: the key has no expiry
 	Fence   uint64 `json:"fence"`
 	Waiters *int   `json:"waiters,omitempty"` // nil: not counted (etcd)
+
+	// A semaphore's or a read-write lock's, in ls; a lock has none.
+	Kind    string `json:"kind,omitempty"`
+	Limit   int    `json:"limit,omitempty"`   // a semaphore's
+	Readers *int   `json:"readers,omitempty"` // a read-write lock's
+
+	// status: KEY's semaphore and read-write lock, when they exist.
+	Semaphore *lockJSON `json:"semaphore,omitempty"`
+	RWLock    *lockJSON `json:"rwlock,omitempty"`
 }
 
 func toJSON(i dlock.Info) lockJSON {
@@ -39,7 +48,63 @@ func toJSON(i dlock.Info) lockJSON {
 	if i.WaitersKnown {
 		j.Waiters = &i.Waiters
 	}
+	switch i.Kind {
+	case dlock.KindSemaphore:
+		j.Kind, j.Limit = i.Kind.String(), i.Limit
+	case dlock.KindRWLock:
+		j.Kind, j.Readers = i.Kind.String(), &i.Readers
+	}
 	return j
+}
+
+// inspectKind reads key's lock of kind k from be.
+func inspectKind(ctx context.Context, be backend, k dlock.Kind, key string) (dlock.Info, error) {
+	if k == dlock.KindLock {
+		return be.Inspect(ctx, key)
+	}
+	ki, ok := be.(dlock.KindInspector)
+	if !ok {
+		return dlock.Info{}, fmt.Errorf("%s has no %v", be.name(), k)
+	}
+	return ki.InspectKind(ctx, k, key)
+}
+
+// others reads key's semaphore and read-write lock, when be has them and
+// they exist (held, queued for, or a semaphore with a limit).
+func others(ctx context.Context, be backend, key string) ([]dlock.Info, error) {
+	ki, ok := be.(dlock.KindInspector)
+	if !ok {
+		return nil, nil
+	}
+	var infos []dlock.Info
+	for _, k := range []dlock.Kind{dlock.KindSemaphore, dlock.KindRWLock} {
+		info, err := ki.InspectKind(ctx, k, key)
+		if err != nil {
+			return nil, err
+		}
+		if info.Held || info.Waiters > 0 || info.Limit > 0 {
+			infos = append(infos, info)
+		}
+	}
+	return infos, nil
+}
+
+// holdsString says who holds a semaphore or read-write lock: "2 of 3
+// permits", "3 readers", "a writer".
+func holdsString(i dlock.Info) string {
+	switch {
+	case i.Kind == dlock.KindSemaphore:
+		return fmt.Sprintf("%d of %d permits", i.Holds, i.Limit)
+	case i.Holds == 0:
+		return "free"
+	case i.Readers == 0:
+		return "a writer"
+	case i.Readers == 1 && i.Holds == 1:
+		return "1 reader"
+	case i.Readers == i.Holds:
+		return fmt.Sprintf("%d readers", i.Readers)
+	}
+	return fmt.Sprintf("a writer and %d readers of its owner", i.Readers)
 }
 
 // jsonErrors keeps a command's output JSON when it fails under --json:
@@ -138,8 +203,22 @@ func cmdStatus(e *env, args []string) int {
 	if err != nil {
 		return backendError(e, ctx, err)
 	}
+	more, err := others(ctx, be, key)
+	if err != nil {
+		return backendError(e, ctx, err)
+	}
 	if f.json {
-		writeJSON(e.stdout, toJSON(info))
+		j := toJSON(info)
+		for _, m := range more {
+			mj := toJSON(m)
+			mj.Key = ""
+			if m.Kind == dlock.KindSemaphore {
+				j.Semaphore = &mj
+			} else {
+				j.RWLock = &mj
+			}
+		}
+		writeJSON(e.stdout, j)
 		return exitOK
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
@@ -166,6 +245,14 @@ func cmdStatus(e *env, args []string) int {
 		fmt.Fprintf(w, "waiters:\t- (%s does not count them)\n", be.name())
 	} else {
 		fmt.Fprintf(w, "waiters:\t%d\n", info.Waiters)
+	}
+	for _, m := range more {
+		line := holdsString(m)
+		if m.Held {
+			line += ", longest lease " + ttlString(m.TTL)
+		}
+		line += fmt.Sprintf(", fence %d, %d waiting", m.Fence, m.Waiters)
+		fmt.Fprintf(w, "%v:\t%s\n", m.Kind, line)
 	}
 	w.Flush()
 	return exitOK
@@ -200,6 +287,18 @@ func cmdList(e *env, args []string) int {
 	if err != nil {
 		return backendError(e, ctx, err)
 	}
+	kinds := false // a semaphore or read-write lock is listed
+	if ki, ok := be.(dlock.KindInspector); ok {
+		for _, k := range []dlock.Kind{dlock.KindSemaphore, dlock.KindRWLock} {
+			more, err := ki.ListKind(ctx, k, pattern)
+			if err != nil {
+				return backendError(e, ctx, err)
+			}
+			kinds = kinds || len(more) > 0
+			infos = append(infos, more...)
+		}
+		slices.SortStableFunc(infos, func(a, b dlock.Info) int { return strings.Compare(a.Key, b.Key) })
+	}
 	if f.json {
 		out := make([]lockJSON, 0, len(infos))
 		for _, i := range infos {
@@ -213,7 +312,11 @@ func cmdList(e *env, args []string) int {
 		return exitOK
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "KEY\tTTL\tFENCE\tOWNER\tHOLDS\tWAITERS")
+	header := "KEY\tTTL\tFENCE\tOWNER\tHOLDS\tWAITERS"
+	if kinds {
+		header += "\tKIND"
+	}
+	fmt.Fprintln(w, header)
 	for _, i := range infos {
 		owner := i.Owner
 		if owner == "" {
@@ -223,7 +326,18 @@ func cmdList(e *env, args []string) int {
 		if !i.WaitersKnown {
 			waiters = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\n", i.Key, ttlString(i.TTL), i.Fence, owner, i.Holds, waiters)
+		holds := strconv.Itoa(i.Holds)
+		switch i.Kind {
+		case dlock.KindSemaphore:
+			holds = fmt.Sprintf("%d/%d", i.Holds, i.Limit)
+		case dlock.KindRWLock:
+			holds = fmt.Sprintf("%d (%d r)", i.Holds, i.Readers)
+		}
+		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", i.Key, ttlString(i.TTL), i.Fence, owner, holds, waiters)
+		if kinds {
+			line += "\t" + i.Kind.String()
+		}
+		fmt.Fprintln(w, line)
 	}
 	w.Flush()
 	return exitOK

@@ -103,6 +103,10 @@ type runConfig struct {
 	lostCode     exitCodeFlag
 	holdAtLeast  time.Duration
 	acquired     time.Time // when the lock was acquired, for --hold-at-least
+	limit        int       // with limitSet: a permit of KEY's semaphore
+	limitSet     bool
+	shared       bool // KEY's read lock
+	exclusive    bool // KEY's write lock
 }
 
 func (c *runConfig) register(fs *flag.FlagSet) {
@@ -122,6 +126,72 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	fs.Var(&c.conflictCode, "conflict-exit-code", "exit `code` when the lock is busy or the wait runs out")
 	fs.Var(&c.lostCode, "lost-exit-code", "exit `code` when the lock is lost while CMD runs")
 	fs.Var((*durationFlag)(&c.holdAtLeast), "hold-at-least", "keep KEY taken at least this `duration` from the acquisition, even after CMD and dlock exit: a cron job that other hosts fire a little later runs once per tick")
+	fs.Func("limit", "run as one of at most `N` holders of KEY: a permit of KEY's semaphore, as consul lock -n (Redis only)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return errors.New("want a whole number of holders")
+		}
+		c.limit, c.limitSet = n, true
+		return nil
+	})
+	fs.BoolVar(&c.shared, "shared", false, "take KEY's read lock: any number of --shared holders at once, none while an --exclusive one holds or waits (Redis only)")
+	fs.BoolVar(&c.exclusive, "exclusive", false, "take KEY's write lock, which excludes --shared and --exclusive holders (Redis only)")
+}
+
+// kind is what run takes of KEY: its lock, a permit or a read or write
+// lock; it says which flag asked for it, for messages.
+func (c *runConfig) kind() (dlock.Kind, string) {
+	switch {
+	case c.limitSet:
+		return dlock.KindSemaphore, "--limit"
+	case c.shared, c.exclusive:
+		if c.shared {
+			return dlock.KindRWLock, "--shared"
+		}
+		return dlock.KindRWLock, "--exclusive"
+	}
+	return dlock.KindLock, ""
+}
+
+// check returns what is wrong with the flags that choose the kind of lock.
+func (c *runConfig) checkKind() error {
+	n := 0
+	for _, on := range []bool{c.limitSet, c.shared, c.exclusive} {
+		if on {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return errors.New("--limit, --shared and --exclusive choose what to take of KEY: give one")
+	case c.limitSet:
+		if err := dlock.CheckLimit(c.limit); err != nil {
+			return fmt.Errorf("--limit %d: %v", c.limit, trimDlock(err))
+		}
+	}
+	return nil
+}
+
+// acquirer returns the call that takes what the flags ask of be, or an
+// error when be has no such kind of lock.
+func (c *runConfig) acquirer(be backend) (func(context.Context, string, ...dlock.Option) (dlock.Lock, error), error) {
+	kind, flag := c.kind()
+	switch kind {
+	case dlock.KindSemaphore:
+		if s, ok := be.(dlock.Semaphore); ok {
+			return dlock.Permits(s, c.limit).Lock, nil
+		}
+	case dlock.KindRWLock:
+		if rw, ok := be.(dlock.RWLocker); ok {
+			if c.shared {
+				return rw.RLock, nil
+			}
+			return rw.WLock, nil
+		}
+	default:
+		return be.Lock, nil
+	}
+	return nil, fmt.Errorf("%s: %s has no %v", flag, be.name(), kind)
 }
 
 // parseRunArgs reads "[flags] KEY [--] CMD [ARGS...]". Flags may come
@@ -199,6 +269,9 @@ func cmdRun(e *env, args []string) int {
 	case c.killGrace < 0:
 		return usageError(e, "run", "--kill-grace %v: must not be negative", c.killGrace)
 	}
+	if err := c.checkKind(); err != nil {
+		return usageError(e, "run", "%v", err)
+	}
 	if err := driver.CheckKey(key); err != nil {
 		return usageError(e, "run", "KEY: %v", trimDlock(err))
 	}
@@ -212,6 +285,10 @@ func cmdRun(e *env, args []string) int {
 		return code
 	}
 	defer be.close()
+	acquire, err := c.acquirer(be)
+	if err != nil {
+		return usageError(e, "run", "%v", err)
+	}
 
 	opts := []dlock.Option{dlock.WithFair(c.fair), dlock.WithFencing(true)} // DLOCK_FENCE
 	if c.owner != "" {
@@ -224,9 +301,10 @@ func cmdRun(e *env, args []string) int {
 	start := time.Now()
 	stopStatus := func() {}
 	if (c.wait.forever || c.wait.d > 0) && isTerminal(e.stderr) {
-		stopStatus = showWaiting(ctx, e.stderr.(*os.File), be, key, start)
+		kind, _ := c.kind()
+		stopStatus = showWaiting(ctx, e.stderr.(*os.File), be, kind, key, start)
 	}
-	lk, err := be.Lock(ctx, key, opts...)
+	lk, err := acquire(ctx, key, opts...)
 	c.acquired = time.Now()
 	stopStatus()
 	stopSignals()

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlock-go/dlock"
 	"golang.org/x/term"
 )
 
@@ -26,7 +27,7 @@ const (
 // showWaiting keeps a one-line status on the terminal w while dlock waits
 // for key: the holder's remaining lease and the time waited. The returned
 // function erases the line and stops the goroutine.
-func showWaiting(ctx context.Context, w *os.File, be backend, key string, start time.Time) (stop func()) {
+func showWaiting(ctx context.Context, w *os.File, be backend, kind dlock.Kind, key string, start time.Time) (stop func()) {
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -51,10 +52,14 @@ func showWaiting(ctx context.Context, w *os.File, be backend, key string, start 
 			}
 			holder := "holder unknown"
 			ictx, cancel := context.WithTimeout(ctx, time.Second)
-			info, err := be.Inspect(ictx, key)
+			info, err := inspectKind(ictx, be, kind, key)
 			cancel()
 			switch {
 			case err != nil:
+			case kind == dlock.KindSemaphore && info.Held:
+				holder = fmt.Sprintf("%d of %d permits out, longest lease %v", info.Holds, info.Limit, info.TTL.Round(100*time.Millisecond))
+			case kind == dlock.KindRWLock && info.Held:
+				holder = holdsString(info) + ", longest lease " + info.TTL.Round(100*time.Millisecond).String()
 			case !info.Held:
 				holder = "just released"
 			case info.TTL < 0:

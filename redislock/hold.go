@@ -1,0 +1,315 @@
+package redislock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// The holds of semaphores and read-write locks share one layout in Redis
+// and one life in this driver. Every hold, a permit, a reader or a writer,
+// is a lease of its own: a member of the key's set (a sorted set of tokens
+// scored by the end of their lease, on the server's clock), with its
+// fence, kind and owner in the holds hash beside it (see shared.lua). So:
+//
+//   - a holder that crashes gives its hold back when its lease ends: the
+//     next script that touches the key drops the holds whose lease has
+//     ended, and hands the room to the queue;
+//   - the watchdog renews a hold as it renews a lock, in the same batches
+//     (refresh.lua tells a hold from a lock by the sign of its TTL), and a
+//     renewal that finds the hold gone loses it (dlock.ErrOwnershipLost);
+//   - waiters queue as a lock's do, and a release grants the waiters at
+//     the head of the queue that now fit and wakes them on their Locker's
+//     channel with the message a lock's grant sends: the waiting code,
+//     the notifier and the grant's claim window are the lock's own;
+//   - fences come from one counter per key, as a lock's, for readers and
+//     writers alike.
+//
+// A handle is the driver's lock type with a kind: its Unlock, Refresh and
+// TTL send the hold's scripts, and it lives in a table of its own
+// (permits, or read-write holds), so that a key's lock, semaphore and
+// read-write lock never meet.
+
+// kind is what a handle holds.
+type kind byte
+
+// The kinds of hold. Their values are the letters shared.lua stores.
+const (
+	kindLock   kind = 0
+	kindPermit kind = 'p'
+	kindRead   kind = 'r'
+	kindWrite  kind = 'w'
+)
+
+// arg is the kind as shared_acquire.lua takes it.
+func (k kind) arg() string { return string(rune(k)) }
+
+// ns is the namespace of the kind's keys: "<prefix>:sem:<key>" for a
+// semaphore, "<prefix>:rw:<key>" for a read-write lock.
+func (k kind) ns() string {
+	if k == kindPermit {
+		return ":sem:"
+	}
+	return ":rw:"
+}
+
+var (
+	//go:embed shared.lua
+	sharedLua string
+	//go:embed shared_acquire.lua
+	sharedAcquireLua string
+	//go:embed shared_release.lua
+	sharedReleaseLua string
+	//go:embed downgrade.lua
+	downgradeLua string
+	//go:embed shared_ttl.lua
+	sharedTTLLua string
+)
+
+// The scripts of holds.
+var (
+	holdAcquireScript = newScript(preludeLua + sharedLua + sharedAcquireLua)
+	holdReleaseScript = newScript(preludeLua + sharedLua + sharedReleaseLua)
+	downgradeScript   = newScript(preludeLua + sharedLua + downgradeLua)
+	holdTTLScript     = newScript(sharedTTLLua)
+)
+
+// holdTables are a Locker's tables of holds other than locks.
+type holdTables struct {
+	permits driver.Table[*lock]
+	rw      driver.Table[*lock] // readers and writers
+}
+
+func (t *holdTables) init(l *Locker) {
+	t.permits.Init(l.log, l.watchdog.remove)
+	t.rw.Init(l.log, l.watchdog.remove)
+}
+
+// close closes both tables and returns the holds still held.
+func (t *holdTables) close() []*lock {
+	a, _ := t.permits.Close()
+	b, _ := t.rw.Close()
+	return append(a, b...)
+}
+
+// wait waits for the waiting acquisitions of both tables to leave.
+func (t *holdTables) wait() {
+	t.permits.Wait()
+	t.rw.Wait()
+}
+
+// table is the table that lk lives in.
+func (lk *lock) table() *driver.Table[*lock] {
+	switch lk.kind {
+	case kindLock:
+		return &lk.l.table
+	case kindPermit:
+		return &lk.l.holds.permits
+	}
+	return &lk.l.holds.rw
+}
+
+// leaseArg is the TTL argument of refresh.lua for a lease of ttl: negative
+// for a hold, which tells refresh.lua to renew a member of a set.
+func (lk *lock) leaseArg(ttl time.Duration) int64 {
+	if lk.kind != kindLock {
+		return -ttl.Milliseconds()
+	}
+	return ttl.Milliseconds()
+}
+
+// prepareHold validates a call for a hold of kind k and reserves its place
+// in the kind's table. A waiting call (wait) must call Leave on that table
+// when it returns, if prepareHold did not fail.
+func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int, opts []dlock.Option, wait bool) (*lock, driver.Options, error) {
+	op := "lock"
+	if k == kindPermit {
+		op = "acquire"
+	}
+	tbl := &l.holds.rw
+	if k == kindPermit {
+		tbl = &l.holds.permits
+	}
+	if tbl.Closed() {
+		return nil, driver.Options{}, &dlock.KeyError{Op: op, Key: key, Err: dlock.ErrClosed}
+	}
+	o, err := l.opts.Apply(opts...)
+	if err != nil {
+		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
+	}
+	if o.Replicas > 0 {
+		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: fmt.Errorf("%w: replica acknowledgement is not available for semaphores and read-write locks", dlock.ErrInvalidOption)}
+	}
+	if k == kindPermit {
+		if err := dlock.CheckLimit(limit); err != nil {
+			return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
+		}
+	}
+	keys, err := keysIn(o.Prefix, k.ns(), key)
+	if err != nil {
+		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
+	}
+	owner, token := o.OwnerIn(ctx), driver.NewToken()
+	holder, byOption := owner, o.Owner != ""
+	if k == kindPermit && owner == "" {
+		// A Locker may hold many permits of a key: each is its own
+		// holder in the table, found by Release as a WithOwner hold is.
+		holder, byOption = token, true
+	}
+	lk := l.newLock(key, keys, token, holder, byOption, o.TTL)
+	lk.ownerArg = owner
+	lk.kind, lk.limit = k, int32(limit)
+	lk.sched.renew, lk.fenced = o.AutoRenew, o.Fencing
+	if k == kindWrite && owner == "" {
+		// This Locker's own read hold would make the writer wait on
+		// itself: say so rather than ErrAlreadyHeld.
+		if h, err := tbl.Find(dlock.ContextWithOwner(ctx, ""), key); err == nil && h.kind == kindRead {
+			return nil, o, &dlock.KeyError{Op: op, Key: key, Err: dlock.ErrUpgrade}
+		}
+	}
+	if err := tbl.Reserve(lk, wait); err != nil {
+		return nil, o, err
+	}
+	return lk, o, nil
+}
+
+// acquireHold takes a hold of kind k: one attempt, or (wait) a wait as
+// Lock's.
+func (l *Locker) acquireHold(ctx context.Context, k kind, key string, limit int, opts []dlock.Option, wait bool) (dlock.Lock, error) {
+	lk, o, err := l.prepareHold(ctx, k, key, limit, opts, wait)
+	if err != nil {
+		return nil, err
+	}
+	tbl := lk.table()
+	if !wait {
+		mode := modeTry
+		if o.Fair {
+			mode = modeFair
+		}
+		held, retryAfter, err := l.attempt(ctx, lk, mode, 0, 0)
+		if err == nil && !held {
+			err = &dlock.NotAcquiredError{Key: key, RetryAfter: retryAfter}
+		}
+		if err == nil {
+			_, err = l.acquired(ctx, lk)
+		}
+		if err != nil {
+			tbl.Remove(lk)
+			return nil, err
+		}
+		return lk, nil
+	}
+	defer tbl.Leave()
+	if k == kindWrite {
+		// A waiting writer always queues, so that new readers wait behind
+		// it: without wake-ups it queues as a fair waiter does, and polls.
+		o.Fair = o.Fair || !o.Notify
+	}
+	got, err := l.wait(ctx, lk, o)
+	if err != nil {
+		tbl.Remove(lk)
+		return nil, err
+	}
+	return got, nil
+}
+
+// attemptHold is attempt for a hold: one call of shared_acquire.lua.
+func (l *Locker) attemptHold(ctx context.Context, lk *lock, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
+	sent := time.Now()
+	fenced := "0"
+	if lk.fenced {
+		fenced = "1"
+	}
+	r, err := holdAcquireScript.run(ctx, l.send, lk.keyArgs[:], lk.tokenArg, lk.sched.ttl.Milliseconds(), lk.ownerArg,
+		int(mode), claim.Milliseconds(), n, fenced, l.sub, lk.kind.arg(), lk.limit).Int64()
+	if err != nil {
+		if mode&modeWait != 0 || !errors.As(err, new(redis.Error)) {
+			l.giveBack(ctx, lk) // the reply was lost, or a waiter leaves its queue
+		}
+		if redis.HasErrorPrefix(err, "DLOCK_UPGRADE") {
+			err = dlock.ErrUpgrade
+		}
+		return false, 0, &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: err}
+	}
+	if r < 0 {
+		return false, time.Duration(-1-r) * time.Millisecond, nil
+	}
+	lk.fence = uint64(r)
+	lk.setDeadline(sent, lk.sched.ttl)
+	return true, 0, nil
+}
+
+// unlockHold is Unlock for a hold, under the rules of a lock's Unlock: a
+// release that finds the hold gone within its local lease released it
+// earlier (a re-sent release), and once Unlock is called nothing renews
+// the hold.
+func (lk *lock) unlockHold(ctx context.Context) error {
+	lk.unlockMu.Lock()
+	defer lk.unlockMu.Unlock()
+	if err := lk.Check(); err != nil {
+		return err
+	}
+	lk.l.watchdog.releasing(lk)
+	n, err := holdReleaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, "0").Int64()
+	if err != nil {
+		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
+	}
+	if n == 1 || time.Now().Before(lk.l.watchdog.deadline(lk)) {
+		lk.end(dlock.ErrNotHeld)
+		return nil
+	}
+	return lk.lose(dlock.ErrOwnershipLost)
+}
+
+// releaseHold deletes a hold whose handle has ended (Close).
+func (lk *lock) releaseHold(ctx context.Context, giveUp bool) error {
+	arg := "0"
+	if giveUp {
+		arg = "1"
+	}
+	if err := holdReleaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, arg).Err(); err != nil {
+		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
+	}
+	return nil
+}
+
+// Downgrade turns a write lock into a read lock in one round trip, with
+// the same token, fence and lease (see dlock.Downgrader). On any other
+// handle it returns an error matching dlock.ErrInvalidOption. A Downgrade
+// whose reply was lost may be called again: it finds the read lock it
+// made.
+func (lk *lock) Downgrade(ctx context.Context) error {
+	lk.unlockMu.Lock()
+	defer lk.unlockMu.Unlock()
+	if lk.kind != kindWrite || lk.downgraded {
+		return &dlock.KeyError{Op: "downgrade", Key: lk.Key(), Err: fmt.Errorf("%w: not a write lock", dlock.ErrInvalidOption)}
+	}
+	if err := lk.Check(); err != nil {
+		return err
+	}
+	n, err := downgradeScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg).Int64()
+	if err != nil {
+		return &dlock.KeyError{Op: "downgrade", Key: lk.Key(), Err: err}
+	}
+	if n == 0 {
+		return lk.lose(dlock.ErrOwnershipLost)
+	}
+	lk.downgraded = true // 1, or -1: an earlier Downgrade of ours whose reply was lost
+	return nil
+}
+
+// reads reports whether lk is a read hold now.
+func (lk *lock) reads() bool {
+	lk.unlockMu.Lock()
+	defer lk.unlockMu.Unlock()
+	return lk.kind == kindRead || lk.downgraded
+}

@@ -1,0 +1,174 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+var _ dlock.KindInspector = (*Locker)(nil)
+
+// kindOf is the driver's kind of hold for an Info's kind.
+func kindOf(k dlock.Kind) (kind, error) {
+	switch k {
+	case dlock.KindSemaphore:
+		return kindPermit, nil
+	case dlock.KindRWLock:
+		return kindRead, nil
+	}
+	return 0, fmt.Errorf("%w: no such kind of lock: %v", dlock.ErrInvalidOption, k)
+}
+
+// InspectKind reads what Redis holds about key's lock of kind k, in one
+// round trip; for dlock.KindLock it is Inspect. It changes nothing: holds
+// whose lease has ended are not counted, though no script has dropped
+// them yet.
+func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlock.Info, error) {
+	if k == dlock.KindLock {
+		return l.Inspect(ctx, key)
+	}
+	if l.table.Closed() {
+		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
+	}
+	kd, err := kindOf(k)
+	if err != nil {
+		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+	}
+	ks, err := keysIn(l.opts.Prefix, kd.ns(), key)
+	if err != nil {
+		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+	}
+	var (
+		now     *redis.TimeCmd
+		set     *redis.ZSliceCmd
+		holds   *redis.MapStringStringCmd
+		meta    *redis.SliceCmd
+		waiters *redis.IntCmd
+	)
+	_, err = l.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		now = p.Time(ctx)
+		set = p.ZRangeWithScores(ctx, ks.lock, 0, -1)
+		holds = p.HGetAll(ctx, ks.holds)
+		meta = p.HMGet(ctx, ks.meta, "f", "n")
+		waiters = p.ZCard(ctx, ks.queue)
+		return nil
+	})
+	if err != nil {
+		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+	}
+	info := dlock.Info{Key: key, Kind: k, FenceKnown: true, Waiters: int(waiters.Val()), WaitersKnown: true}
+	m := meta.Val()
+	if f, ok := m[0].(string); ok {
+		info.Fence, _ = strconv.ParseUint(f, 10, 64)
+	}
+	if n, ok := m[1].(string); ok && k == dlock.KindSemaphore {
+		info.Limit, _ = strconv.Atoi(n)
+	}
+	nowMs := float64(now.Val().UnixMilli())
+	hs := holds.Val()
+	owners := map[string]bool{}
+	for _, z := range set.Val() {
+		if z.Score <= nowMs {
+			continue // its lease has ended
+		}
+		token, _ := z.Member.(string)
+		v, ok := hs[token]
+		if !ok {
+			continue
+		}
+		_, rest, _ := strings.Cut(v, "|") // the fence: the counter read above is the latest
+		kindLetter, owner, _ := strings.Cut(rest, "|")
+		info.Holds++
+		if kindLetter == "r" {
+			info.Readers++
+		}
+		owners[owner] = true
+		info.Held = true
+		info.TTL = max(info.TTL, time.Duration(z.Score-nowMs)*time.Millisecond)
+	}
+	if len(owners) == 1 {
+		for o := range owners {
+			info.Owner = o
+		}
+	}
+	return info, nil
+}
+
+// ListKind returns the held locks of kind k under the Locker's prefix whose
+// key matches pattern, sorted by key, walking the keyspace with SCAN as
+// List does; for dlock.KindLock it is List.
+func (l *Locker) ListKind(ctx context.Context, k dlock.Kind, pattern string) ([]dlock.Info, error) {
+	if k == dlock.KindLock {
+		return l.List(ctx, pattern)
+	}
+	if l.table.Closed() {
+		return nil, dlock.ErrClosed
+	}
+	kd, err := kindOf(k)
+	if err != nil {
+		return nil, err
+	}
+	glob, err := driver.ParsePattern(pattern)
+	if err != nil {
+		return nil, err
+	}
+	head := l.opts.Prefix + kd.ns()
+	match := globEscape(head) + glob.String()
+	var (
+		mu   sync.Mutex
+		seen = make(map[string]bool)
+	)
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, match, 500).Result()
+			if err != nil {
+				return fmt.Errorf("dlock: list: scan: %w", err)
+			}
+			mu.Lock()
+			for _, key := range keys {
+				seen[strings.TrimPrefix(key, head)] = true
+			}
+			mu.Unlock()
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	}
+	if cc, ok := l.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, l.client)
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(seen))
+	for key := range seen {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	infos := make([]dlock.Info, 0, len(keys))
+	for _, key := range keys {
+		info, err := l.InspectKind(ctx, k, key)
+		if errors.Is(err, dlock.ErrInvalidKey) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if info.Held {
+			infos = append(infos, info)
+		}
+	}
+	return infos, nil
+}
