@@ -111,9 +111,10 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 		l.nodes = append(l.nodes, &node{i: i, client: c, addr: addr})
 	}
 	l.table.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
+	l.table.Observe("redlock", o)
 	if err := l.watchdog.Init(driver.WatchdogConfig[*lock]{
 		Drift:  drift,
-		Renew:  l.renew,
+		Renew:  l.renewObserved,
 		Lost:   func(lk *lock, cause error) { lk.lose(cause) },
 		Lapsed: func(lk *lock) { lk.end(dlock.ErrNotHeld) },
 		OnFailure: func(n int, err error) {
@@ -149,6 +150,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 	}
 	if err != nil {
 		l.table.Remove(lk)
+		l.table.Failed(lk, false, err)
 		return nil, err
 	}
 	return lk, nil
@@ -214,6 +216,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	if err := l.table.Reserve(lk, wait); err != nil {
 		return nil, o, err
 	}
+	l.table.Begin(ctx, lk)
 	return lk, o, nil
 }
 
@@ -256,6 +259,7 @@ type result struct {
 // queues the caller instead, and a failed attempt gives back what it
 // took but keeps the caller queued there.
 func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
+	l.table.Attempted(lk)
 	if q != nil {
 		c := *q // late replies use it after the caller moved on
 		q = &c

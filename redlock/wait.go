@@ -50,6 +50,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 	defer l.table.Leave()
 	if err := l.wait(ctx, lk, o); err != nil {
 		l.table.Remove(lk)
+		l.table.Failed(lk, !(o.Waiting && o.Wait == 0), err)
 		return nil, err
 	}
 	return lk, nil
@@ -88,6 +89,7 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, res resu
 	if res.busy {
 		failed = nil
 	}
+	l.table.Waiting(lk)
 	var limit <-chan time.Time
 	end := time.Now().Add(time.Hour)
 	if o.Waiting {
@@ -164,7 +166,10 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, res resu
 			select {
 			case g := <-wake:
 				grants[g.node] = g
+				// A node's grant alone is no wake-up: only a majority's
+				// hands the lock over.
 				if l.heldByGrants(lk, grants, records, o) {
+					l.table.Woken(lk, true)
 					if err := l.fenceGrants(ctx, lk, grants, records); err != nil {
 						leave()
 						return err
