@@ -206,6 +206,14 @@ func (w *Watchdog[L]) Deadline(lk L) time.Time {
 	return lk.lease().deadline
 }
 
+// Renewing reports whether a renewal of lk is on the wire: sent, and its
+// result not yet filed.
+func (w *Watchdog[L]) Renewing(lk L) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return lk.lease().inflight
+}
+
 // Refreshed records a lease of ttl that the holder asked for at time sent,
 // and starts a new generation of the lease: a renewal sent before can no
 // longer lengthen it. When the outcome is unknown (applied is false), the

@@ -44,14 +44,18 @@ import (
 
 // lock is the handle of one acquisition, the dlock.Lock of this driver.
 type lock struct {
-	driver.Hold // the key, the owner, the state, Done and Err
-	l           *Locker
-	keys        keys
-	token       string
-	owner       string // the owner, as Owner() returns it; ownerArg points here
-	fence       uint64
-	fenced      bool       // the acquisition asked for a fence
-	ack         replicaAck // what its writes ask of the replicas
+	driver.Hold  // the key, the owner, the state, Done and Err
+	driver.Lease // the lease, as the watchdog keeps it
+	l            *Locker
+	keys         keys
+	token        string
+	owner        string // the owner, as Owner() returns it; ownerArg points here
+	fence        uint64
+	fenced       bool          // the acquisition asked for a fence
+	ack          replicaAck    // what its writes ask of the replicas
+	ttl          time.Duration // the lease asked for
+	renew        bool          // the watchdog renews it
+	deadline     time.Time     // the local deadline when acquired (or granted)
 
 	// The script arguments, boxed once: keys, token and owner, as pointers
 	// to lk's own strings.
@@ -61,7 +65,10 @@ type lock struct {
 	unlockMu sync.Mutex // serialises Unlock, so that a second Unlock sees the first
 	unknown  bool       // a release was sent whose outcome is unknown; under unlockMu
 
-	sched schedule // the lease, as the watchdog keeps it
+	// The renewal command, built once per lease length (see renewal); the
+	// watchdog's renewer alone uses them.
+	renewArgs []any
+	renewTTL  time.Duration
 }
 
 var _ dlock.Lock = (*lock)(nil)
@@ -71,8 +78,10 @@ var _ dlock.Lock = (*lock)(nil)
 // fast.
 var drift = driver.Drift{Divisor: 100, Floor: 2 * time.Millisecond}
 
+// setDeadline sets the local deadline of a lease of ttl that the command
+// sent at sent set, before the lock is watched.
 func (lk *lock) setDeadline(sent time.Time, ttl time.Duration) {
-	lk.sched.deadline = drift.Deadline(sent, ttl)
+	lk.deadline = drift.Deadline(sent, ttl)
 }
 
 // leaseKeys are the keys of refresh.lua and ttl.lua: the lock and its
@@ -122,7 +131,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	if err := lk.Check(); err != nil {
 		return err
 	}
-	lk.l.watchdog.releasing(lk)
+	lk.l.watchdog.Releasing(lk)
 	var release *redis.Cmd
 	if lk.Owner() == "" {
 		release = releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg)
@@ -134,7 +143,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 		lk.unknown = true
 		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
 	}
-	inLease := time.Now().Before(lk.l.watchdog.deadline(lk))
+	inLease := time.Now().Before(lk.l.watchdog.Deadline(lk))
 	switch {
 	case n == releaseDone,
 		n == releaseGone && inLease,
@@ -192,13 +201,13 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	if err != nil {
 		// Redis may have applied it: the lease is the shorter of the two.
-		lk.l.watchdog.refreshed(lk, sent, ttl, false)
+		lk.l.watchdog.Refreshed(lk, sent, ttl, false)
 		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: err}
 	}
 	if n == 0 {
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
-	lk.l.watchdog.refreshed(lk, sent, ttl, true)
+	lk.l.watchdog.Refreshed(lk, sent, ttl, true)
 	return nil
 }
 
