@@ -31,7 +31,7 @@ type Locker struct {
 	watchdog  driver.Watchdog[*lock]
 	oneServer bool // the client talks to one server: a renewal batch is one script call
 	notify    *notifier
-	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
+	sub       string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
 
 	hookAcquired func() // tests only: runs when an acquisition is about to be recorded
 }
