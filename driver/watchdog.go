@@ -18,14 +18,14 @@ import (
 // watchdog's methods.
 type Lease struct {
 	ttl       time.Duration
-	renew     bool
 	deadline  time.Time // local lease deadline, on the monotonic clock
 	due       time.Time // next time the watchdog looks at this lease
 	index     int       // in the watchdog's heap; -1 when not there
-	inflight  bool      // a renewal is on the wire
 	lastErr   error     // why the last renewal failed
 	gen       uint64    // the lease's generation: a Refresh starts a new one
-	releasing bool      // the holder began to release: no more renewals
+	renew     bool
+	inflight  bool // a renewal is on the wire
+	releasing bool // the holder began to release: no more renewals
 }
 
 func (ls *Lease) lease() *Lease { return ls }

@@ -52,9 +52,9 @@ type lock struct {
 	owner        string // the owner, as Owner() returns it; ownerArg points here
 	fence        uint64
 	fenced       bool          // the acquisition asked for a fence
+	renew        bool          // the watchdog renews it
 	ack          replicaAck    // what its writes ask of the replicas
 	ttl          time.Duration // the lease asked for
-	renew        bool          // the watchdog renews it
 	deadline     time.Time     // the local deadline when acquired (or granted)
 
 	// The script arguments, boxed once: keys, token and owner, as pointers
