@@ -192,10 +192,10 @@ func TestRenewalOnDemotedMaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The replica takes over; the old master follows it.
-	if err := r.Client(t).SlaveOf(ctx, "no", "one").Err(); err != nil {
+	if err := r.Client(t).ReplicaOf(ctx, "no", "one").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Client(t).SlaveOf(ctx, "127.0.0.1", strconv.Itoa(r.Port())).Err(); err != nil {
+	if err := m.Client(t).ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(r.Port())).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// Its renewals are refused (READONLY), or find the key gone or wait on
