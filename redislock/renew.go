@@ -17,7 +17,7 @@ import (
 const maxPipeline = 1000
 
 // The watchdog is package driver's (driver.Watchdog): one per Locker keeps
-// every held lock's lease, renews it ttl/3 after it began, retries a
+// every held lock's lease, renews it every ttl/3, retries a
 // renewal that failed for want of the server every ttl/20 until the lease
 // deadline, and declares the lock lost at that deadline, or at once when
 // the server refuses a renewal. What is Redis's is here: the I/O of one
@@ -71,6 +71,8 @@ func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*lock]) []err
 	default:
 		codes, errs, err = l.renewPipeline(ctx, args)
 		if isNoScript(err) {
+			// the lease still counts from before the first pipeline: a
+			// little shorter than it is, never longer
 			if err = refreshScript.load(ctx, l.client); err == nil {
 				codes, errs, err = l.renewPipeline(ctx, args)
 			}
@@ -99,7 +101,7 @@ func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*lock]) []err
 	return out
 }
 
-// script renews a batch of locks of one server in one call of renew.lua:
+// renewScript renews a batch of locks of one server in one call of renew.lua:
 // one command, whatever the number of locks; with WAIT after it in the
 // same round trip when the batch asks replicas (ack).
 func (l *Locker) renewScript(ctx context.Context, args [][]any, ack replicaAck) ([]byte, []ackResult, error) {
@@ -126,7 +128,7 @@ func (l *Locker) renewScript(ctx context.Context, args [][]any, ack replicaAck) 
 	return []byte(res), acks, err
 }
 
-// nodes renews a batch of locks of a Cluster that asks replicas (ack):
+// renewNodes renews a batch of locks of a Cluster that asks replicas (ack):
 // one pipeline per master of refresh.lua calls followed by WAIT, sent to
 // the masters at once. A lock whose slot moved is answered MOVED, and
 // renewed again soon, once the client read the new topology.
@@ -174,7 +176,7 @@ func (l *Locker) renewNodes(ctx context.Context, args [][]any, ack replicaAck) (
 	return codes, errs, acks
 }
 
-// pipeline renews a batch of locks one refresh.lua call each, in one
+// renewPipeline renews a batch of locks one refresh.lua call each, in one
 // pipeline: for a Cluster or a Ring, whose locks live on many servers.
 func (l *Locker) renewPipeline(ctx context.Context, args [][]any) ([]byte, []error, error) {
 	cmds, err := l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
