@@ -18,14 +18,14 @@ import (
 // watchdog's methods.
 type Lease struct {
 	ttl       time.Duration
-	renew     bool
 	deadline  time.Time // local lease deadline, on the monotonic clock
 	due       time.Time // next time the watchdog looks at this lease
 	index     int       // in the watchdog's heap; -1 when not there
-	inflight  bool      // a renewal is on the wire
 	lastErr   error     // why the last renewal failed
 	gen       uint64    // the lease's generation: a Refresh starts a new one
-	releasing bool      // the holder began to release: no more renewals
+	renew     bool
+	inflight  bool // a renewal is on the wire
+	releasing bool // the holder began to release: no more renewals
 }
 
 func (ls *Lease) lease() *Lease { return ls }
@@ -68,6 +68,11 @@ type WatchdogConfig[L Leased] struct {
 	// OnFailure, when not nil, hears of every batch whose renewals failed
 	// for want of the server, with the first error.
 	OnFailure func(batch int, err error)
+	// Renewed, when not nil, hears of the outcome of every renewal of a
+	// lease still watched: nil when renewed, else its error. A refusal
+	// that a release in flight explains is no renewal, and is not told.
+	// It is called on the renewer's goroutine, after the batch is filed.
+	Renewed func(lk L, err error)
 }
 
 // Watchdog renews the leases of one Locker's held locks and ends those
@@ -204,6 +209,14 @@ func (w *Watchdog[L]) Deadline(lk L) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return lk.lease().deadline
+}
+
+// Renewing reports whether a renewal of lk is on the wire: sent, and its
+// result not yet filed.
+func (w *Watchdog[L]) Renewing(lk L) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return lk.lease().inflight
 }
 
 // Refreshed records a lease of ttl that the holder asked for at time sent,
@@ -396,6 +409,7 @@ func (w *Watchdog[L]) renew(batch []L) {
 		causes []error
 		failed error
 		nfail  int
+		told   []int // the leases whose outcome Renewed hears of
 	)
 	w.mu.Lock()
 	for i, lk := range batch {
@@ -405,6 +419,9 @@ func (w *Watchdog[L]) renew(batch []L) {
 			continue // ended meanwhile
 		}
 		ttl, err := items[i].TTL, errs[i]
+		if w.cfg.Renewed != nil && !(errors.Is(err, dlock.ErrOwnershipLost) && ls.releasing) {
+			told = append(told, i)
+		}
 		switch {
 		case err == nil:
 			ls.lastErr = nil
@@ -442,6 +459,9 @@ func (w *Watchdog[L]) renew(batch []L) {
 		w.arm(ls.due)
 	}
 	w.mu.Unlock()
+	for _, i := range told {
+		w.cfg.Renewed(batch[i], errs[i])
+	}
 	if failed != nil && w.cfg.OnFailure != nil {
 		w.cfg.OnFailure(nfail, failed)
 	}

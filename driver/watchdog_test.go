@@ -212,11 +212,17 @@ func TestWatchdogRefreshDuringRenewalOnlyShortens(t *testing.T) {
 		w.Add(lk, time.Now(), ttl, true)
 		time.Sleep(time.Second) // the renewal is on the wire, blocked
 		synctest.Wait()
+		if !w.Renewing(lk) {
+			t.Fatal("Renewing = false while a renewal is on the wire")
+		}
 		short := 500 * time.Millisecond
 		w.Refreshed(lk, time.Now(), short, true)
 		want := w.Deadline(lk)
 		close(r.block)
 		synctest.Wait()
+		if w.Renewing(lk) {
+			t.Error("Renewing = true once the renewal's result was filed")
+		}
 		// The renewal, sent before the Refresh, asked for 3s: it may have
 		// been applied first, so the 500ms lease is the one to count on.
 		if got := w.Deadline(lk); !got.Equal(want) {
@@ -226,6 +232,94 @@ func TestWatchdogRefreshDuringRenewalOnlyShortens(t *testing.T) {
 		w.Refreshed(lk, time.Now(), 10*time.Second, false)
 		if got := w.Deadline(lk); !got.Equal(want) {
 			t.Errorf("a Refresh of unknown outcome moved the deadline by %v", got.Sub(want))
+		}
+	})
+}
+
+// A waiter's grant lasts only its claim window, much shorter than the TTL:
+// added with that deadline, its first renewal falls a third of the way into
+// what is left of it, and the renewal then sets the full TTL.
+func TestWatchdogShortGrantRenewedEarly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder(func(*lease) error { return nil })
+		w := r.watchdog(t)
+		lk := &lease{name: "grant"}
+		const ttl = 3 * time.Second
+		w.AddUntil(lk, time.Now().Add(90*time.Millisecond), ttl, true)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		got := r.renewed["grant"]
+		if len(got) == 0 || got[0] > 30*time.Millisecond || got[0] < 30*time.Millisecond-ttl/coalesce {
+			t.Fatalf("renewals at %v, want the first at a third of the 90ms grant, 30ms", got)
+		}
+		if _, ok := r.lost["grant"]; ok {
+			t.Fatalf("a grant renewed in time was lost at %v", r.lost["grant"])
+		}
+		// renewed for the TTL: the next renewal a third of the TTL later
+		if len(got) < 2 || got[1]-got[0] < ttl/3-ttl/coalesce || got[1]-got[0] > ttl/3 {
+			t.Errorf("renewals at %v, want the second about %v after the first", got, ttl/3)
+		}
+		if d := time.Until(w.Deadline(lk)); d < ttl/3 || d > ttl {
+			t.Errorf("deadline %v from now, want the full TTL's lease", d)
+		}
+	})
+}
+
+// A renewal that reached the server but does not count (a replica
+// shortfall, say) is not a loss: that lease keeps its deadline, is retried
+// every ttl/20, and is lost at the deadline with the renewal's error;
+// the other leases of its batch are renewed. Once its renewals count
+// again, it lives on.
+func TestWatchdogPerLeaseErrorIsNotALoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		short := errors.New("not acknowledged by enough replicas")
+		var mu sync.Mutex
+		healAfter := map[string]int{"short": -1, "healed": 2} // failures before success; -1: never
+		r := newRecorder(func(lk *lease) error {
+			mu.Lock()
+			defer mu.Unlock()
+			n, ok := healAfter[lk.name]
+			if !ok || n == 0 {
+				return nil
+			}
+			if n > 0 {
+				healAfter[lk.name] = n - 1
+			}
+			return short
+		})
+		w := r.watchdog(t)
+		const ttl = 200 * time.Millisecond
+		ok, failing, healed := &lease{name: "ok"}, &lease{name: "short"}, &lease{name: "healed"}
+		now := time.Now()
+		w.Add(ok, now, ttl, true)
+		w.Add(failing, now, ttl, true)
+		w.Add(healed, now, ttl, true)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if len(r.batches) == 0 || len(r.batches[0]) != 3 {
+			t.Fatalf("batches %v, want the three leases in the first", r.batches)
+		}
+		// deadline: 200ms - (2ms + 2ms) = 196ms
+		if got := r.lost["short"]; got != 196*time.Millisecond {
+			t.Errorf("a lease whose renewals never counted lost at %v, want at its deadline, 196ms", got)
+		}
+		if c := r.causes["short"]; !errors.Is(c, dlock.ErrLeaseExpired) || !errors.Is(c, short) || errors.Is(c, dlock.ErrOwnershipLost) {
+			t.Errorf("cause %v, want ErrLeaseExpired with the renewal's error", c)
+		}
+		// retried every ttl/20 = 10ms after the first attempt at ~65ms
+		if n := len(r.renewed["short"]); n < 10 || n > 15 {
+			t.Errorf("%d renewal attempts before the deadline, want about 13: %v", n, r.renewed["short"])
+		}
+		if got := r.renewed["healed"]; len(got) < 3 || got[2]-got[0] > 3*ttl/20 {
+			t.Errorf("renewals of the healed lease at %v, want two retries ttl/20 apart", got)
+		}
+		for _, name := range []string{"ok", "healed"} {
+			if at, lost := r.lost[name]; lost {
+				t.Errorf("lease %s lost at %v, want renewed", name, at)
+			}
+			if n := len(r.renewed[name]); n < 9 {
+				t.Errorf("lease %s renewed %d times in 1s of a 200ms lease, want every third", name, n)
+			}
 		}
 	})
 }

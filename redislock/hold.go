@@ -87,8 +87,8 @@ type holdTables struct {
 }
 
 func (t *holdTables) init(l *Locker) {
-	t.permits.Init(l.log, l.watchdog.remove)
-	t.rw.Init(l.log, l.watchdog.remove)
+	t.permits.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
+	t.rw.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
 }
 
 // close closes both tables and returns the holds still held.
@@ -168,7 +168,7 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 	lk := l.newLock(key, keys, token, holder, byOption, o.TTL)
 	lk.ownerArg = owner
 	lk.kind, lk.limit = k, int32(limit)
-	lk.sched.renew, lk.fenced = o.AutoRenew, o.Fencing
+	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
 	if k == kindWrite && owner == "" {
 		// This Locker's own read hold would make the writer wait on
 		// itself: say so rather than ErrAlreadyHeld.
@@ -229,7 +229,7 @@ func (l *Locker) attemptHold(ctx context.Context, lk *lock, mode attemptMode, cl
 	if lk.fenced {
 		fenced = "1"
 	}
-	r, err := holdAcquireScript.run(ctx, l.send, lk.keyArgs[:], lk.tokenArg, lk.sched.ttl.Milliseconds(), lk.ownerArg,
+	r, err := holdAcquireScript.run(ctx, l.send, lk.keyArgs[:], lk.tokenArg, lk.ttl.Milliseconds(), lk.ownerArg,
 		int(mode), claim.Milliseconds(), n, fenced, l.sub, lk.kind.arg(), lk.limit).Int64()
 	if err != nil {
 		if mode&modeWait != 0 || !errors.As(err, new(redis.Error)) {
@@ -244,7 +244,7 @@ func (l *Locker) attemptHold(ctx context.Context, lk *lock, mode attemptMode, cl
 		return false, time.Duration(-1-r) * time.Millisecond, nil
 	}
 	lk.fence = uint64(r)
-	lk.setDeadline(sent, lk.sched.ttl)
+	lk.setDeadline(sent, lk.ttl)
 	return true, 0, nil
 }
 
@@ -258,12 +258,12 @@ func (lk *lock) unlockHold(ctx context.Context) error {
 	if err := lk.Check(); err != nil {
 		return err
 	}
-	lk.l.watchdog.releasing(lk)
+	lk.l.watchdog.Releasing(lk)
 	n, err := holdReleaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, "0").Int64()
 	if err != nil {
 		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
 	}
-	if n == 1 || time.Now().Before(lk.l.watchdog.deadline(lk)) {
+	if n == 1 || time.Now().Before(lk.l.watchdog.Deadline(lk)) {
 		lk.end(dlock.ErrNotHeld)
 		return nil
 	}

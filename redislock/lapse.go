@@ -24,14 +24,14 @@ func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
 	if err := lk.Check(); err != nil {
 		return err
 	}
-	lk.l.watchdog.releasing(lk)
+	lk.l.watchdog.Releasing(lk)
 	sent := time.Now()
 	n, err := refreshScript.run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, d.Milliseconds()).Int64()
 	if err != nil {
 		// Redis may have set the lease to d: the local deadline becomes
 		// the shorter of the two, where the watchdog ends the handle as
 		// released, for it renews it no more.
-		lk.l.watchdog.refreshed(lk, sent, d, false)
+		lk.l.watchdog.Refreshed(lk, sent, d, false)
 		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
 	}
 	if n == 0 {

@@ -220,9 +220,7 @@ func TestRenewalRacingRefresh(t *testing.T) {
 	}
 	close(gate)
 	eventually(t, 5*time.Second, "the renewal's reply is filed", func() bool {
-		l.watchdog.mu.Lock()
-		defer l.watchdog.mu.Unlock()
-		return !lk.(*lock).sched.inflight
+		return !l.watchdog.Renewing(lk.(*lock))
 	})
 	if d := lk.(*lock).leaseDeadline(); d.After(sent.Add(short)) {
 		t.Fatalf("local deadline %v after Refresh(%v): the older renewal put a longer lease back", d.Sub(sent), short)

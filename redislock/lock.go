@@ -44,17 +44,21 @@ import (
 
 // lock is the handle of one acquisition, the dlock.Lock of this driver.
 type lock struct {
-	driver.Hold // the key, the owner, the state, Done and Err
-	l           *Locker
-	keys        keys
-	token       string
-	owner       string // the owner, as Owner() returns it; ownerArg points here
-	fence       uint64
-	fenced      bool       // the acquisition asked for a fence
-	kind        kind       // a lock, or a hold of a semaphore or read-write lock
-	downgraded  bool       // a write hold that became a read hold; under unlockMu
-	limit       int32      // a permit's semaphore limit, for its attempts
-	ack         replicaAck // what its writes ask of the replicas
+	driver.Hold  // the key, the owner, the state, Done and Err
+	driver.Lease // the lease, as the watchdog keeps it
+	l            *Locker
+	keys         keys
+	token        string
+	owner        string // the owner, as Owner() returns it; ownerArg points here
+	fence        uint64
+	fenced       bool          // the acquisition asked for a fence
+	kind         kind          // a lock, or a hold of a semaphore or read-write lock
+	downgraded   bool          // a write hold that became a read hold; under unlockMu
+	limit        int32         // a permit's semaphore limit, for its attempts
+	renew        bool          // the watchdog renews it
+	ack          replicaAck    // what its writes ask of the replicas
+	ttl          time.Duration // the lease asked for
+	deadline     time.Time     // the local deadline when acquired (or granted)
 
 	// The script arguments, boxed once: keys, token and owner, as pointers
 	// to lk's own strings.
@@ -64,7 +68,10 @@ type lock struct {
 	unlockMu sync.Mutex // serialises Unlock, so that a second Unlock sees the first
 	unknown  bool       // a release was sent whose outcome is unknown; under unlockMu
 
-	sched schedule // the lease, as the watchdog keeps it
+	// The renewal command, built once per lease length (see renewal); the
+	// watchdog's renewer alone uses them.
+	renewArgs []any
+	renewTTL  time.Duration
 }
 
 var _ dlock.Lock = (*lock)(nil)
@@ -74,8 +81,10 @@ var _ dlock.Lock = (*lock)(nil)
 // fast.
 var drift = driver.Drift{Divisor: 100, Floor: 2 * time.Millisecond}
 
+// setDeadline sets the local deadline of a lease of ttl that the command
+// sent at sent set, before the lock is watched.
 func (lk *lock) setDeadline(sent time.Time, ttl time.Duration) {
-	lk.sched.deadline = drift.Deadline(sent, ttl)
+	lk.deadline = drift.Deadline(sent, ttl)
 }
 
 // leaseKeys are the keys of refresh.lua and ttl.lua: the lock and its
@@ -128,7 +137,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	if err := lk.Check(); err != nil {
 		return err
 	}
-	lk.l.watchdog.releasing(lk)
+	lk.l.watchdog.Releasing(lk)
 	var release *redis.Cmd
 	if lk.Owner() == "" {
 		release = releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg)
@@ -140,7 +149,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 		lk.unknown = true
 		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
 	}
-	inLease := time.Now().Before(lk.l.watchdog.deadline(lk))
+	inLease := time.Now().Before(lk.l.watchdog.Deadline(lk))
 	switch {
 	case n == releaseDone,
 		n == releaseGone && inLease,
@@ -201,13 +210,13 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	if err != nil {
 		// Redis may have applied it: the lease is the shorter of the two.
-		lk.l.watchdog.refreshed(lk, sent, ttl, false)
+		lk.l.watchdog.Refreshed(lk, sent, ttl, false)
 		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: err}
 	}
 	if n == 0 {
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
-	lk.l.watchdog.refreshed(lk, sent, ttl, true)
+	lk.l.watchdog.Refreshed(lk, sent, ttl, true)
 	return nil
 }
 

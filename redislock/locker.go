@@ -29,9 +29,10 @@ type Locker struct {
 
 	ttlArg any // the default TTL in ms, boxed once
 
-	watchdog *watchdog
-	notify   *notifier
-	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
+	watchdog  driver.Watchdog[*lock]
+	oneServer bool // the client talks to one server: a renewal batch is one script call
+	notify    *notifier
+	sub       string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
 
 	hookAcquired func() // tests only: runs when an acquisition is about to be recorded
 }
@@ -67,9 +68,11 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 		quit:   make(chan struct{}),
 		ttlArg: o.TTL.Milliseconds(),
 	}
-	l.watchdog = newWatchdog(l)
-	l.table.Init(l.log, l.watchdog.remove)
+	l.table.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
 	l.table.Observe("redis", o)
+	if err := l.newWatchdog(); err != nil {
+		return nil, err
+	}
 	l.holds.init(l)
 	l.notify = newNotifier(client, l.log)
 	l.sub = driver.NewToken()[:8]
@@ -157,7 +160,7 @@ func (l *Locker) close(release bool) error {
 	}
 	l.table.Wait() // the waiters leave their queues before the client may close
 	l.holds.wait()
-	l.watchdog.stop()
+	l.watchdog.Stop()
 	l.notify.stop()
 	return errors.Join(errs...)
 }
@@ -184,7 +187,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 		return nil, o, &dlock.KeyError{Key: key, Err: err}
 	}
 	lk := l.newLock(key, k, driver.NewToken(), o.OwnerIn(ctx), o.Owner != "", o.TTL)
-	lk.sched.renew, lk.fenced = o.AutoRenew, o.Fencing
+	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
 	lk.ack = replicaAck{o.Replicas, o.ReplicaTimeout}
 	if err := l.table.Reserve(lk, wait); err != nil {
 		return nil, o, err
@@ -194,7 +197,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 }
 
 func (l *Locker) newLock(key string, k keys, token, owner string, byOption bool, ttl time.Duration) *lock {
-	lk := &lock{l: l, keys: k, token: token, owner: owner, sched: schedule{ttl: ttl, index: -1}}
+	lk := &lock{l: l, keys: k, token: token, owner: owner, ttl: ttl}
 	lk.Init(key, owner, byOption)
 	// Pointers into lk, which go-redis writes as the strings they point
 	// to: boxing them allocates nothing, where boxing a string would.
@@ -216,9 +219,12 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 		l.giveBack(ctx, lk)
 		return nil, err
 	}
-	l.watchdog.add(lk)
+	// The first renewal falls due when a third of what is left of the
+	// lease has passed: a third of the TTL for a lock just taken, sooner
+	// for a waiter's grant, which lasts only its claim window.
+	l.watchdog.AddUntil(lk, lk.deadline, lk.ttl, lk.renew)
 	if l.log.Enabled(ctx, slog.LevelDebug) {
-		l.log.DebugContext(ctx, "acquired", "key", lk.Key(), "fence", lk.fence, "ttl", lk.sched.ttl)
+		l.log.DebugContext(ctx, "acquired", "key", lk.Key(), "fence", lk.fence, "ttl", lk.ttl)
 	}
 	return lk, nil
 }
@@ -238,8 +244,8 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 	l.table.Attempted(lk)
 	sent := time.Now()
 	ttl := l.ttlArg
-	if lk.sched.ttl != l.opts.TTL {
-		ttl = lk.sched.ttl.Milliseconds()
+	if lk.ttl != l.opts.TTL {
+		ttl = lk.ttl.Milliseconds()
 	}
 	p, ack := l.send, (*acker)(nil)
 	if lk.ack.n > 0 {
@@ -288,7 +294,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 		return false, time.Duration(-1-r) * time.Millisecond, nil
 	}
 	lk.fence = uint64(r)
-	lk.setDeadline(sent, lk.sched.ttl)
+	lk.setDeadline(sent, lk.ttl)
 	return true, 0, nil
 }
 

@@ -151,9 +151,7 @@ func TestServerUnreachable(t *testing.T) {
 }
 
 func (lk *lock) leaseDeadline() time.Time {
-	lk.l.watchdog.mu.Lock()
-	defer lk.l.watchdog.mu.Unlock()
-	return lk.sched.deadline
+	return lk.l.watchdog.Deadline(lk)
 }
 
 func TestLeaseWithoutWatchdog(t *testing.T) {
@@ -416,7 +414,7 @@ func TestRenewalsAreBatched(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			l.watchdog.oneServer = oneServer
+			l.oneServer = oneServer
 			locks := hold(t, l, 500)
 			raw := s.Client(t)
 			trips, before := hook.trips.Load(), calls(t, raw, "pexpire")

@@ -41,17 +41,17 @@ func TestWatchdogDeadlineSynctest(t *testing.T) {
 		for _, lk := range locks {
 			synctest.Wait()
 			if lk.Err() != nil {
-				t.Fatalf("lease of %v ended early, at %v", lk.sched.ttl, time.Since(start))
+				t.Fatalf("lease of %v ended early, at %v", lk.ttl, time.Since(start))
 			}
-			want := lk.sched.ttl - drift.Of(lk.sched.ttl)
+			want := lk.ttl - drift.Of(lk.ttl)
 			time.Sleep(time.Until(start.Add(want)) - time.Nanosecond)
 			synctest.Wait()
 			if lk.Err() != nil {
-				t.Fatalf("lease of %v lost at %v, before its deadline %v", lk.sched.ttl, time.Since(start), want)
+				t.Fatalf("lease of %v lost at %v, before its deadline %v", lk.ttl, time.Since(start), want)
 			}
 			<-lk.Done()
 			if got := time.Since(start); got != want {
-				t.Errorf("lease of %v lost at %v, want its deadline %v", lk.sched.ttl, got, want)
+				t.Errorf("lease of %v lost at %v, want its deadline %v", lk.ttl, got, want)
 			}
 			if !errors.Is(lk.Err(), dlock.ErrLeaseExpired) {
 				t.Errorf("Err = %v, want ErrLeaseExpired", lk.Err())

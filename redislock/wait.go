@@ -269,7 +269,7 @@ func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.
 	if time.Until(deadline) < claim/2 {
 		return false
 	}
-	lk.fence, lk.sched.deadline, lk.sched.renewNow = g.fence, deadline, true
+	lk.fence, lk.deadline = g.fence, deadline
 	return true
 }
 

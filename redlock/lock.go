@@ -243,17 +243,6 @@ func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
 	return 0, l.noQuorum("ttl", lk.Key(), len(ttls)+notOurs, errs)
 }
 
-// renewObserved is renew, reported to the Locker's observer if it has one.
-func (l *Locker) renewObserved(ctx context.Context, batch []driver.Renewal[*lock]) []error {
-	errs := l.renew(ctx, batch)
-	if l.table.Observed() {
-		for i, r := range batch {
-			l.table.Renewed(r.Lock, errs[i])
-		}
-	}
-	return errs
-}
-
 // renew is the watchdog's renewal of a batch: one renew.lua call per node,
 // to every node at once. A lock is renewed when a majority confirmed it,
 // and lost when so many nodes no longer have it that no majority can.

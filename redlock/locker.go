@@ -114,9 +114,14 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 	l.table.Observe("redlock", o)
 	if err := l.watchdog.Init(driver.WatchdogConfig[*lock]{
 		Drift:  drift,
-		Renew:  l.renewObserved,
+		Renew:  l.renew,
 		Lost:   func(lk *lock, cause error) { lk.lose(cause) },
 		Lapsed: func(lk *lock) { lk.end(dlock.ErrNotHeld) },
+		Renewed: func(lk *lock, err error) {
+			if l.table.Observed() {
+				l.table.Renewed(lk, err)
+			}
+		},
 		OnFailure: func(n int, err error) {
 			l.log.Warn("renewal failed", "locks", n, "error", err)
 		},
