@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -31,12 +32,14 @@ type recorder struct {
 	lost    map[string]time.Duration
 	causes  map[string]error
 	lapsed  map[string]time.Duration
+	told    map[string][]error // what Renewed heard, per lease
 }
 
 func newRecorder(answer func(*lease) error) *recorder {
 	return &recorder{
 		t0: time.Now(), answer: answer, renewed: map[string][]time.Duration{},
 		lost: map[string]time.Duration{}, causes: map[string]error{}, lapsed: map[string]time.Duration{},
+		told: map[string][]error{},
 	}
 }
 
@@ -72,6 +75,11 @@ func (r *recorder) watchdog(t *testing.T) *Watchdog[*lease] {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.lapsed[lk.name] = time.Since(r.t0)
+		},
+		Renewed: func(lk *lease, err error) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.told[lk.name] = append(r.told[lk.name], err)
 		},
 	})
 	if err != nil {
@@ -320,6 +328,61 @@ func TestWatchdogPerLeaseErrorIsNotALoss(t *testing.T) {
 			if n := len(r.renewed[name]); n < 9 {
 				t.Errorf("lease %s renewed %d times in 1s of a 200ms lease, want every third", name, n)
 			}
+		}
+	})
+}
+
+// Renewed hears the outcome of every renewal of a watched lease, in order:
+// renewals, failures, and the refusal that loses a lease; not the refusal
+// that a release in flight explains.
+func TestWatchdogTellsRenewals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		refused := map[string]bool{}
+		r := newRecorder(func(lk *lease) error {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case refused[lk.name]:
+				return dlock.ErrOwnershipLost
+			case lk.name == "flaky" && len(refused) == 0:
+				refused["flaky-failed-once"] = true
+				return errUnreachable
+			}
+			return nil
+		})
+		r.block = make(chan struct{})
+		close(r.block)
+		w := r.watchdog(t)
+		const ttl = 300 * time.Millisecond
+		kept, lost, released, flaky := &lease{name: "kept"}, &lease{name: "lost"}, &lease{name: "released"}, &lease{name: "flaky"}
+		now := time.Now()
+		for _, lk := range []*lease{kept, lost, released, flaky} {
+			w.Add(lk, now, ttl, true)
+		}
+		time.Sleep(ttl / 2) // every lease renewed once
+		synctest.Wait()
+		mu.Lock()
+		refused["lost"], refused["released"] = true, true
+		mu.Unlock()
+		w.Releasing(released) // its refusal is its own release's doing
+		time.Sleep(ttl)
+		synctest.Wait()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if got := r.told["kept"]; len(got) < 3 || slices.ContainsFunc(got, func(e error) bool { return e != nil }) {
+			t.Errorf("kept: told %v, want renewals only", got)
+		}
+		if got := r.told["lost"]; len(got) < 2 || got[0] != nil || !errors.Is(got[len(got)-1], dlock.ErrOwnershipLost) {
+			t.Errorf("lost: told %v, want a renewal, then the refusal", got)
+		}
+		for _, e := range r.told["released"] {
+			if e != nil {
+				t.Errorf("released: told %v, want no refusal after Releasing", r.told["released"])
+			}
+		}
+		if got := r.told["flaky"]; len(got) < 2 || !errors.Is(got[0], errUnreachable) || got[1] != nil {
+			t.Errorf("flaky: told %v, want the failure, then a renewal", got)
 		}
 	})
 }
