@@ -88,42 +88,10 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error)
 	if err != nil {
 		return nil, err
 	}
-	head := l.opts.Prefix + ":lock:"
-	match := globEscape(head) + glob.String()
-	var (
-		mu   sync.Mutex
-		seen = make(map[string]bool)
-	)
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		var cursor uint64
-		for {
-			keys, next, err := c.Scan(ctx, cursor, match, 500).Result()
-			if err != nil {
-				return fmt.Errorf("dlock: list: scan: %w", err)
-			}
-			mu.Lock()
-			for _, k := range keys {
-				seen[strings.TrimPrefix(k, head)] = true
-			}
-			mu.Unlock()
-			if cursor = next; cursor == 0 {
-				return nil
-			}
-		}
-	}
-	if cc, ok := l.client.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
-	} else {
-		err = scan(ctx, l.client)
-	}
+	keys, err := l.scan(ctx, l.opts.Prefix+":lock:", glob)
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]string, 0, len(seen))
-	for k := range seen {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	infos := make([]dlock.Info, 0, len(keys))
 	for _, k := range keys {
 		info, err := l.Inspect(ctx, k)
@@ -186,4 +154,46 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 	}
 	fill(&info, value, ttl, int(holds))
 	return info, nil
+}
+
+// scan returns, sorted, the keys that callers name (without head) of the
+// keys under head that match glob: on every master of a Cluster.
+func (l *Locker) scan(ctx context.Context, head string, glob driver.Pattern) ([]string, error) {
+	match := globEscape(head) + glob.String()
+	var (
+		mu   sync.Mutex
+		seen = make(map[string]bool)
+	)
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, match, 500).Result()
+			if err != nil {
+				return fmt.Errorf("dlock: list: scan: %w", err)
+			}
+			mu.Lock()
+			for _, k := range keys {
+				seen[strings.TrimPrefix(k, head)] = true
+			}
+			mu.Unlock()
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	}
+	var err error
+	if cc, ok := l.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, l.client)
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys, nil
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/dlock-go/dlock"
@@ -121,42 +119,10 @@ func (l *Locker) ListKind(ctx context.Context, k dlock.Kind, pattern string) ([]
 	if err != nil {
 		return nil, err
 	}
-	head := l.opts.Prefix + kd.ns()
-	match := globEscape(head) + glob.String()
-	var (
-		mu   sync.Mutex
-		seen = make(map[string]bool)
-	)
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		var cursor uint64
-		for {
-			keys, next, err := c.Scan(ctx, cursor, match, 500).Result()
-			if err != nil {
-				return fmt.Errorf("dlock: list: scan: %w", err)
-			}
-			mu.Lock()
-			for _, key := range keys {
-				seen[strings.TrimPrefix(key, head)] = true
-			}
-			mu.Unlock()
-			if cursor = next; cursor == 0 {
-				return nil
-			}
-		}
-	}
-	if cc, ok := l.client.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
-	} else {
-		err = scan(ctx, l.client)
-	}
+	keys, err := l.scan(ctx, l.opts.Prefix+kd.ns(), glob)
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]string, 0, len(seen))
-	for key := range seen {
-		keys = append(keys, key)
-	}
-	slices.Sort(keys)
 	infos := make([]dlock.Info, 0, len(keys))
 	for _, key := range keys {
 		info, err := l.InspectKind(ctx, k, key)
