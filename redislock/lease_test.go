@@ -254,3 +254,58 @@ func TestFenceCounterExpires(t *testing.T) {
 		}
 	}
 }
+
+// gateHook holds the commands that match until open is closed.
+type gateHook struct {
+	open  <-chan struct{}
+	match func(redis.Cmder) bool
+}
+
+func (h gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.match(cmd) {
+			<-h.open
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A lease that lapses while its Unlock is on the way (the release reaches
+// Redis after the deadline, and finds the key gone) is released, not an
+// error: Unlock began before the deadline, so the holder stopped counting
+// on the lock then (it returned a bare ErrNotHeld, as for a second Unlock).
+func TestUnlockOutlivedByLease(t *testing.T) {
+	ctx := context.Background()
+	raw := shared.Client(t)
+	key := keyFor(t)
+	done := make(chan (<-chan struct{}), 1)
+	open := make(chan struct{})
+	go func() {
+		<-<-done // the handle ended at its deadline
+		deadline := time.Now().Add(5 * time.Second)
+		for raw.Exists(ctx, "dlock:lock:"+key).Val() != 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond) // poll interval, bounded by deadline
+		}
+		close(open) // and Redis let the key expire
+	}()
+	l := lockerWith(t, gateHook{open: open, match: func(cmd redis.Cmder) bool { return runs(cmd, releaseScript) }},
+		dlock.WithLease(100*time.Millisecond))
+	lk, err := l.TryLock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done <- lk.Done() // the release goes once the lease has lapsed
+	if err := lk.Unlock(ctx); err != nil {
+		t.Errorf("Unlock outlived by its lease = %v, want nil", err)
+	}
+	if !errors.Is(lk.Err(), dlock.ErrNotHeld) || errors.Is(lk.Err(), dlock.ErrLockLost) {
+		t.Errorf("Err = %v, want released (ErrNotHeld, not a loss)", lk.Err())
+	}
+	if err := lk.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Errorf("a second Unlock = %v, want ErrNotHeld", err)
+	}
+}
