@@ -120,11 +120,14 @@ func (lk *lock) lose(cause error) error { return lk.table().Lose(lk, cause) }
 // lock is free) and Unlock returns nil. A retry that finds another party
 // holding the key before the deadline returns nil too when an earlier
 // release of this handle had an unknown outcome: that release ran, and
-// the new holder came after it. Otherwise the lock was lost.
+// the new holder came after it.
 //
 // Once Unlock is called the watchdog no longer renews the lock, whatever
 // the outcome: a release that fails lets the lease lapse at its deadline
-// at the latest, when the handle ends as released.
+// at the latest, when the handle ends as released; and a release that
+// reaches Redis after the deadline, finding the key gone or taken since,
+// is a release too (Unlock returns nil). Only an Unlock that began after
+// the deadline finds the lock lost.
 //
 // Unlocking twice returns dlock.ErrNotHeld; unlocking a lost lock returns
 // the *dlock.LostError.
@@ -137,6 +140,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	if err := lk.Check(); err != nil {
 		return err
 	}
+	began := time.Now()
 	lk.l.watchdog.Releasing(lk)
 	var release *redis.Cmd
 	if lk.Owner() == "" {
@@ -149,11 +153,16 @@ func (lk *lock) Unlock(ctx context.Context) error {
 		lk.unknown = true
 		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
 	}
-	inLease := time.Now().Before(lk.l.watchdog.Deadline(lk))
+	deadline := lk.l.watchdog.Deadline(lk)
+	inLease := time.Now().Before(deadline)
 	switch {
 	case n == releaseDone,
 		n == releaseGone && inLease,
-		n == releaseTaken && inLease && lk.unknown:
+		n == releaseTaken && inLease && lk.unknown,
+		(n == releaseGone || n == releaseTaken) && !inLease && began.Before(deadline):
+		// the last case: the lease lapsed while the release was on its
+		// way, which is a release too, for renewal stopped when Unlock
+		// began (another party may hold the key since the deadline)
 		lk.end(dlock.ErrNotHeld)
 		return nil
 	case n == releaseGone || n == releaseTaken:
