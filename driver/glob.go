@@ -33,6 +33,21 @@ func (p Pattern) String() string { return string(p.p) }
 // Match reports whether key matches the pattern.
 func (p Pattern) Match(key string) bool { return globMatch(p.p, []rune(key)) }
 
+// Under returns the pattern of the keys that start with prefix and go on
+// as p matches, in Redis's glob syntax (SCAN MATCH): prefix with its
+// special characters escaped, then p.
+func (p Pattern) Under(prefix string) string {
+	var b strings.Builder
+	for _, r := range prefix {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	b.WriteString(string(p.p))
+	return b.String()
+}
+
 // Literal returns the characters of the pattern before its first special
 // one: every key that matches starts with them.
 func (p Pattern) Literal() string { return literalHead(p.p) }

@@ -58,3 +58,21 @@ func TestGlob(t *testing.T) {
 		}
 	}
 }
+
+// Under escapes the prefix, so that a key prefix with glob characters
+// matches only itself, and keeps the pattern as it is.
+func TestPatternUnder(t *testing.T) {
+	for _, tc := range []struct{ prefix, pattern, want string }{
+		{"dlock:lock:", "order:*", "dlock:lock:order:*"},
+		{"a*b?[c]\\:lock:", "x?", `a\*b\?\[c\]\\:lock:x?`},
+		{"p:", "", "p:*"}, // "" matches every key
+	} {
+		p, err := driver.ParsePattern(tc.pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Under(tc.prefix); got != tc.want {
+			t.Errorf("Under(%q) of %q = %q, want %q", tc.prefix, tc.pattern, got, tc.want)
+		}
+	}
+}

@@ -108,18 +108,6 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error)
 	return infos, nil
 }
 
-// globEscape escapes the characters that SCAN MATCH treats specially.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 // ForceUnlock deletes key's lock whoever holds it, with all its holds, and
 // hands it to the first live waiter, in one round trip. It is for an
 // operator clearing a stuck lock: the holder, if alive, learns at its next
@@ -159,7 +147,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 // scan returns, sorted, the keys that callers name (without head) of the
 // keys under head that match glob: on every master of a Cluster.
 func (l *Locker) scan(ctx context.Context, head string, glob driver.Pattern) ([]string, error) {
-	match := globEscape(head) + glob.String()
+	match := glob.Under(head)
 	var (
 		mu   sync.Mutex
 		seen = make(map[string]bool)

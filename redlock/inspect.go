@@ -135,7 +135,7 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error)
 		return nil, err
 	}
 	head := l.opts.Prefix + ":lock:"
-	match := globEscape(head) + glob.String()
+	match := glob.Under(head)
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	scan := func(ctx context.Context, nd *node) reply {
@@ -187,18 +187,6 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error)
 		}
 	}
 	return infos, nil
-}
-
-// globEscape escapes the characters that SCAN MATCH treats specially.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // ForceUnlock deletes key's lock on every node, whoever holds it, and
