@@ -34,7 +34,7 @@ test: deps vet ## install what the tests need, vet, and run every module's tests
 	@for d in $(MODULES); do (cd $$d && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done
 
 fuzz: deps ## run each fuzz test for 10s
-	cd redislock && $(GO) test -run '^$$' -fuzz FuzzSlot -fuzztime 10s .
+	cd internal/redisnode && $(GO) test -run '^$$' -fuzz FuzzSlot -fuzztime 10s .
 	cd keytmpl && $(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 10s .
 	cd keytmpl && $(GO) test -run '^$$' -fuzz FuzzKeyInjective -fuzztime 10s .
 	cd otel && $(GO) test -run '^$$' -fuzz FuzzLockName -fuzztime 10s .

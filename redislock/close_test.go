@@ -130,7 +130,7 @@ func TestCloseWaitsForWaiters(t *testing.T) {
 	c := shared.Client(t)
 	// The release script is in the server's cache, so that the give-back
 	// is one EVALSHA, which the hook delays.
-	if err := releaseScript.load(ctx, c); err != nil {
+	if err := releaseScript.Load(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	c.AddHook(delayHook{d: 300 * time.Millisecond, match: isGiveUp})

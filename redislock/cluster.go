@@ -5,8 +5,25 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
+
+// newProcessor returns what a Locker sends its commands through: a
+// coalescer for a client of one server (a *redis.Client, which Sentinel's
+// failover client is too); for a Cluster client, a coalescer per master
+// (see clusterProcessor), since a cluster pipeline waits for its slowest
+// node, and one stalled node would hold up commands for every other.
+func newProcessor(client redis.UniversalClient) redisnode.Processor {
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		return &clusterProcessor{cc: cc, nodes: map[*redis.Client]*redisnode.Coalescer{}}
+	}
+	c, ok := client.(*redis.Client)
+	if !ok {
+		return client
+	}
+	return redisnode.NewCoalescer(c)
+}
 
 // clusterProcessor sends a command to the master of its key's slot
 // through that master's coalescer, so that a Locker's goroutines share
@@ -25,7 +42,7 @@ type clusterProcessor struct {
 	cc *redis.ClusterClient
 
 	mu    sync.Mutex
-	nodes map[*redis.Client]*coalescer // by the client's node client of a master
+	nodes map[*redis.Client]*redisnode.Coalescer // by the client's node client of a master
 }
 
 func (p *clusterProcessor) Process(ctx context.Context, cmd redis.Cmder) error {
@@ -46,12 +63,12 @@ func (p *clusterProcessor) Process(ctx context.Context, cmd redis.Cmder) error {
 }
 
 // coalescer returns the coalescer of node, made on first use.
-func (p *clusterProcessor) coalescer(node *redis.Client) *coalescer {
+func (p *clusterProcessor) coalescer(node *redis.Client) *redisnode.Coalescer {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	co := p.nodes[node]
 	if co == nil {
-		co = newCoalescer(node)
+		co = redisnode.NewCoalescer(node)
 		p.nodes[node] = co
 	}
 	return co

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -42,7 +43,7 @@ func (c *testCluster) keyOn(t *testing.T, i int) string {
 	lo, hi := c.Slots(i)
 	for j := 0; ; j++ {
 		k := keyFor(t) + ":" + strconv.Itoa(j)
-		if s := int(slot("dlock:lock:" + k)); s >= lo && s <= hi {
+		if s := int(redisnode.Slot("dlock:lock:" + k)); s >= lo && s <= hi {
 			return k
 		}
 	}
@@ -171,11 +172,11 @@ func followSlot(t *testing.T, stale bool) {
 	t.Cleanup(func() { wc.Close() }) // after the Lockers on it close
 	holder, waiter := holderAndWaiter(t, c.client(t), wc)
 	key := c.keyOn(t, 0)
-	ks, err := keysOf("dlock", key)
+	ks, err := redisnode.Of("dlock", key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	channel := ks.queue + ":" + waiter.sub
+	channel := ks.Queue + ":" + waiter.sub
 	subscribers := func(node int) int64 {
 		n, err := c.nodes[node].Client(t).Do(ctx, "PUBSUB", "SHARDNUMSUB", channel).Slice()
 		if ctx.Err() != nil {
@@ -210,7 +211,7 @@ func followSlot(t *testing.T, stale bool) {
 		}
 		old.Store(&slots)
 	}
-	c.migrate(t, int(slot("dlock:lock:"+key)), 0, 1, nil)
+	c.migrate(t, int(redisnode.Slot("dlock:lock:"+key)), 0, 1, nil)
 	if stale {
 		// The fault: the client keeps the old topology for a while, in
 		// which the Locker's new subscription is refused.
@@ -252,7 +253,7 @@ func TestClusterHoldThroughMigration(t *testing.T) {
 		case <-time.After(time.Second):
 		}
 	}
-	c.migrate(t, int(slot("dlock:lock:"+key)), 0, 1, outlive)
+	c.migrate(t, int(redisnode.Slot("dlock:lock:"+key)), 0, 1, outlive)
 	outlive("moved")
 	raw := c.nodes[1].Client(t)
 	if n, err := raw.Exists(ctx, "dlock:lock:"+key).Result(); err != nil || n != 1 {
@@ -434,10 +435,10 @@ func TestClusterCoalescesPerNode(t *testing.T) {
 	on0, on1 := "dlock:lock:"+c.keyOn(t, 0), "dlock:lock:"+c.keyOn(t, 1)
 
 	var first []<-chan *redis.IntCmd
-	for range maxFlushes {
+	for range redisnode.MaxFlushes {
 		first = append(first, incr(ctx, p, on0))
 	}
-	eventually(t, 5*time.Second, "every flush to master 0 at the gate", func() bool { return g.held.Load() == maxFlushes })
+	eventually(t, 5*time.Second, "every flush to master 0 at the gate", func() bool { return g.held.Load() == redisnode.MaxFlushes })
 	const queued = 10
 	var rest []<-chan *redis.IntCmd
 	for range queued {
@@ -448,7 +449,7 @@ func TestClusterCoalescesPerNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	co := p.coalescer(node)
-	eventually(t, 5*time.Second, "commands queued for master 0", func() bool { _, q := co.state(); return q == queued })
+	eventually(t, 5*time.Second, "commands queued for master 0", func() bool { _, q := co.Busy(); return q == queued })
 
 	other := within(t, incr(ctx, p, on1), 5*time.Second, "a command to master 1 while master 0's are held")
 	if n, err := other.Result(); err != nil || n != 1 {
@@ -456,7 +457,7 @@ func TestClusterCoalescesPerNode(t *testing.T) {
 	}
 	close(g.open)
 	for i, ch := range append(first, rest...) {
-		if n, err := within(t, ch, 5*time.Second, "a reply").Result(); err != nil || n < 1 || n > maxFlushes+queued {
+		if n, err := within(t, ch, 5*time.Second, "a reply").Result(); err != nil || n < 1 || n > redisnode.MaxFlushes+queued {
 			t.Fatalf("command %d: INCR = %d, %v", i, n, err)
 		}
 	}
@@ -466,7 +467,7 @@ func TestClusterCoalescesPerNode(t *testing.T) {
 	for _, n := range g.batches {
 		biggest = max(biggest, n)
 	}
-	if biggest < queued-maxFlushes {
+	if biggest < queued-redisnode.MaxFlushes {
 		t.Errorf("pipelines to master 0 of %v commands: the queued ones did not leave together", g.batches)
 	}
 }

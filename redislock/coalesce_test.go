@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -44,26 +45,20 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 
 // gated returns a coalescer over a client of the shared server whose
 // commands wait at g.
-func gated(t *testing.T, g *gate) *coalescer {
+func gated(t *testing.T, g *gate) *redisnode.Coalescer {
 	t.Helper()
 	c := shared.Client(t)
 	c.AddHook(g)
-	co, ok := newProcessor(c).(*coalescer)
+	co, ok := newProcessor(c).(*redisnode.Coalescer)
 	if !ok {
 		t.Fatal("a *redis.Client got no coalescer")
 	}
 	return co
 }
 
-func (c *coalescer) state() (flushing, queued int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.flushing, len(c.queue)
-}
-
 // incr sends INCR key through p from a goroutine of its own and delivers
 // the command once answered.
-func incr(ctx context.Context, p processor, key string) <-chan *redis.IntCmd {
+func incr(ctx context.Context, p redisnode.Processor, key string) <-chan *redis.IntCmd {
 	done := make(chan *redis.IntCmd, 1)
 	go func() {
 		cmd := redis.NewIntCmd(ctx, "incr", key)
@@ -73,15 +68,15 @@ func incr(ctx context.Context, p processor, key string) <-chan *redis.IntCmd {
 	return done
 }
 
-// fillFlushes starts maxFlushes commands that go out alone and waits until
+// fillFlushes starts redisnode.MaxFlushes commands that go out alone and waits until
 // all of them are held at the gate.
-func fillFlushes(t *testing.T, co *coalescer, g *gate, key string) []<-chan *redis.IntCmd {
+func fillFlushes(t *testing.T, co *redisnode.Coalescer, g *gate, key string) []<-chan *redis.IntCmd {
 	t.Helper()
 	var first []<-chan *redis.IntCmd
-	for range maxFlushes {
+	for range redisnode.MaxFlushes {
 		first = append(first, incr(context.Background(), co, key))
 	}
-	eventually(t, 5*time.Second, "every flush at the gate", func() bool { return g.held.Load() == maxFlushes })
+	eventually(t, 5*time.Second, "every flush at the gate", func() bool { return g.held.Load() == redisnode.MaxFlushes })
 	return first
 }
 
@@ -98,19 +93,19 @@ func TestCoalesceQueued(t *testing.T) {
 	for range queued {
 		rest = append(rest, incr(ctx, co, key))
 	}
-	eventually(t, 5*time.Second, "commands queued", func() bool { _, q := co.state(); return q == queued })
+	eventually(t, 5*time.Second, "commands queued", func() bool { _, q := co.Busy(); return q == queued })
 	close(g.open)
 
 	seen := map[int64]bool{}
 	for i, ch := range append(first, rest...) {
 		cmd := within(t, ch, 5*time.Second, "a reply")
 		n, err := cmd.Result()
-		if err != nil || n < 1 || n > maxFlushes+queued || seen[n] {
-			t.Fatalf("command %d: INCR = %d, %v: want a new value in 1..%d", i, n, err, maxFlushes+queued)
+		if err != nil || n < 1 || n > redisnode.MaxFlushes+queued || seen[n] {
+			t.Fatalf("command %d: INCR = %d, %v: want a new value in 1..%d", i, n, err, redisnode.MaxFlushes+queued)
 		}
 		seen[n] = true
 	}
-	// At most maxFlushes queued commands are handed a flush before the
+	// At most redisnode.MaxFlushes queued commands are handed a flush before the
 	// first of them takes the queue: that one sends the rest with its own.
 	g.mu.Lock()
 	batches := append([]int(nil), g.batches...)
@@ -119,10 +114,10 @@ func TestCoalesceQueued(t *testing.T) {
 	for _, n := range batches {
 		biggest = max(biggest, n)
 	}
-	if biggest < queued-maxFlushes+1 {
-		t.Fatalf("pipelines %v: want one of %d commands or more", batches, queued-maxFlushes+1)
+	if biggest < queued-redisnode.MaxFlushes+1 {
+		t.Fatalf("pipelines %v: want one of %d commands or more", batches, queued-redisnode.MaxFlushes+1)
 	}
-	if f, q := co.state(); f != 0 || q != 0 {
+	if f, q := co.Busy(); f != 0 || q != 0 {
 		t.Fatalf("after the replies: %d flushes, %d queued; want none", f, q)
 	}
 }
@@ -135,12 +130,12 @@ func TestCoalesceCancelQueued(t *testing.T) {
 	first := fillFlushes(t, co, g, key)
 	ctx, cancel := context.WithCancel(context.Background())
 	late := incr(ctx, co, key)
-	eventually(t, 5*time.Second, "a command queued", func() bool { _, q := co.state(); return q == 1 })
+	eventually(t, 5*time.Second, "a command queued", func() bool { _, q := co.Busy(); return q == 1 })
 	cancel()
 	if err := within(t, late, 5*time.Second, "the cancelled command").Err(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled while queued: %v, want context.Canceled", err)
 	}
-	if _, q := co.state(); q != 0 {
+	if _, q := co.Busy(); q != 0 {
 		t.Fatalf("%d commands queued after the cancellation, want 0", q)
 	}
 	close(g.open)
@@ -149,10 +144,10 @@ func TestCoalesceCancelQueued(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := shared.Client(t).Get(context.Background(), key).Int(); err != nil || n != maxFlushes {
-		t.Fatalf("the counter is %d (%v), want %d: the cancelled command was sent", n, err, maxFlushes)
+	if n, err := shared.Client(t).Get(context.Background(), key).Int(); err != nil || n != redisnode.MaxFlushes {
+		t.Fatalf("the counter is %d (%v), want %d: the cancelled command was sent", n, err, redisnode.MaxFlushes)
 	}
-	if f, q := co.state(); f != 0 || q != 0 {
+	if f, q := co.Busy(); f != 0 || q != 0 {
 		t.Fatalf("after the replies: %d flushes, %d queued; want none", f, q)
 	}
 }
@@ -162,7 +157,7 @@ func TestCoalesceCancelQueued(t *testing.T) {
 // the replies, and the coalescer idle.
 func TestCoalesceCancelStress(t *testing.T) {
 	c := shared.Client(t)
-	co, ok := newProcessor(c).(*coalescer)
+	co, ok := newProcessor(c).(*redisnode.Coalescer)
 	if !ok {
 		t.Fatal("a *redis.Client got no coalescer")
 	}
@@ -203,7 +198,7 @@ func TestCoalesceCancelStress(t *testing.T) {
 		t.Fatalf("the counter is %d, the replies %d: a command without reply was sent", n, replies.Load())
 	}
 	t.Logf("%d of %d commands answered", n, goroutines*each)
-	if f, q := co.state(); f != 0 || q != 0 {
+	if f, q := co.Busy(); f != 0 || q != 0 {
 		t.Fatalf("after the load: %d flushes, %d queued; want none", f, q)
 	}
 }
@@ -213,7 +208,7 @@ func TestCoalesceCancelStress(t *testing.T) {
 func TestCoalesceNotForCluster(t *testing.T) {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{shared.Addr()}})
 	defer cc.Close()
-	if _, ok := newProcessor(cc).(*coalescer); ok {
+	if _, ok := newProcessor(cc).(*redisnode.Coalescer); ok {
 		t.Fatal("a cluster client got a coalescer")
 	}
 }
@@ -246,7 +241,7 @@ func TestCoalescedLocker(t *testing.T) {
 	if err != nil || len(keys) != 0 {
 		t.Fatalf("keys left: %v (%v)", keys, err)
 	}
-	if f, q := l.send.(*coalescer).state(); f != 0 || q != 0 {
+	if f, q := l.send.(*redisnode.Coalescer).Busy(); f != 0 || q != 0 {
 		t.Fatalf("after the cycles: %d flushes, %d queued; want none", f, q)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -74,10 +75,10 @@ var (
 
 // The scripts of holds.
 var (
-	holdAcquireScript = newScript(preludeLua + sharedLua + sharedAcquireLua)
-	holdReleaseScript = newScript(preludeLua + sharedLua + sharedReleaseLua)
-	downgradeScript   = newScript(preludeLua + sharedLua + downgradeLua)
-	holdTTLScript     = newScript(sharedTTLLua)
+	holdAcquireScript = redisnode.NewScript(preludeLua + sharedLua + sharedAcquireLua)
+	holdReleaseScript = redisnode.NewScript(preludeLua + sharedLua + sharedReleaseLua)
+	downgradeScript   = redisnode.NewScript(preludeLua + sharedLua + downgradeLua)
+	holdTTLScript     = redisnode.NewScript(sharedTTLLua)
 )
 
 // holdTables are a Locker's tables of holds other than locks.
@@ -151,7 +152,7 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 			return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
 		}
 	}
-	keys, err := keysIn(o.Prefix, k.ns(), key)
+	keys, err := redisnode.In(o.Prefix, k.ns(), key)
 	if err != nil {
 		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
 	}
@@ -229,7 +230,7 @@ func (l *Locker) attemptHold(ctx context.Context, lk *lock, mode attemptMode, cl
 	if lk.fenced {
 		fenced = "1"
 	}
-	r, err := holdAcquireScript.run(ctx, l.send, lk.keyArgs[:], lk.tokenArg, lk.ttl.Milliseconds(), lk.ownerArg,
+	r, err := holdAcquireScript.Run(ctx, l.send, lk.keyArgs[:], lk.tokenArg, lk.ttl.Milliseconds(), lk.ownerArg,
 		int(mode), claim.Milliseconds(), n, fenced, l.sub, lk.kind.arg(), lk.limit).Int64()
 	if err != nil {
 		if mode&modeWait != 0 || !errors.As(err, new(redis.Error)) {
@@ -259,7 +260,7 @@ func (lk *lock) unlockHold(ctx context.Context) error {
 		return err
 	}
 	lk.l.watchdog.Releasing(lk)
-	n, err := holdReleaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, "0").Int64()
+	n, err := holdReleaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, "0").Int64()
 	if err != nil {
 		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
 	}
@@ -276,7 +277,7 @@ func (lk *lock) releaseHold(ctx context.Context, giveUp bool) error {
 	if giveUp {
 		arg = "1"
 	}
-	if err := holdReleaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, arg).Err(); err != nil {
+	if err := holdReleaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, arg).Err(); err != nil {
 		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
 	}
 	return nil
@@ -296,7 +297,7 @@ func (lk *lock) Downgrade(ctx context.Context) error {
 	if err := lk.Check(); err != nil {
 		return err
 	}
-	n, err := downgradeScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg).Int64()
+	n, err := downgradeScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg).Int64()
 	if err != nil {
 		return &dlock.KeyError{Op: "downgrade", Key: lk.Key(), Err: err}
 	}

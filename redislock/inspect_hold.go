@@ -2,14 +2,13 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -41,7 +40,7 @@ func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlo
 	if err != nil {
 		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
 	}
-	ks, err := keysIn(l.opts.Prefix, kd.ns(), key)
+	ks, err := redisnode.In(l.opts.Prefix, kd.ns(), key)
 	if err != nil {
 		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
 	}
@@ -54,10 +53,10 @@ func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlo
 	)
 	_, err = l.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		now = p.Time(ctx)
-		set = p.ZRangeWithScores(ctx, ks.lock, 0, -1)
-		holds = p.HGetAll(ctx, ks.holds)
-		meta = p.HMGet(ctx, ks.meta, "f", "n")
-		waiters = p.ZCard(ctx, ks.queue)
+		set = p.ZRangeWithScores(ctx, ks.Lock, 0, -1)
+		holds = p.HGetAll(ctx, ks.Holds)
+		meta = p.HMGet(ctx, ks.Meta, "f", "n")
+		waiters = p.ZCard(ctx, ks.Queue)
 		return nil
 	})
 	if err != nil {
@@ -108,33 +107,11 @@ func (l *Locker) ListKind(ctx context.Context, k dlock.Kind, pattern string) ([]
 	if k == dlock.KindLock {
 		return l.List(ctx, pattern)
 	}
-	if l.table.Closed() {
-		return nil, dlock.ErrClosed
-	}
 	kd, err := kindOf(k)
 	if err != nil {
 		return nil, err
 	}
-	glob, err := driver.ParsePattern(pattern)
-	if err != nil {
-		return nil, err
-	}
-	keys, err := l.scan(ctx, l.opts.Prefix+kd.ns(), glob)
-	if err != nil {
-		return nil, err
-	}
-	infos := make([]dlock.Info, 0, len(keys))
-	for _, key := range keys {
-		info, err := l.InspectKind(ctx, k, key)
-		if errors.Is(err, dlock.ErrInvalidKey) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if info.Held {
-			infos = append(infos, info)
-		}
-	}
-	return infos, nil
+	return l.list(ctx, kd.ns(), pattern, func(ctx context.Context, key string) (dlock.Info, error) {
+		return l.InspectKind(ctx, k, key)
+	})
 }

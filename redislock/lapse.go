@@ -26,7 +26,7 @@ func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
 	}
 	lk.l.watchdog.Releasing(lk)
 	sent := time.Now()
-	n, err := refreshScript.run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, d.Milliseconds()).Int64()
+	n, err := refreshScript.Run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, d.Milliseconds()).Int64()
 	if err != nil {
 		// Redis may have set the lease to d: the local deadline becomes
 		// the shorter of the two, where the watchdog ends the handle as

@@ -49,12 +49,6 @@ func replyLost(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) err
 	return err
 }
 
-// runs reports whether cmd runs the script s.
-func runs(cmd redis.Cmder, s *script) bool {
-	args := cmd.Args()
-	return len(args) > 1 && (args[1] == s.hash || args[1] == s.src)
-}
-
 // lockerWith returns a Locker on a client of the shared server with hook.
 func lockerWith(t *testing.T, hook redis.Hook, opts ...dlock.Option) *Locker {
 	t.Helper()
@@ -84,7 +78,7 @@ func TestResentCommands(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := lockerWith(t, scriptHook{
 				match: func(cmd redis.Cmder) bool {
-					return cmd.Name() == "set" || runs(cmd, tryScript) || runs(cmd, acquireScript) || runs(cmd, releaseScript)
+					return cmd.Name() == "set" || tryScript.Runs(cmd) || acquireScript.Runs(cmd) || releaseScript.Runs(cmd)
 				},
 				do: twice,
 			}, tc.opts...)
@@ -110,7 +104,7 @@ func TestReleaseLostReplyBeatsWatchdog(t *testing.T) {
 	ctx := context.Background()
 	var dropRelease atomic.Bool
 	l := lockerWith(t, scriptHook{
-		match: func(cmd redis.Cmder) bool { return dropRelease.Load() && runs(cmd, releaseScript) },
+		match: func(cmd redis.Cmder) bool { return dropRelease.Load() && releaseScript.Runs(cmd) },
 		do:    replyLost,
 	})
 	key := keyFor(t)
@@ -140,7 +134,7 @@ func TestFailedReleaseStopsRenewal(t *testing.T) {
 	ctx := context.Background()
 	var failRelease atomic.Bool
 	l := lockerWith(t, scriptHook{
-		match: func(cmd redis.Cmder) bool { return failRelease.Load() && runs(cmd, releaseScript) },
+		match: func(cmd redis.Cmder) bool { return failRelease.Load() && releaseScript.Runs(cmd) },
 		do: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 			err := errors.New("connection refused (injected: the release never left)")
 			cmd.SetErr(err)
@@ -171,7 +165,7 @@ func TestRefreshShorterLostReply(t *testing.T) {
 	ctx := context.Background()
 	var drop atomic.Bool
 	l := lockerWith(t, scriptHook{
-		match: func(cmd redis.Cmder) bool { return drop.Load() && runs(cmd, refreshScript) },
+		match: func(cmd redis.Cmder) bool { return drop.Load() && refreshScript.Runs(cmd) },
 		do:    replyLost,
 	})
 	lk, err := l.TryLock(ctx, keyFor(t), dlock.WithTTL(time.Minute))
@@ -197,7 +191,7 @@ func TestRenewalRacingRefresh(t *testing.T) {
 	gate := make(chan struct{})
 	var once sync.Once
 	l := lockerWith(t, scriptHook{
-		match: func(cmd redis.Cmder) bool { return runs(cmd, renewScript) },
+		match: func(cmd redis.Cmder) bool { return renewScript.Runs(cmd) },
 		do: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 			err := next(ctx, cmd)
 			once.Do(func() {
@@ -292,7 +286,7 @@ func TestUnlockOutlivedByLease(t *testing.T) {
 		}
 		close(open) // and Redis let the key expire
 	}()
-	l := lockerWith(t, gateHook{open: open, match: func(cmd redis.Cmder) bool { return runs(cmd, releaseScript) }},
+	l := lockerWith(t, gateHook{open: open, match: func(cmd redis.Cmder) bool { return releaseScript.Runs(cmd) }},
 		dlock.WithLease(100*time.Millisecond))
 	lk, err := l.TryLock(ctx, key)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -47,7 +48,7 @@ type lock struct {
 	driver.Hold  // the key, the owner, the state, Done and Err
 	driver.Lease // the lease, as the watchdog keeps it
 	l            *Locker
-	keys         keys
+	keys         redisnode.Keys
 	token        string
 	owner        string // the owner, as Owner() returns it; ownerArg points here
 	fence        uint64
@@ -144,9 +145,9 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	lk.l.watchdog.Releasing(lk)
 	var release *redis.Cmd
 	if lk.Owner() == "" {
-		release = releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg)
+		release = releaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg)
 	} else {
-		release = releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "0")
+		release = releaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "0")
 	}
 	n, err := release.Int64()
 	if err != nil {
@@ -189,7 +190,7 @@ func (lk *lock) closeRelease(ctx context.Context) error {
 	if lk.Owner() == "" {
 		args = args[:1]
 	}
-	if err := releaseScript.run(ctx, lk.l.send, lk.keyArgs[:], args...).Err(); err != nil {
+	if err := releaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], args...).Err(); err != nil {
 		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
 	}
 	return nil
@@ -213,7 +214,7 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		ack = &acker{client: lk.l.client, ack: lk.ack}
 		p = ack
 	}
-	n, err := refreshScript.run(ctx, p, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.leaseArg(ttl)).Int64()
+	n, err := refreshScript.Run(ctx, p, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.leaseArg(ttl)).Int64()
 	if err == nil && n != 0 && ack != nil {
 		err = ack.check() // applied, but not where a failover would keep it
 	}
@@ -238,7 +239,7 @@ func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
 	if lk.kind != kindLock {
 		script, args = holdTTLScript, args[:1]
 	}
-	n, err := script.run(ctx, lk.l.send, lk.leaseKeys(), args...).Int64()
+	n, err := script.Run(ctx, lk.l.send, lk.leaseKeys(), args...).Int64()
 	if err != nil {
 		return 0, &dlock.KeyError{Op: "ttl", Key: lk.Key(), Err: err}
 	}

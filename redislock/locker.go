@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,7 +20,7 @@ import (
 // renewer, and the subscriber that wakes waiters.
 type Locker struct {
 	client redis.UniversalClient
-	send   processor // the client, or a coalescer in front of it
+	send   redisnode.Processor // the client, or a coalescer in front of it
 	opts   driver.Options
 	log    *slog.Logger
 
@@ -54,7 +55,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPrefix(o.Prefix); err != nil {
+	if err := redisnode.CheckPrefix(o.Prefix); err != nil {
 		return nil, err
 	}
 	if err := checkAck(client, o); err != nil {
@@ -179,7 +180,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	if err := checkAck(l.client, o); err != nil {
 		return nil, o, &dlock.KeyError{Key: key, Err: err}
 	}
-	k, err := keysOf(o.Prefix, key)
+	k, err := redisnode.Of(o.Prefix, key)
 	if err != nil {
 		return nil, o, err
 	}
@@ -196,12 +197,12 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	return lk, o, nil
 }
 
-func (l *Locker) newLock(key string, k keys, token, owner string, byOption bool, ttl time.Duration) *lock {
+func (l *Locker) newLock(key string, k redisnode.Keys, token, owner string, byOption bool, ttl time.Duration) *lock {
 	lk := &lock{l: l, keys: k, token: token, owner: owner, ttl: ttl}
 	lk.Init(key, owner, byOption)
 	// Pointers into lk, which go-redis writes as the strings they point
 	// to: boxing them allocates nothing, where boxing a string would.
-	for i, s := range lk.keys.ptrs() {
+	for i, s := range lk.keys.Ptrs() {
 		lk.keyArgs[i] = s
 	}
 	lk.tokenArg, lk.ownerArg = &lk.token, &lk.owner
@@ -266,13 +267,13 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 			return false, 0, nil
 		}
 	case mode == modeTry && lk.Owner() == "":
-		r, err = tryScript.run(ctx, p, lk.keyArgs[:2], lk.tokenArg, ttl).Int64()
+		r, err = tryScript.Run(ctx, p, lk.keyArgs[:2], lk.tokenArg, ttl).Int64()
 	default:
 		fenced := "0"
 		if lk.fenced {
 			fenced = "1"
 		}
-		r, err = acquireScript.run(ctx, p, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, int(mode), claim.Milliseconds(), n, fenced, l.sub).Int64()
+		r, err = acquireScript.Run(ctx, p, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, int(mode), claim.Milliseconds(), n, fenced, l.sub).Int64()
 	}
 	taken := false // but not where a failover would keep it
 	if err == nil && r >= 0 && ack != nil {
@@ -311,8 +312,8 @@ func (l *Locker) giveBack(ctx context.Context, lk *lock) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
 	if lk.kind != kindLock {
-		holdReleaseScript.run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, "1")
+		holdReleaseScript.Run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, "1")
 		return
 	}
-	releaseScript.run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "1")
+	releaseScript.Run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "1")
 }

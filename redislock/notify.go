@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -340,7 +341,7 @@ func (n *notifier) movedAway(sh *shard, s int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for ch, sub := range n.subs {
-		if sub.shard == sh && !sub.confirmed && int(slot(ch)) == s {
+		if sub.shard == sh && !sub.confirmed && int(redisnode.Slot(ch)) == s {
 			n.move(ch, sub)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -71,10 +72,10 @@ func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*lock]) []err
 		codes, errs, acks = l.renewNodes(ctx, args, ack)
 	default:
 		codes, errs, err = l.renewPipeline(ctx, args)
-		if isNoScript(err) {
+		if redisnode.IsNoScript(err) {
 			// the lease still counts from before the first pipeline: a
 			// little shorter than it is, never longer
-			if err = refreshScript.load(ctx, l.client); err == nil {
+			if err = refreshScript.Load(ctx, l.client); err == nil {
 				codes, errs, err = l.renewPipeline(ctx, args)
 			}
 		}
@@ -112,13 +113,13 @@ func (l *Locker) renewScript(ctx context.Context, args [][]any, ack replicaAck) 
 		keys = append(keys, a[3:5]...)
 		argv = append(argv, a[5:8]...)
 	}
-	var p processor = l.client
+	var p redisnode.Processor = l.client
 	var a *acker
 	if ack.n > 0 {
 		a = &acker{client: l.client, ack: ack}
 		p = a
 	}
-	res, err := renewScript.run(ctx, p, keys, argv...).Text()
+	res, err := renewScript.Run(ctx, p, keys, argv...).Text()
 	if err == nil && len(res) != len(args) {
 		err = fmt.Errorf("renew.lua answered %d results for %d locks", len(res), len(args))
 	}
@@ -161,7 +162,7 @@ func (l *Locker) renewNodes(ctx context.Context, args [][]any, ack replicaAck) (
 				wait = ack.wait(ctx)
 				_ = pipe.Process(ctx, wait)
 				_, _ = pipe.Exec(ctx) // every command has its own error
-				if try > 0 || !isNoScript(cmds[0].Err()) || refreshScript.load(ctx, node) != nil {
+				if try > 0 || !redisnode.IsNoScript(cmds[0].Err()) || refreshScript.Load(ctx, node) != nil {
 					break
 				}
 			}
@@ -194,7 +195,7 @@ func (l *Locker) renewPipeline(ctx context.Context, args [][]any) ([]byte, []err
 	errs := make([]error, len(cmds))
 	for i, c := range cmds {
 		n, err := c.(*redis.Cmd).Int64()
-		if isNoScript(err) {
+		if redisnode.IsNoScript(err) {
 			return nil, nil, err
 		}
 		codes[i], errs[i] = '0'+byte(n), err
@@ -208,7 +209,7 @@ func (l *Locker) renewPipeline(ctx context.Context, args [][]any) ([]byte, []err
 // changed while it is on the wire.
 func (lk *lock) renewal(ttl time.Duration) []any {
 	if lk.renewArgs == nil || lk.renewTTL != ttl {
-		lk.renewArgs = refreshScript.args(lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.leaseArg(ttl))
+		lk.renewArgs = refreshScript.Args(lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.leaseArg(ttl))
 		lk.renewTTL = ttl
 	}
 	return lk.renewArgs

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,7 +28,7 @@ func TestWatchdogDeadlineSynctest(t *testing.T) {
 		start := time.Now()
 		var locks []*lock
 		for i, ttl := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 2 * time.Second} { // in deadline order
-			k, err := keysOf("dlock", "k"+string(rune('a'+i)))
+			k, err := redisnode.Of("dlock", "k"+string(rune('a'+i)))
 			if err != nil {
 				t.Fatal(err)
 			}

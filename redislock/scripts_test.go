@@ -3,6 +3,8 @@ package redislock
 import (
 	"context"
 	"testing"
+
+	"github.com/dlock-go/dlock/internal/redisnode"
 )
 
 // Every composed script compiles on a real server (SCRIPT LOAD): a syntax
@@ -11,11 +13,11 @@ import (
 // error, which the tests of each path catch.)
 func TestScriptsLoad(t *testing.T) {
 	c := shared.Client(t)
-	for name, s := range map[string]*script{
+	for name, s := range map[string]*redisnode.Script{
 		"try": tryScript, "acquire": acquireScript, "release": releaseScript,
 		"refresh": refreshScript, "renew": renewScript, "ttl": ttlScript, "force": forceScript,
 	} {
-		if err := s.load(context.Background(), c); err != nil {
+		if err := s.Load(context.Background(), c); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

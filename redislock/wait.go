@@ -275,7 +275,7 @@ func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.
 
 // channel is where the release that grants lk to one of this Locker's
 // waiters says so.
-func (l *Locker) channel(lk *lock) string { return lk.keys.queue + ":" + l.sub }
+func (l *Locker) channel(lk *lock) string { return lk.keys.Queue + ":" + l.sub }
 
 // claimFor is how long a queue entry stays valid after an attempt followed
 // by a sleep of at most delay: a waiter that stops coming back (a crash)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -291,7 +292,7 @@ func TestFairNoBarging(t *testing.T) {
 	ctx := context.Background()
 	key := keyFor(t)
 	l := newLocker(t, shared)
-	k, err := keysOf(dlock.DefaultPrefix, key)
+	k, err := redisnode.Of(dlock.DefaultPrefix, key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisnode"
 )
 
 var _ dlock.Watcher = (*Locker)(nil)
@@ -34,7 +35,7 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 	if l.table.Closed() {
 		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
 	}
-	k, err := keysOf(l.opts.Prefix, key)
+	k, err := redisnode.Of(l.opts.Prefix, key)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +46,7 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 	go func() {
 		defer l.notify.running.Done()
 		defer close(out)
-		l.observe(ctx, k.observed, out)
+		l.observe(ctx, k.Observed, out)
 	}()
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisnode"
 )
 
 // lock is the handle of one acquisition, the dlock.Lock of this driver.
@@ -20,7 +21,8 @@ type lock struct {
 	driver.Hold  // the key, the owner, the state, Done and Err
 	driver.Lease // the lease, as the watchdog keeps it
 	l            *Locker
-	keys         keys
+	keys         redisnode.Keys
+	keyArgs      []any // the keys of the scripts, boxed once
 	token        string
 	fence        uint64
 	ttl          time.Duration // the lease asked for
@@ -118,7 +120,7 @@ func (l *Locker) release(ctx context.Context, lk *lock) (tally, error) {
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.nodeTimeout(lk.ttl))
 			defer cancel()
 		}
-		v, err := releaseScript.run(ctx, nd.client, lk.keys.args, lk.token, lk.Owner(), releasePlain, 0, 0, 0, "", now).Int64()
+		v, err := releaseScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), releasePlain, 0, 0, 0, "", now).Int64()
 		return reply{n: v, err: err}
 	}
 	// Wait for the nodes that answered the acquisition (alive, and the
@@ -181,7 +183,7 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	l := lk.l
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := refreshScript.run(ctx, nd.client, lk.keys.args, lk.token, lk.Owner(), ttl.Milliseconds()).Int64()
+		v, err := refreshScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), ttl.Milliseconds()).Int64()
 		return reply{n: v, err: err}
 	}
 	sent := time.Now()
@@ -215,7 +217,7 @@ func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	l := lk.l
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := ttlScript.run(ctx, nd.client, lk.keys.args, lk.token, lk.Owner()).Int64()
+		v, err := ttlScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner()).Int64()
 		return reply{n: v, err: err}
 	}
 	got, rd := l.fanout(ctx, l.nodes, l.nodeTimeout(lk.ttl), send, nil, nil)
@@ -250,11 +252,11 @@ func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*lock]) []err
 	keys := make([]any, 0, 2*len(batch))
 	argv := make([]any, 0, 3*len(batch))
 	for _, r := range batch {
-		keys = append(keys, r.Lock.keys.lock, r.Lock.keys.holds)
+		keys = append(keys, r.Lock.keys.Lock, r.Lock.keys.Holds)
 		argv = append(argv, r.Lock.token, r.Lock.Owner(), r.TTL.Milliseconds())
 	}
 	send := func(ctx context.Context, nd *node) reply {
-		s, err := renewScript.run(ctx, nd.client, keys, argv...).Text()
+		s, err := renewScript.Run(ctx, nd.send, keys, argv...).Text()
 		if err == nil && len(s) != len(batch) {
 			err = fmt.Errorf("renew.lua answered %d results for %d locks", len(s), len(batch))
 		}

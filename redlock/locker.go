@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -92,7 +93,7 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPrefix(o.Prefix); err != nil {
+	if err := redisnode.CheckPrefix(o.Prefix); err != nil {
 		return nil, err
 	}
 	l := &Locker{
@@ -108,7 +109,7 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 		if rc, ok := c.(*redis.Client); ok {
 			addr = rc.Options().Addr
 		}
-		l.nodes = append(l.nodes, &node{i: i, client: c, addr: addr})
+		l.nodes = append(l.nodes, &node{i: i, client: c, send: sender(c), addr: addr})
 	}
 	l.table.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
 	l.table.Observe("redlock", o)
@@ -208,7 +209,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	if err != nil {
 		return nil, o, &dlock.KeyError{Key: key, Err: err}
 	}
-	k, err := keysOf(o.Prefix, key)
+	k, err := redisnode.Of(o.Prefix, key)
 	if err != nil {
 		return nil, o, err
 	}
@@ -216,7 +217,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 		return nil, o, &dlock.KeyError{Key: key, Err: err}
 	}
 	owner := o.OwnerIn(ctx)
-	lk := &lock{l: l, keys: k, token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
+	lk := &lock{l: l, keys: k, keyArgs: k.Args()[:5], token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
 	lk.Init(key, owner, o.Owner != "")
 	if err := l.table.Reserve(lk, wait); err != nil {
 		return nil, o, err
@@ -277,7 +278,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
 	q2 := l.quorum
 	n := len(l.nodes)
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := acquireScript.run(ctx, nd.client, lk.keys.args, args...).Int64()
+		v, err := acquireScript.Run(ctx, nd.send, lk.keyArgs, args...).Int64()
 		return reply{n: v, err: err}
 	}
 	enough := func(got []reply) bool {
@@ -396,7 +397,7 @@ func (l *Locker) giveBack(ctx context.Context, lk *lock, nodes []*node, q *queue
 			defer l.bg.Done()
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 			defer cancel()
-			releaseScript.run(rctx, nd.client, lk.keys.args, args...)
+			releaseScript.Run(rctx, nd.send, lk.keyArgs, args...)
 		})
 	}
 	wg.Wait()

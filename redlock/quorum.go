@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -14,7 +15,18 @@ import (
 type node struct {
 	i      int
 	client redis.UniversalClient
+	send   redisnode.Processor // the client, or a coalescer in front of it
 	addr   string
+}
+
+// sender returns what a Locker sends a node's commands through: a
+// coalescer in front of a client of one server, so that the requests its
+// goroutines make of the node at the same time share round trips.
+func sender(c redis.UniversalClient) redisnode.Processor {
+	if rc, ok := c.(*redis.Client); ok {
+		return redisnode.NewCoalescer(rc)
+	}
+	return c
 }
 
 // reply is one node's answer to one request of a round.

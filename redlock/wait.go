@@ -252,4 +252,4 @@ func (l *Locker) fenceGrants(ctx context.Context, lk *lock, grants map[int]grant
 
 // channel is where the releases that hand lk's key to one of this
 // Locker's waiters say so.
-func (l *Locker) channel(lk *lock) string { return lk.keys.queue + ":" + l.sub }
+func (l *Locker) channel(lk *lock) string { return lk.keys.Queue + ":" + l.sub }

@@ -1,4 +1,4 @@
-package redislock
+package redisnode
 
 import (
 	"context"
@@ -8,26 +8,26 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// processor sends one command and waits for its reply: a go-redis client,
-// or a coalescer in front of one.
-type processor interface {
+// Processor sends one command and waits for its reply: a go-redis client,
+// or a Coalescer in front of one.
+type Processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// maxFlushes is how many sends a coalescer keeps on the wire at once. Up
+// MaxFlushes is how many sends a coalescer keeps on the wire at once. Up
 // to that many goroutines at a time, every command goes out on its own, as
 // without a coalescer; beyond, commands wait and leave together. Chosen by
 // measurement on 2 cores against direct sends: with a limit of 2, 3 to 5
 // goroutines ran about 12% slower (their commands waited behind too few
 // flushes); with 4, 1 to 8 goroutines ran as fast as direct sends, and 64
 // about 3 times faster.
-const maxFlushes = 4
+const MaxFlushes = 4
 
-// A coalescer sends the commands that a Locker's goroutines issue at the
+// A Coalescer sends the commands that a Locker's goroutines issue at the
 // same time in pipelines, so that 64 goroutines locking 64 keys share a
 // few round trips instead of making 128 (a Redis server and its client
 // spend most of their time on the system calls of each round trip, not on
-// the commands). It has no goroutine of its own: up to maxFlushes callers
+// the commands). It has no goroutine of its own: up to MaxFlushes callers
 // at a time send their command themselves (a flush); a caller that finds
 // them all busy joins the queue, and a flush that ends hands the queue to
 // the goroutine of its first command, which sends its own command and all
@@ -39,7 +39,7 @@ const maxFlushes = 4
 // context ends while its command waits in the queue takes it out (it is
 // never sent) and returns the context's error; one whose command is on the
 // wire waits for the reply, as the client does by default.
-type coalescer struct {
+type Coalescer struct {
 	client *redis.Client
 
 	mu       sync.Mutex
@@ -68,24 +68,9 @@ type pending struct {
 	sent bool
 }
 
-// newProcessor returns what a Locker sends its commands through: a
-// coalescer for a client of one server (a *redis.Client, which Sentinel's
-// failover client is too); for a Cluster client, a coalescer per master
-// (see clusterProcessor), since a cluster pipeline waits for its slowest
-// node, and one stalled node would hold up commands for every other.
-func newProcessor(client redis.UniversalClient) processor {
-	if cc, ok := client.(*redis.ClusterClient); ok {
-		return &clusterProcessor{cc: cc, nodes: map[*redis.Client]*coalescer{}}
-	}
-	c, ok := client.(*redis.Client)
-	if !ok {
-		return client
-	}
-	return newCoalescer(c)
-}
-
-func newCoalescer(c *redis.Client) *coalescer {
-	co := &coalescer{client: c}
+// NewCoalescer returns a Coalescer in front of c.
+func NewCoalescer(c *redis.Client) *Coalescer {
+	co := &Coalescer{client: c}
 	co.pending.New = func() any { return &pending{done: make(chan bool, 1)} }
 	co.batches.New = func() any { return &batch{pipe: c.Pipeline()} }
 	return co
@@ -93,9 +78,9 @@ func newCoalescer(c *redis.Client) *coalescer {
 
 // Process sends cmd, alone or with others, and waits for its reply. The
 // error is cmd's.
-func (c *coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
+func (c *Coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 	c.mu.Lock()
-	if c.flushing < maxFlushes { // and so nobody queues
+	if c.flushing < MaxFlushes { // and so nobody queues
 		c.flushing++
 		c.mu.Unlock()
 		c.flush(ctx, cmd, nil)
@@ -137,7 +122,7 @@ func (c *coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 }
 
 // take empties the queue into a batch to send. Called with c.mu held.
-func (c *coalescer) take() []*pending {
+func (c *Coalescer) take() []*pending {
 	queue := c.queue
 	c.queue, c.spare = c.spare, nil
 	for _, p := range queue {
@@ -147,14 +132,14 @@ func (c *coalescer) take() []*pending {
 }
 
 // release puts p back for reuse, once nobody else holds it.
-func (c *coalescer) release(p *pending) {
+func (c *Coalescer) release(p *pending) {
 	p.cmd = nil
 	c.pending.Put(p)
 }
 
 // flush sends own (when not nil) and the commands of queue, then hands the
 // flush to the first command that queued meanwhile, or ends it.
-func (c *coalescer) flush(ctx context.Context, own redis.Cmder, queue []*pending) {
+func (c *Coalescer) flush(ctx context.Context, own redis.Cmder, queue []*pending) {
 	switch {
 	case len(queue) == 0 && own != nil:
 		_ = c.client.Process(ctx, own) // the error is own's
@@ -193,4 +178,12 @@ func (c *coalescer) flush(ctx context.Context, own redis.Cmder, queue []*pending
 	next.sent = true
 	c.mu.Unlock()
 	next.done <- true // the flush changes hands: flushing stays as it is
+}
+
+// Busy returns how many sends are on the wire and how many commands wait
+// for one.
+func (c *Coalescer) Busy() (flushing, queued int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.flushing, len(c.queue)
 }

@@ -1,4 +1,4 @@
-package redislock
+package redisnode
 
 import (
 	"context"
@@ -20,24 +20,24 @@ func FuzzSlot(f *testing.F) {
 	}
 	f.Add("neton", "order:1")
 	f.Fuzz(func(t *testing.T, prefix, key string) {
-		if prefix == "" || len(prefix) > 64 || checkPrefix(prefix) != nil {
+		if prefix == "" || len(prefix) > 64 || CheckPrefix(prefix) != nil {
 			return
 		}
-		k, err := keysOf(prefix, key)
+		k, err := Of(prefix, key)
 		if err != nil {
 			if !errors.Is(err, dlock.ErrInvalidKey) {
-				t.Fatalf("keysOf(%q, %q): %v, want ErrInvalidKey", prefix, key, err)
+				t.Fatalf("Of(%q, %q): %v, want ErrInvalidKey", prefix, key, err)
 			}
 			return
 		}
-		if k.lock != prefix+":lock:"+key {
-			t.Fatalf("lock key %q", k.lock)
+		if k.Lock != prefix+":lock:"+key {
+			t.Fatalf("lock key %q", k.Lock)
 		}
-		want := slot(k.lock)
-		all := k.list()
+		want := Slot(k.Lock)
+		all := k.List()
 		for _, s := range all[1:] {
-			if got := slot(s); got != want {
-				t.Fatalf("key %q: sibling %q in slot %d, lock key %q in slot %d", key, s, got, k.lock, want)
+			if got := Slot(s); got != want {
+				t.Fatalf("key %q: sibling %q in slot %d, lock key %q in slot %d", key, s, got, k.Lock, want)
 			}
 			if strings.HasPrefix(s, prefix+":lock:") {
 				t.Fatalf("sibling %q looks like a lock key", s)
@@ -45,8 +45,8 @@ func FuzzSlot(f *testing.F) {
 		}
 		// Injectivity: the key can be read back from any sibling.
 		for i, s := range all[1:] {
-			if back := lockKeyOf(s); back != k.lock {
-				t.Fatalf("sibling %d %q reads back as %q, want %q", i, s, back, k.lock)
+			if back := lockKeyOf(s); back != k.Lock {
+				t.Fatalf("sibling %d %q reads back as %q, want %q", i, s, back, k.Lock)
 			}
 		}
 	})
@@ -67,17 +67,17 @@ func TestSlotMatchesRedis(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.StartConfig(t, redistest.Config{Cluster: true}).Client(t)
 	for _, key := range keySeeds {
-		k, err := keysOf("dlock", key)
+		k, err := Of("dlock", key)
 		if err != nil {
 			continue
 		}
-		for _, s := range k.list() {
+		for _, s := range k.List() {
 			want, err := c.ClusterKeySlot(ctx, s).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := slot(s); int64(got) != want {
-				t.Errorf("slot(%q) = %d, Redis says %d", s, got, want)
+			if got := Slot(s); int64(got) != want {
+				t.Errorf("Slot(%q) = %d, Redis says %d", s, got, want)
 			}
 		}
 	}
@@ -88,12 +88,12 @@ func TestKeyLayout(t *testing.T) {
 		{"neton", "order:1", "neton:lock:order:1", "{neton:lock:order:1}:m"},
 		{"dlock", "{user42}:cart", "dlock:lock:{user42}:cart", "{user42}:dlock:lock:{user42}:cart:m"},
 	} {
-		k, err := keysOf(c.prefix, c.key)
+		k, err := Of(c.prefix, c.key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if k.lock != c.lock || k.meta != c.meta {
-			t.Errorf("keysOf(%q, %q) = %q, %q; want %q, %q", c.prefix, c.key, k.lock, k.meta, c.lock, c.meta)
+		if k.Lock != c.lock || k.Meta != c.meta {
+			t.Errorf("Of(%q, %q) = %q, %q; want %q, %q", c.prefix, c.key, k.Lock, k.Meta, c.lock, c.meta)
 		}
 	}
 }

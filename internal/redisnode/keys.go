@@ -1,4 +1,8 @@
-package redislock
+// Package redisnode is what the Redis drivers share about one Redis node:
+// the layout of a lock's keys, the scripts and how they are sent, the
+// coalescer that pipelines a Locker's concurrent commands, and how a
+// lock's state on a node is read, listed and described.
+package redisnode
 
 import (
 	"fmt"
@@ -8,7 +12,7 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// The Redis keys of one lock. The lock key of K is exactly
+// Keys are the Redis keys of one lock, the same on every node. The lock key of K is exactly
 // "<prefix>:lock:<K>", so that any client following the single-instance
 // algorithm on that key contends correctly with dlock. Its siblings must sit
 // in the same Redis Cluster slot, so that every script touches one slot:
@@ -28,36 +32,37 @@ import (
 // the channel that tells the watchers of a change). The two forms never produce
 // the same name for different locks, and no sibling is a lock key, because
 // a prefix may not contain braces.
-type keys struct {
-	lock, meta, holds, queue, waiters, observed string
+type Keys struct {
+	Lock, Meta, Holds, Queue, Waiters, Observed string
 }
 
-// list returns the keys in the order the scripts expect.
-func (k *keys) list() [6]string {
-	return [6]string{k.lock, k.meta, k.holds, k.queue, k.waiters, k.observed}
+// List returns the keys in the order the scripts expect.
+func (k *Keys) List() [6]string {
+	return [6]string{k.Lock, k.Meta, k.Holds, k.Queue, k.Waiters, k.Observed}
 }
 
-// ptrs points at the keys, in the order of list.
-func (k *keys) ptrs() [6]*string {
-	return [6]*string{&k.lock, &k.meta, &k.holds, &k.queue, &k.waiters, &k.observed}
+// Ptrs points at the keys, in the order of List.
+func (k *Keys) Ptrs() [6]*string {
+	return [6]*string{&k.Lock, &k.Meta, &k.Holds, &k.Queue, &k.Waiters, &k.Observed}
 }
 
-func checkPrefix(prefix string) error {
+// CheckPrefix refuses a prefix that would break the layout.
+func CheckPrefix(prefix string) error {
 	if strings.ContainsAny(prefix, "{}") {
 		return fmt.Errorf("%w: prefix %q contains a brace; hash tags belong in keys", dlock.ErrInvalidOption, prefix)
 	}
 	return nil
 }
 
-// keysOf lays out the keys of lock key under prefix, building all six
+// Of lays out the keys of lock key under prefix, building all six
 // names in one allocation.
-func keysOf(prefix, key string) (keys, error) { return keysIn(prefix, ":lock:", key) }
+func Of(prefix, key string) (Keys, error) { return In(prefix, ":lock:", key) }
 
-// keysIn lays out the keys of key in namespace ns (":lock:" for a lock) under
+// In lays out the keys of key in namespace ns (":lock:" for a lock) under
 // prefix.
-func keysIn(prefix, ns, key string) (keys, error) {
+func In(prefix, ns, key string) (Keys, error) {
 	if err := driver.CheckKey(key); err != nil {
-		return keys{}, err
+		return Keys{}, err
 	}
 	// Every name is a slice of one string: the lock key, then the siblings.
 	n := len(prefix) + len(ns) + len(key)
@@ -67,10 +72,10 @@ func keysIn(prefix, ns, key string) (keys, error) {
 	b.WriteString(ns)
 	b.WriteString(key)
 	lockKey := b.String()
-	tag, tagged := hashTag(lockKey)
+	tag, tagged := HashTag(lockKey)
 	if !tagged {
 		if strings.IndexByte(lockKey, '}') >= 0 {
-			return keys{}, fmt.Errorf("%w: %q has a '}' but no hash tag, so its companion keys cannot share its cluster slot", dlock.ErrInvalidKey, key)
+			return Keys{}, fmt.Errorf("%w: %q has a '}' but no hash tag, so its companion keys cannot share its cluster slot", dlock.ErrInvalidKey, key)
 		}
 		tag = lockKey
 	}
@@ -93,12 +98,12 @@ func keysIn(prefix, ns, key string) (keys, error) {
 	all := b.String()
 	step := baseLen + 2
 	sib := func(i int) string { return all[n+i*step : n+(i+1)*step] }
-	return keys{lock: all[:n], meta: sib(0), holds: sib(1), queue: sib(2), waiters: sib(3), observed: sib(4)}, nil
+	return Keys{Lock: all[:n], Meta: sib(0), Holds: sib(1), Queue: sib(2), Waiters: sib(3), Observed: sib(4)}, nil
 }
 
-// hashTag returns the hash tag of a Redis key, by the rule Redis Cluster
+// HashTag returns the hash tag of a Redis key, by the rule Redis Cluster
 // uses to pick its slot.
-func hashTag(key string) (string, bool) {
+func HashTag(key string) (string, bool) {
 	open := strings.IndexByte(key, '{')
 	if open < 0 {
 		return "", false
@@ -110,10 +115,10 @@ func hashTag(key string) (string, bool) {
 	return key[open+1 : open+1+end], true
 }
 
-// slot is the Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag,
+// Slot is the Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag,
 // or of the whole key when it has none, modulo 16384.
-func slot(key string) uint16 {
-	if tag, ok := hashTag(key); ok {
+func Slot(key string) uint16 {
+	if tag, ok := HashTag(key); ok {
 		key = tag
 	}
 	var crc uint16
@@ -130,9 +135,9 @@ func slot(key string) uint16 {
 	return crc % 16384
 }
 
-// keyArgs returns the keys boxed for a script call.
-func keyArgs(k keys) []any {
-	all := k.list()
+// Args returns the keys boxed for a script call.
+func (k *Keys) Args() []any {
+	all := k.List()
 	args := make([]any, len(all))
 	for i, s := range all {
 		args[i] = s
