@@ -10,57 +10,10 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/redis/go-redis/v9"
 )
 
-// tripCounter is a go-redis hook that counts the round trips to a node (a
-// pipeline is one) and the script calls among the commands, by script.
-type tripCounter struct {
-	trips   atomic.Int64
-	mu      sync.Mutex
-	scripts map[string]int64
-}
-
-func (c *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.trips.Add(1)
-		c.count(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.trips.Add(1)
-		for _, cmd := range cmds {
-			c.count(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-var benchScripts = map[string]interface{ Runs(redis.Cmder) bool }{
-	"acquire": acquireScript, "release": releaseScript, "raise": raiseScript, "renew": renewScript,
-}
-
-func (c *tripCounter) count(cmd redis.Cmder) {
-	for name, s := range benchScripts {
-		if s.Runs(cmd) {
-			c.mu.Lock()
-			if c.scripts == nil {
-				c.scripts = map[string]int64{}
-			}
-			c.scripts[name]++
-			c.mu.Unlock()
-			return
-		}
-	}
-}
-
 // report reports the round trips and script calls counted, per op.
-func (c *tripCounter) report(b *testing.B, ops int64, unit string) {
+func (c *nodeHook) report(b *testing.B, ops int64, unit string) {
 	b.ReportMetric(float64(c.trips.Load())/float64(ops), "rtt/"+unit)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -71,7 +24,7 @@ func (c *tripCounter) report(b *testing.B, ops int64, unit string) {
 
 // benchLocker returns a Locker over the shared servers whose clients
 // count with c.
-func benchLocker(b *testing.B, c *tripCounter, opts ...dlock.Option) *Locker {
+func benchLocker(b *testing.B, c *nodeHook, opts ...dlock.Option) *Locker {
 	b.Helper()
 	cs := clients(b, shared)
 	for _, cl := range cs {
@@ -93,7 +46,7 @@ func BenchmarkUncontended(b *testing.B) {
 	ctx := context.Background()
 	for _, g := range []int{1, 64} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
-			c := &tripCounter{}
+			c := &nodeHook{}
 			l := benchLocker(b, c)
 			var next atomic.Int64
 			b.ReportAllocs()
@@ -128,7 +81,7 @@ func BenchmarkHandoff(b *testing.B) {
 		b.Run(fmt.Sprintf("contenders=%d", n), func(b *testing.B) {
 			ctx := context.Background()
 			key := "bench:hot:" + b.Name()
-			c := &tripCounter{}
+			c := &nodeHook{}
 			lockers := make([]*Locker, n)
 			for i := range lockers {
 				lockers[i] = benchLocker(b, c)

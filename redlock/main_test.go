@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -113,4 +116,90 @@ func lose(t testing.TB, servers []*redistest.Server, key string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// nodeHook is a go-redis hook on the clients of the nodes that counts
+// the round trips (a pipeline is one) and the calls of each script, and
+// holds the next call of a script at a gate (see hold).
+type nodeHook struct {
+	trips   atomic.Int64
+	mu      sync.Mutex
+	scripts map[string]int64
+	gates   map[*redisnode.Script]chan struct{}
+}
+
+func (h *nodeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *nodeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.trips.Add(1)
+		if err := h.pass(ctx, cmd); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *nodeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.trips.Add(1)
+		for _, cmd := range cmds {
+			if err := h.pass(ctx, cmd); err != nil {
+				cmd.SetErr(err)
+				return err
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+var scriptNames = map[*redisnode.Script]string{
+	acquireScript: "acquire", releaseScript: "release", raiseScript: "raise", renewScript: "renew",
+}
+
+// pass counts cmd, and waits at its script's gate if one is set, taking
+// the gate away, or until ctx ends.
+func (h *nodeHook) pass(ctx context.Context, cmd redis.Cmder) error {
+	var gate chan struct{}
+	h.mu.Lock()
+	for s, name := range scriptNames {
+		if s.Runs(cmd) {
+			if h.scripts == nil {
+				h.scripts = map[string]int64{}
+			}
+			h.scripts[name]++
+			gate = h.gates[s]
+			delete(h.gates, s)
+		}
+	}
+	h.mu.Unlock()
+	if gate == nil {
+		return nil
+	}
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// calls returns how many calls of the script named name were sent.
+func (h *nodeHook) calls(name string) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.scripts[name]
+}
+
+// hold makes the next call of s wait until open is called.
+func (h *nodeHook) hold(s *redisnode.Script) (open func()) {
+	ch := make(chan struct{})
+	h.mu.Lock()
+	if h.gates == nil {
+		h.gates = map[*redisnode.Script]chan struct{}{}
+	}
+	h.gates[s] = ch
+	h.mu.Unlock()
+	return func() { close(ch) }
 }

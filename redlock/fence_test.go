@@ -1,0 +1,91 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// A node that missed an acquisition, because the release of the one
+// before had not reached it yet, is behind the others by one step of its
+// fence counter. The next acquisition that it answers among the first
+// majority must not cost a second round trip (raise.lua) to bring it up:
+// an uncontended Locker does this at every cycle whose release to the
+// slowest node is overtaken by the next attempt.
+func TestLaggingNodeCostsNoRaise(t *testing.T) {
+	ctx := context.Background()
+	cs := clients(t, shared)
+	gates := make([]*nodeHook, len(cs))
+	for i, c := range cs {
+		gates[i] = &nodeHook{}
+		c.AddHook(gates[i])
+	}
+	raises := func() (n int64) {
+		for _, g := range gates {
+			n += g.calls("raise")
+		}
+		return n
+	}
+	l, err := NewConfig(Config{Clients: cs, NodeTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	k := keyFor(t)
+	cycle := func(what string) dlock.Lock {
+		t.Helper()
+		lk, err := l.TryLock(ctx, k)
+		if err != nil {
+			t.Fatalf("%s: TryLock: %v", what, err)
+		}
+		return lk
+	}
+	unlock := func(what string, lk dlock.Lock) {
+		t.Helper()
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatalf("%s: Unlock: %v", what, err)
+		}
+	}
+
+	unlock("first", cycle("first"))
+	// Node 4 answers this acquisition only after the majority did, and
+	// runs its release only after the next acquisition.
+	openAcquire := gates[4].hold(acquireScript)
+	openRelease := gates[4].hold(releaseScript)
+	lk := cycle("second")
+	openAcquire()
+	waitFor(t, "node 4 holds the second acquisition", func() bool {
+		v, _ := cs[4].Get(ctx, "dlock:lock:"+k).Result()
+		return v == lk.Token()
+	})
+	unlock("second", lk)
+	unlock("third", cycle("third")) // busy on node 4: its counter stays behind
+	openRelease()
+	waitFor(t, "node 4 released the second acquisition", func() bool {
+		n, _ := cs[4].Exists(ctx, "dlock:lock:"+k).Result()
+		return n == 0
+	})
+	// The fourth acquisition's majority is nodes 2, 3 and 4: nodes 0 and 1
+	// answer after it.
+	before := raises()
+	open0, open1 := gates[0].hold(acquireScript), gates[1].hold(acquireScript)
+	lk = cycle("fourth")
+	open0()
+	open1()
+	if n := raises() - before; n != 0 {
+		t.Errorf("the fourth acquisition sent raise.lua to %d nodes: a lagging node cost a round trip", n)
+	}
+	unlock("fourth", lk)
+}
+
+// waitFor fails t unless cond holds within 10 seconds, polling it.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not after 10s", what)
+		}
+	}
+}
