@@ -24,23 +24,24 @@ end
 -- caller sent it (each script sets it from its arguments).
 local floor_us = nil
 
--- next_fence moves this node's counter one step up and returns it. A
--- counter that does not exist (never used, expired, or lost in a restart
--- without persistence) starts at the caller's clock in microseconds (the
--- node's, when the caller sent none), above every fence handed out before
--- (see RestartDelay for the conditions); the caller sends the same value
--- to every node, so that fresh counters start in step.
+-- next_fence moves this node's counter up and returns it: one step, or to
+-- the caller's clock in microseconds (the node's, when the caller sent
+-- none) when that is higher. The caller sends the same clock to every
+-- node, so the counters of the nodes it reaches meet at that value even
+-- when one of them missed an acquisition, and no round trip is needed to
+-- bring it up (see fence). A counter that does not exist (never used,
+-- expired, or lost in a restart without persistence) starts there too,
+-- above every fence handed out before (see RestartDelay for the
+-- conditions).
 local function next_fence()
-  local f = redis.call('HINCRBY', meta, 'f', 1)
-  if f == 1 then -- the counter did not exist
-    if floor_us then
-      f = floor_us
-    else
-      local t = redis.call('TIME')
-      f = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    end
-    redis.call('HSET', meta, 'f', string.format('%d', f))
+  local f = (tonumber(redis.call('HGET', meta, 'f')) or 0) + 1
+  local floor = floor_us
+  if not floor then
+    local t = redis.call('TIME')
+    floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
+  if floor > f then f = floor end
+  redis.call('HSET', meta, 'f', string.format('%d', f))
   redis.call('PEXPIRE', meta, fence_retention)
   return f
 end

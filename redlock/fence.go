@@ -14,14 +14,16 @@ import (
 // # The argument
 //
 // Every node keeps a counter per key. The script that grants a node's
-// part of an acquisition moves the node's counter one step up and returns
-// it (a counter that does not exist starts at the node's clock, in µs).
-// The acquisition's fence F is the largest value returned by the majority
-// M that granted it. Let W be the nodes of M whose counter now holds F.
-// When W is a majority already — the usual case, for the counters of the
-// nodes that take part in every acquisition move in step — the fence is
-// handed out with no further message: the acquisition costs one round
-// trip. Otherwise raise.lua writes F to the other nodes of M, where the
+// part of an acquisition moves the node's counter up and returns it: one
+// step, or to the acquiring client's clock in µs when that is higher (the
+// client sends the same clock to every node; a grant made by a release
+// carries the releasing client's). The acquisition's fence F is the
+// largest value returned by the majority M that granted it. Let W be the
+// nodes of M whose counter now holds F. When W is a majority already —
+// the usual case, for the clock passes the counters between two
+// acquisitions, so that the nodes of M all return that clock, even one
+// that missed an acquisition before — the fence is handed out with no
+// further message: the acquisition costs one round trip. Otherwise raise.lua writes F to the other nodes of M, where the
 // hold is still ours, one more round trip in parallel, until W is a
 // majority. Either way, when Fence returns F, a majority W of the nodes
 // has counter >= F, and it got there by a script that ran while the hold
