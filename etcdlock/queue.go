@@ -291,6 +291,8 @@ func (l *Locker) queue(ctx context.Context, c call, h *hold, ls *lease, wait boo
 			l.withdraw(ctx, h, qls, ls)
 		}
 		switch {
+		case err == errRetry && !wait:
+			return nil, l.notAcquired(ctx, c, busy{}, nil)
 		case err == errGone || err == errRetry:
 			continue // queue again
 		case errors.Is(err, dlock.ErrUpgrade):
