@@ -358,3 +358,23 @@ func TestRWReentrancy(t *testing.T) {
 		t.Errorf("the Locker's ownerless write over its own read: (%v, %v), want ErrUpgrade", lk, err)
 	}
 }
+
+// TestPrimsWaitZero: WithWait(0) makes one attempt, as TryLock does, for
+// every kind of hold.
+func TestPrimsWaitZero(t *testing.T) {
+	l := newLocker(t, client(t))
+	ctx := context.Background()
+	key := "prims:wait0:" + driver.NewToken()[:6]
+	for name, take := range map[string]func() (dlock.Lock, error){
+		"Acquire": func() (dlock.Lock, error) { return l.Acquire(ctx, key, 1, dlock.WithWait(0)) },
+		"RLock":   func() (dlock.Lock, error) { return l.RLock(ctx, key, dlock.WithWait(0)) },
+		"WLock":   func() (dlock.Lock, error) { return l.WLock(ctx, key+":w", dlock.WithWait(0)) },
+	} {
+		lk, err := take()
+		if err != nil {
+			t.Errorf("%s with WithWait(0) on a free key: %v", name, err)
+			continue
+		}
+		lk.Unlock(ctx)
+	}
+}
