@@ -247,7 +247,7 @@ func (l *Locker) queue(ctx context.Context, c call, h *hold, ls *lease, wait boo
 	)
 	// An attempt does not outlive the wait: its reply may never come.
 	actx := ctx
-	if c.opts.Waiting {
+	if c.opts.Waiting && wait {
 		t := time.NewTimer(c.opts.Wait)
 		defer t.Stop()
 		limit = t.C
