@@ -61,11 +61,11 @@ func (l *Locker) inspectQueue(ctx context.Context, ttls leaseTTLs, kd kind, key 
 	v := newView(base, resp.Header.Revision, resp.Kvs)
 	info := dlock.Info{Key: key, Kind: dlock.KindRWLock, FenceKnown: true, WaitersKnown: true}
 	if kd == kindPermit {
-		info.Kind, info.Limit = dlock.KindSemaphore, v.limit
+		info.Kind, info.Limit = dlock.KindSemaphore, v.limitOr(0)
 	}
 	owners := map[string]bool{}
 	for _, e := range v.entries {
-		if ok, _ := v.admits(e, dlock.MaxLimit); !ok {
+		if ok, _ := v.admits(e, e.limit); !ok {
 			info.Waiters++
 			continue
 		}

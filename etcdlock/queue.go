@@ -75,23 +75,26 @@ func (l *Locker) tableOf(k kind) *driver.Table[*hold] {
 	return &l.table
 }
 
-// entry is one key of a queue: its value is the kind's letter, the order
-// (empty when it is the key's create revision), '|' and the owner id.
+// entry is one key of a queue: its value is the kind's letter, a number,
+// '|' and the owner id. The number of a permit is the limit its
+// acquisition gave; that of a read or write lock its order, empty when it
+// is the key's create revision.
 type entry struct {
 	name   string
 	create int64 // the create revision
 	mod    int64 // the revision of the latest write
 	order  int64 // the create revision, or that of the owner's key it joined
+	limit  int   // a permit's
 	kind   kind
 	owner  string
 	lease  clientv3.LeaseID
 }
 
-// entryValue is the etcd value of an entry.
-func entryValue(k kind, order int64, owner string) string {
+// entryValue is the etcd value of an entry with number n (see entry).
+func entryValue(k kind, n int64, owner string) string {
 	o := ""
-	if order != 0 {
-		o = strconv.FormatInt(order, 10)
+	if n != 0 {
+		o = strconv.FormatInt(n, 10)
 	}
 	return string(rune(k)) + o + "|" + owner
 }
@@ -103,12 +106,17 @@ func parseEntry(kv *mvccpb.KeyValue) (entry, bool) {
 	if len(v) < 2 {
 		return entry{}, false
 	}
-	order, owner, ok := strings.Cut(v[1:], "|")
+	num, owner, ok := strings.Cut(v[1:], "|")
 	e := entry{name: string(kv.Key), create: kv.CreateRevision, mod: kv.ModRevision, order: kv.CreateRevision, kind: kind(v[0]), owner: owner, lease: clientv3.LeaseID(kv.Lease)}
-	if order != "" {
-		n, err := strconv.ParseInt(order, 10, 64)
-		ok = ok && err == nil && n > 0 && n <= kv.CreateRevision
-		e.order = n
+	if num != "" {
+		n, err := strconv.ParseInt(num, 10, 64)
+		ok = ok && err == nil && n > 0
+		if e.kind == kindPermit {
+			e.limit = int(min(n, dlock.MaxLimit))
+		} else {
+			e.order = n
+			ok = ok && n <= kv.CreateRevision
+		}
 	}
 	return e, ok && (e.kind == kindPermit || e.kind == kindRead || e.kind == kindWrite)
 }
@@ -138,6 +146,25 @@ type view struct {
 	rev     int64
 	entries map[string]entry
 	limit   int // the semaphore's limit as stored, 0 when none is
+}
+
+// limitOr returns the semaphore's limit: the one stored; while none is
+// (the lease of the acquisition that wrote it last ended), the limit of
+// the newest permit or waiter; else own.
+func (v *view) limitOr(own int) int {
+	if v.limit > 0 {
+		return v.limit
+	}
+	var newest entry
+	for _, e := range v.entries {
+		if e.limit > 0 && e.create > newest.create {
+			newest = e
+		}
+	}
+	if newest.limit > 0 {
+		return newest.limit
+	}
+	return own
 }
 
 func newView(base string, rev int64, kvs []*mvccpb.KeyValue) *view {
@@ -176,13 +203,11 @@ func (v *view) apply(resp clientv3.WatchResponse) {
 	v.rev = resp.Header.Revision
 }
 
-// admits reports whether the view admits me, a permit of a semaphore of
-// limit (the stored limit wins); else it returns the first entry in its
-// way.
+// admits reports whether the view admits me, a permit of a semaphore
+// whose caller gave limit (see limitOr); else it returns the first entry
+// in its way.
 func (v *view) admits(me entry, limit int) (bool, entry) {
-	if v.limit > 0 {
-		limit = v.limit
-	}
+	limit = v.limitOr(limit)
 	n := 0
 	var first entry
 	for _, e := range v.entries {
@@ -207,7 +232,6 @@ func (l *Locker) newHoldOf(ctx context.Context, c call) (*hold, error) {
 		return h, nil
 	}
 	h.kind, h.tbl, h.token = c.kind, l.tableOf(c.kind), driver.NewToken()
-	h.val = entryValue(c.kind, 0, c.owner)
 	switch {
 	case c.kind == kindPermit:
 		if err := dlock.CheckLimit(c.limit); err != nil {
@@ -337,7 +361,11 @@ func (l *Locker) place(ctx context.Context, c call, h *hold, ls *lease) (*view, 
 	base := l.baseOf(c.kind, c.key)
 	from, end := base+"\x00", clientv3.GetPrefixRangeEnd(base)
 	h.name = base + h.token
-	h.setValue(entryValue(c.kind, 0, c.owner))
+	if c.kind == kindPermit {
+		h.setValue(entryValue(c.kind, int64(c.limit), c.owner))
+	} else {
+		h.setValue(entryValue(c.kind, 0, c.owner))
+	}
 	ops := []clientv3.Op{clientv3.OpPut(h.name, h.value(), clientv3.WithLease(ls.id))}
 	if c.kind == kindPermit {
 		// The latest acquisition's limit is the semaphore's.
