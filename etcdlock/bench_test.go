@@ -53,8 +53,12 @@ func BenchmarkPrimitives(b *testing.B) {
 		{"semaphore", func(ctx context.Context, l *etcdlock.Locker, key string) (dlock.Lock, error) {
 			return l.Acquire(ctx, key, 1)
 		}},
-		{"write", func(ctx context.Context, l *etcdlock.Locker, key string) (dlock.Lock, error) { return l.WLock(ctx, key) }},
-		{"read", func(ctx context.Context, l *etcdlock.Locker, key string) (dlock.Lock, error) { return l.RLock(ctx, key) }},
+		{"write", func(ctx context.Context, l *etcdlock.Locker, key string) (dlock.Lock, error) {
+			return l.WLock(ctx, key)
+		}},
+		{"read", func(ctx context.Context, l *etcdlock.Locker, key string) (dlock.Lock, error) {
+			return l.RLock(ctx, key)
+		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var counted rtts

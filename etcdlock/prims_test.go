@@ -43,6 +43,16 @@ type acquired struct {
 	err error
 }
 
+// goTake runs take on a goroutine of its own and sends its outcome.
+func goTake(take func() (dlock.Lock, error)) <-chan acquired {
+	got := make(chan acquired, 1)
+	go func() {
+		lk, err := take()
+		got <- acquired{lk, err}
+	}()
+	return got
+}
+
 // TestSemaphoreCrashedHolder: the permit of a holder whose lease ends
 // without a release (revoked here, as etcd does when it expires) comes
 // back to the waiter, and the holder's handle is lost.
@@ -55,11 +65,7 @@ func TestSemaphoreCrashedHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan acquired, 1)
-	go func() {
-		lk, err := b.Acquire(ctx, key, 1, dlock.WithWait(20*time.Second))
-		got <- acquired{lk, err}
-	}()
+	got := goTake(func() (dlock.Lock, error) { return b.Acquire(ctx, key, 1, dlock.WithWait(20*time.Second)) })
 	waitUntil(t, 10*time.Second, "queued", func() bool { return queued(t, b, dlock.KindSemaphore, key) == 1 })
 	resp, err := cli.Get(ctx, b.BaseOf(dlock.KindSemaphore, key)+p.Token())
 	if err != nil || len(resp.Kvs) != 1 {
@@ -97,11 +103,7 @@ func TestSemaphoreLimitChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan acquired, 1)
-	go func() {
-		lk, err := b.Acquire(ctx, key, 1, dlock.WithWait(20*time.Second))
-		got <- acquired{lk, err}
-	}()
+	got := goTake(func() (dlock.Lock, error) { return b.Acquire(ctx, key, 1, dlock.WithWait(20*time.Second)) })
 	waitUntil(t, 10*time.Second, "queued", func() bool { return queued(t, c, dlock.KindSemaphore, key) == 1 })
 	// Raised to 3: the newcomer and the waiter are both in.
 	p3, err := c.TryAcquire(ctx, key, 3)
@@ -121,10 +123,7 @@ func TestSemaphoreLimitChange(t *testing.T) {
 	if lk, err := c.TryAcquire(ctx, key, 1); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("a lowered limit with three out: (%v, %v), want busy", lk, err)
 	}
-	go func() {
-		lk, err := c.Acquire(ctx, key, 1, dlock.WithWait(20*time.Second))
-		got <- acquired{lk, err}
-	}()
+	got = goTake(func() (dlock.Lock, error) { return c.Acquire(ctx, key, 1, dlock.WithWait(20*time.Second)) })
 	waitUntil(t, 10*time.Second, "queued", func() bool { return queued(t, a, dlock.KindSemaphore, key) >= 1 })
 	for i, p := range []dlock.Lock{p1, p2, p3} {
 		if p.Err() != nil {
@@ -245,16 +244,9 @@ func TestRWDowngradeNoGap(t *testing.T) {
 	}
 	name := a.BaseOf(dlock.KindRWLock, key) + w.Token()
 	wch := cli.Watch(ctx, name, clientv3.WithRev(int64(w.Fence())+1))
-	reader, writer := make(chan acquired, 1), make(chan acquired, 1)
-	go func() {
-		lk, err := b.RLock(ctx, key, dlock.WithWait(30*time.Second))
-		reader <- acquired{lk, err}
-	}()
+	reader := goTake(func() (dlock.Lock, error) { return b.RLock(ctx, key, dlock.WithWait(30*time.Second)) })
 	waitUntil(t, 10*time.Second, "reader queued", func() bool { return queued(t, a, dlock.KindRWLock, key) == 1 })
-	go func() {
-		lk, err := c.WLock(ctx, key, dlock.WithWait(30*time.Second))
-		writer <- acquired{lk, err}
-	}()
+	writer := goTake(func() (dlock.Lock, error) { return c.WLock(ctx, key, dlock.WithWait(30*time.Second)) })
 	waitUntil(t, 10*time.Second, "writer queued", func() bool { return queued(t, a, dlock.KindRWLock, key) == 2 })
 
 	if err := dlock.Downgrade(ctx, w); err != nil {
@@ -309,11 +301,7 @@ func TestRWReentrancy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := make(chan acquired, 1)
-	go func() {
-		lk, err := b.WLock(ctx, key, dlock.WithWait(30*time.Second))
-		writer <- acquired{lk, err}
-	}()
+	writer := goTake(func() (dlock.Lock, error) { return b.WLock(ctx, key, dlock.WithWait(30*time.Second)) })
 	waitUntil(t, 10*time.Second, "writer queued", func() bool { return queued(t, a, dlock.KindRWLock, key) == 1 })
 	r2, err := b.TryRLock(octx, key)
 	if err != nil {
