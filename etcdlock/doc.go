@@ -85,6 +85,30 @@
 // client to reconnect until its context ends. There is no fair mode:
 // WithFair(true) is an error matching [dlock.ErrInvalidOption].
 //
+// # Semaphores and read-write locks
+//
+// A Locker is also a [dlock.Semaphore] ([Locker.TryAcquire],
+// [Locker.Acquire]) and a [dlock.RWLocker] ([Locker.RLock],
+// [Locker.WLock]). Each permit, read hold or write hold is a key of its
+// own, "<prefix>/sem/<K>/<token>" or "<prefix>/rw/<K>/<token>", on the
+// lease of the acquisition, as a lock's hold is; a waiter's key is there
+// too, so the keys of K form a queue ordered by create revision. One
+// transaction puts a key at the end and reads the queue: a permit is
+// admitted while fewer keys than the limit are ahead of it, a reader while
+// no writer of another owner is, a writer while no key of another owner
+// is. So a waiting writer holds back the readers that come after it, and
+// waiters are served in order. A waiter follows the queue with one watch
+// and makes no request until a release, an expiry or a raised limit
+// admits it; a transaction then confirms its key, and the revision of that
+// write is its fence. Downgrade rewrites the writer's key as a reader's in
+// one transaction: it keeps its place, lease and fence. An uncontended
+// acquisition and release cost two writes, as a lock's do; a busy
+// TryAcquire, TryRLock or TryWLock deletes the key it put (a second
+// round trip). The latest acquisition's limit is the semaphore's: it is
+// the value of "<prefix>/sem/<K>/", on the lease of that acquisition, and
+// each permit's key records the limit it was taken with, which counts
+// while no stored limit does.
+//
 // # Inspecting locks
 //
 // [Locker.Inspect], [Locker.List] and [Locker.ForceUnlock] show and clear
@@ -92,8 +116,9 @@
 // holds, owner, remaining lease and fence of a lock, never its tokens.
 // List reads the prefix's range in pages; ForceUnlock deletes every hold
 // of a key in one transaction. etcd keeps nothing of a released lock, so
-// the fence of a free lock is unknown (0), and waiters leave no trace in
-// it. The test helper package etcdtest starts embedded etcd servers.
+// the fence of a free lock is unknown (0), and a lock's waiters leave no
+// trace in it. [Locker.InspectKind] and [Locker.ListKind] show semaphores
+// and read-write locks, with their waiters. The test helper package etcdtest starts embedded etcd servers.
 //
 // # Why not concurrency.Mutex
 //

@@ -1,6 +1,10 @@
 package etcdlock
 
-import "time"
+import (
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
 
 // LeaseDeadline is the local deadline of the lease that holds lk.
 func LeaseDeadline(lk interface{ Key() string }) time.Time {
@@ -9,3 +13,9 @@ func LeaseDeadline(lk interface{ Key() string }) time.Time {
 
 // RangeOf is the etcd key range of key's holds.
 func (l *Locker) RangeOf(key string) string { return l.rangeOf(key) }
+
+// BaseOf is the etcd prefix of the holds of key's lock of kind k.
+func (l *Locker) BaseOf(k dlock.Kind, key string) string {
+	kd, _ := kindOf(k)
+	return l.baseOf(kd, key)
+}

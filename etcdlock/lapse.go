@@ -46,7 +46,7 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	}()
 	resp, err := h.l.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
-		Then(clientv3.OpPut(h.name, h.Owner(), clientv3.WithLease(g.ID))).Commit()
+		Then(clientv3.OpPut(h.name, h.value(), clientv3.WithLease(g.ID))).Commit()
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		h.l.cli.Txn(rctx).

@@ -33,9 +33,12 @@ import (
 type hold struct {
 	driver.Hold // the key, the owner, the state, Done and Err
 	l           *Locker
+	tbl         *driver.Table[*hold] // the Locker's table of the hold's kind
+	kind        kind
 	token       string
 	name        string // the etcd key
 	rev         int64  // its create revision
+	fence       int64  // the revision that made it a hold (see Fence)
 
 	stop chan struct{} // closed when the hold ends, to stop watch
 
@@ -48,23 +51,36 @@ type hold struct {
 	releasing int
 	deleted   bool
 	released  bool
+	// val is the etcd value of the hold's key: the owner id for a lock,
+	// the encoded entry (see entry) for a permit or a read or write hold;
+	// Downgrade changes it.
+	val string
 }
 
 var _ dlock.Lock = (*hold)(nil)
 
-// newHold returns a pending hold of key for the owner of c.
+// newHold returns a pending lock of key for the owner of c.
 func newHold(l *Locker, c call) *hold {
-	h := &hold{l: l, stop: make(chan struct{})}
+	h := &hold{l: l, tbl: &l.table, stop: make(chan struct{}), val: c.owner}
 	h.Init(c.key, c.owner, c.ownerByOption)
 	return h
 }
 
 func (h *hold) Token() string { return h.token }
 
-// Fence is the create revision of the hold's etcd key: etcd revisions grow
-// with every write to the cluster, so it is greater than the fence of every
-// earlier acquisition of any key.
-func (h *hold) Fence() uint64 { return uint64(h.rev) }
+// Fence is the revision at which the hold was taken: for a lock, and for
+// a permit or a read or write lock taken at once, the create revision of
+// its etcd key; for one that waited, the revision of the write that
+// confirmed it. etcd revisions grow with every write to the cluster, so it
+// is greater than the fence of every earlier acquisition of any key.
+func (h *hold) Fence() uint64 { return uint64(h.fence) }
+
+// value returns the etcd value of the hold's key.
+func (h *hold) value() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.val
+}
 
 func (h *hold) currentLease() *lease {
 	h.mu.Lock()
@@ -76,7 +92,7 @@ func (h *hold) currentLease() *lease {
 // onEnd stops watch) and, for a lease of its own, revokes the lease. It
 // reports whether this call ended it.
 func (h *hold) end(err error) bool {
-	if !h.l.table.End(h, err) {
+	if !h.tbl.End(h, err) {
 		return false
 	}
 	// Read after the end: a Refresh that swaps the lease either did so
@@ -270,7 +286,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	resp, err := h.l.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
-		Then(clientv3.OpPut(h.name, h.Owner(), clientv3.WithLease(ls.id))).Commit()
+		Then(clientv3.OpPut(h.name, h.value(), clientv3.WithLease(ls.id))).Commit()
 	if err != nil || !resp.Succeeded {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		ls.close(rctx)

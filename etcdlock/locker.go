@@ -35,15 +35,20 @@ type Locker struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine of the Locker, its leases and holds
 
-	table driver.Table[*hold] // this Locker's holds
+	table   driver.Table[*hold] // this Locker's locks
+	permits driver.Table[*hold] // its permits
+	rw      driver.Table[*hold] // its read and write locks
 
 	mu     sync.Mutex
 	shared *lease // the session of renewed locks with the default TTL
 }
 
 var (
-	_ dlock.Locker    = (*Locker)(nil)
-	_ dlock.Inspector = (*Locker)(nil)
+	_ dlock.Locker        = (*Locker)(nil)
+	_ dlock.Inspector     = (*Locker)(nil)
+	_ dlock.KindInspector = (*Locker)(nil)
+	_ dlock.Semaphore     = (*Locker)(nil)
+	_ dlock.RWLocker      = (*Locker)(nil)
 )
 
 // New returns a Locker over client. The options become the Locker's
@@ -73,8 +78,10 @@ func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel}
-	l.table.Init(o.Logger, func(h *hold) { close(h.stop) })
-	l.table.Observe("etcd", o)
+	for _, t := range l.tables() {
+		t.Init(o.Logger, func(h *hold) { close(h.stop) })
+		t.Observe("etcd", o)
+	}
 	return l, nil
 }
 
@@ -82,6 +89,11 @@ var (
 	errNoFair       = fmt.Errorf("%w: etcdlock has no fair mode (WithFair(true))", dlock.ErrInvalidOption)
 	errNoReplicaAck = fmt.Errorf("%w: etcd commits every write on a majority; replica acknowledgement is a Redis option", dlock.ErrInvalidOption)
 )
+
+// tables are the Locker's tables of holds, one per kind of lock.
+func (l *Locker) tables() []*driver.Table[*hold] {
+	return []*driver.Table[*hold]{&l.table, &l.permits, &l.rw}
+}
 
 // wholeSeconds rounds ttl up to whole seconds, the unit of etcd leases, and
 // refuses a TTL below one second.
@@ -148,6 +160,10 @@ func (l *Locker) Close() error {
 		l.mu.Unlock()
 		return dlock.ErrClosed
 	}
+	for _, t := range l.tables()[1:] {
+		more, _ := t.Close()
+		hs = append(hs, more...)
+	}
 	shared := l.shared
 	l.shared = nil
 	l.mu.Unlock()
@@ -196,6 +212,8 @@ type call struct {
 	ownerByOption bool // the owner came from dlock.WithOwner, not from ctx
 	opts          driver.Options
 	renew         bool
+	kind          kind
+	limit         int // a semaphore's
 }
 
 // newCall validates one acquisition of key and resolves its options.
@@ -220,20 +238,31 @@ func (l *Locker) newCall(ctx context.Context, key string, opts []dlock.Option) (
 }
 
 // acquire is TryLock (wait false) and Lock.
-func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dlock.Option) (_ dlock.Lock, err error) {
+func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dlock.Option) (dlock.Lock, error) {
+	return l.take(ctx, kindLock, key, 0, wait, opts)
+}
+
+// take acquires a hold of kind k on key: a lock, a permit of a semaphore
+// of the given limit, or a read or write lock. It makes one attempt, or
+// (wait) waits as Lock does.
+func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait bool, opts []dlock.Option) (_ dlock.Lock, err error) {
 	c, err := l.newCall(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
-	h := newHold(l, c)
-	if err := l.table.Reserve(h, false); err != nil {
+	c.kind, c.limit = k, limit
+	h, err := l.newHoldOf(ctx, c)
+	if err != nil {
 		return nil, err
 	}
-	l.table.Begin(ctx, h)
+	if err := h.tbl.Reserve(h, false); err != nil {
+		return nil, err
+	}
+	h.tbl.Begin(ctx, h)
 	defer func() {
 		if err != nil {
-			l.table.Remove(h)
-			l.table.Failed(h, wait, err)
+			h.tbl.Remove(h)
+			h.tbl.Failed(h, wait, err)
 		}
 	}()
 
@@ -247,29 +276,34 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dloc
 		}
 	}()
 
-	ls, done, err := l.session(ctx, c, cancel)
+	if c.opts.Waiting && c.opts.Wait == 0 {
+		wait = false
+	}
+	ls, done, err := l.session(ctx, c, wait, cancel)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { done(err == nil) }()
-	if c.opts.Waiting && c.opts.Wait == 0 {
-		wait = false
+	if k == kindLock {
+		return l.attempts(ctx, c, h, ls, wait)
 	}
-	return l.attempts(ctx, c, h, ls, wait)
+	return l.queue(ctx, c, h, ls, wait)
 }
 
 // session returns the lease a renewed lock is written with, started before
 // the first attempt; a pinned lease is granted at each attempt instead,
-// since its time runs from the grant (ls is then nil). The call's context
-// is cancelled when the session ends: a waiter whose session ended must
-// not wait on (etcd-io/etcd#19597). The caller calls done when the call
-// returns, saying whether it acquired; a session of the call's own is
-// revoked when it did not.
-func (l *Locker) session(ctx context.Context, c call, cancel context.CancelCauseFunc) (ls *lease, done func(acquired bool), err error) {
-	if !c.renew {
+// since its time runs from the grant (ls is then nil). A permit or a read
+// or write lock with a pinned lease that waits queues on the Locker's
+// session, and moves to a pinned lease when it is admitted (see queue).
+// The call's context is cancelled when the session ends: a waiter whose
+// session ended must not wait on (etcd-io/etcd#19597). The caller calls
+// done when the call returns, saying whether it acquired; a session of the
+// call's own is revoked when it did not.
+func (l *Locker) session(ctx context.Context, c call, wait bool, cancel context.CancelCauseFunc) (ls *lease, done func(acquired bool), err error) {
+	if !c.renew && (c.kind == kindLock || !wait) {
 		return nil, func(bool) {}, nil
 	}
-	if c.opts.TTL == l.opts.TTL {
+	if c.opts.TTL == l.opts.TTL || !c.renew {
 		ls, err = l.sharedLease(ctx)
 	} else {
 		ls, err = newLease(ctx, l.cli, c.opts.TTL, true, &l.wg, l.onRenew())
@@ -320,25 +354,17 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 		switch {
 		case held:
 			return h, nil
-		case err != nil && ls != nil && ls.lost():
-			return nil, &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
-		case err != nil && ctx.Err() == nil && actx.Err() != nil:
-			return nil, l.notAcquired(ctx, c, b, nil) // the wait is over
-		case err != nil && ctx.Err() != nil:
-			return nil, l.notAcquired(context.WithoutCancel(ctx), c, b, context.Cause(ctx))
-		case err != nil && !wait:
-			return nil, &dlock.KeyError{Key: c.key, Err: err}
 		case err != nil:
-			// A waiter rides out a failed round trip (a leader election,
-			// a reconnection) and tries again after the retry delay.
-			l.opts.Logger.DebugContext(ctx, "attempt failed, waiting on", "key", c.key, "error", err)
+			if e := l.failed(ctx, actx, c, ls, b, err, wait); e != nil {
+				return nil, e
+			}
 		default:
 			b = seen
 		}
 		if !wait {
 			return nil, l.notAcquired(ctx, c, b, nil)
 		}
-		l.table.Waiting(h)
+		h.tbl.Waiting(h)
 		if watch == nil && b.rev > 0 && c.opts.Notify {
 			p := l.rangeOf(c.key)
 			watch = l.cli.Watch(wctx, p, clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)), clientv3.WithRev(b.rev+1), clientv3.WithFilterPut())
@@ -363,11 +389,30 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 			if !ok {
 				watch = nil // ended (compaction): watch again from the next read
 			} else {
-				l.table.Woken(h, false)
+				h.tbl.Woken(h, false)
 			}
 		case <-t.C:
 		}
 	}
+}
+
+// failed returns the error of a call whose attempt (with actx, on the
+// session ls when not nil) failed with err, having seen b; or nil when a
+// waiter (wait) rides it out (a leader election, a reconnection) and tries
+// again after the retry delay.
+func (l *Locker) failed(ctx, actx context.Context, c call, ls *lease, b busy, err error, wait bool) error {
+	switch {
+	case ls != nil && ls.lost():
+		return &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
+	case ctx.Err() == nil && actx.Err() != nil:
+		return l.notAcquired(ctx, c, b, nil) // the wait is over
+	case ctx.Err() != nil:
+		return l.notAcquired(context.WithoutCancel(ctx), c, b, context.Cause(ctx))
+	case !wait:
+		return &dlock.KeyError{Key: c.key, Err: err}
+	}
+	l.opts.Logger.DebugContext(ctx, "attempt failed, waiting on", "key", c.key, "error", err)
+	return nil
 }
 
 // busy describes a lock held by someone else, as one attempt saw it.
@@ -401,7 +446,7 @@ func (l *Locker) notAcquired(ctx context.Context, c call, b busy, cause error) e
 // is a transaction whose condition says the range has not changed since it
 // was read, so two writers never both succeed on what they each saw.
 func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool, busy, error) {
-	l.table.Attempted(h)
+	h.tbl.Attempted(h)
 	if ls == nil {
 		var err error
 		if ls, err = newLease(ctx, l.cli, c.opts.TTL, false, &l.wg, nil); err != nil {
@@ -426,29 +471,13 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 	for range maxRaces {
 		resp, err := l.cli.Txn(ctx).If(cmp).Then(put).Else(get).Commit()
 		if err != nil {
-			// The write may have been applied before the reply was lost:
-			// delete our own hold by its unique name (a grant that arrives
-			// after the caller gave up is given back), and keep trying in
-			// the background when etcd does not answer: on a lease that
-			// lives on, the key would hold the lock for nobody. A lost
-			// lease is no longer kept alive: its keys go with it.
-			switch {
-			case ls.lost():
-			case ctx.Err() != nil && ls.renew:
-				l.deleteLater(name) // the caller's time is up: do not make it wait
-			default:
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-				if _, derr := l.cli.Delete(rctx, name); derr != nil && ls.renew {
-					l.deleteLater(name)
-				}
-				cancel()
-			}
+			l.forget(ctx, name, ls)
 			pinnedFail()
 			return false, busy{}, err
 		}
 		if resp.Succeeded {
-			h.token, h.name, h.rev, h.lease = token, name, resp.Header.Revision, ls
-			if err := l.table.Add(h); err != nil { // closed: give it back
+			h.token, h.name, h.rev, h.fence, h.lease = token, name, resp.Header.Revision, resp.Header.Revision, ls
+			if err := h.tbl.Add(h); err != nil { // closed: give it back
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 				l.cli.Delete(rctx, name)
 				cancel()
@@ -472,6 +501,26 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 	}
 	pinnedFail()
 	return false, b, nil
+}
+
+// forget deletes the etcd key name, which a write whose reply was lost may
+// have put on ls, or which a waiter leaves: by its unique name, so that a
+// grant that arrives after the caller gave up is given back; in the
+// background when etcd does not answer, for on a lease that lives on the
+// key would hold the lock for nobody. A lost lease is no longer kept
+// alive: its keys go with it.
+func (l *Locker) forget(ctx context.Context, name string, ls *lease) {
+	switch {
+	case ls.lost():
+	case ctx.Err() != nil && ls.renew:
+		l.deleteLater(name) // the caller's time is up: do not make it wait
+	default:
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		if _, derr := l.cli.Delete(rctx, name); derr != nil && ls.renew {
+			l.deleteLater(name)
+		}
+		cancel()
+	}
 }
 
 // deleteLater deletes, in the background, the etcd key name that an

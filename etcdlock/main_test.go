@@ -110,6 +110,6 @@ func TestConformance(t *testing.T) {
 			}
 		},
 		MinTTL: time.Second,
-		Caps:   dlocktest.All,
+		Caps:   dlocktest.All | dlocktest.Semaphore | dlocktest.RWLock,
 	})
 }

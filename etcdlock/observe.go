@@ -22,9 +22,11 @@ func (l *Locker) onRenew() func(*lease, error) {
 // renewed reports a keep-alive of ls as a renewal of each hold on it: a
 // shared lease carries many.
 func (l *Locker) renewed(ls *lease, err error) {
-	for _, h := range l.table.Held() {
-		if h.currentLease() == ls {
-			l.table.Renewed(h, err)
+	for _, t := range l.tables() {
+		for _, h := range t.Held() {
+			if h.currentLease() == ls {
+				t.Renewed(h, err)
+			}
 		}
 	}
 }

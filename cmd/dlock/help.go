@@ -122,8 +122,7 @@ their permits until they finish. --shared and --exclusive take KEY's
 read-write lock: any number of --shared holders run at once, an
 --exclusive one runs alone, and once an --exclusive one waits, new
 --shared ones wait behind it. The semaphore and the read-write lock of KEY
-live beside its lock: a plain dlock run KEY excludes neither. All three
-are Redis only.
+live beside its lock: a plain dlock run KEY excludes neither.
 
 When the lock is busy, or --wait runs out, dlock prints one line naming KEY
 and the holder's remaining lease, and exits with --conflict-exit-code.
@@ -158,14 +157,15 @@ owner when it is an owner's reentrant lock, and the waiters queued for it.
 It never prints tokens. --json prints one object with the fields key, held,
 owner, holds, ttl_ms (-1: no expiry), fence and waiters.
 
-On Redis, when KEY's semaphore (dlock run --limit) or read-write lock
-(--shared, --exclusive) is held or waited for, status adds a line for each:
+When KEY's semaphore (dlock run --limit) or read-write lock (--shared,
+--exclusive) is held or waited for, status adds a line for each:
 the permits out of the limit, or the readers and writer, their longest
 lease, the fence and the waiters (--json: the objects "semaphore" and
 "rwlock", with the fields above and "limit" or "readers").
 
-etcd keeps no fence of a free lock and does not count waiters: status
-prints "-" for them (--json: fence 0 and no waiters field). etcd leases are
+etcd keeps no fence of a free lock and does not count a lock's waiters:
+status prints "-" for them (--json: fence 0 and no waiters field). The
+waiters of a semaphore or read-write lock are keys in etcd, and counted. etcd leases are
 whole seconds, truncated: a ttl of 0s means less than a second is left.`
 
 const lsHelp = `
@@ -176,8 +176,8 @@ a busy server; on etcd it reads the prefix's range in pages of 500 keys and
 prints "-" for the waiters. --json prints one object per lock, with the
 fields of dlock status --json.
 
-On Redis it lists the held semaphores and read-write locks too, with a
-KIND column: their HOLDS are the permits out of the limit (2/3), or the
+It lists the held semaphores and read-write locks too, with a KIND
+column: their HOLDS are the permits out of the limit (2/3), or the
 holds and readers among them ("3 (3 r)": three readers). --json adds
 "kind" ("semaphore" or "rwlock") and "limit" or "readers" to them.`
 

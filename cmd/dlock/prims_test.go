@@ -15,11 +15,18 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
+func TestRunLimit(t *testing.T) {
+	runLimit(t, func(args ...string) []string { return args }, newLocker(t))
+}
+
+func TestEtcdRunLimit(t *testing.T) { runLimit(t, etcdArgs, newEtcdLocker(t)) }
+
 // run --limit 2: six processes of three jobs each on one key; a job takes
 // one of two slots (a directory that must not exist) and fails when both
 // are taken, so three jobs at once would fail one. The second slot being
-// used shows that two jobs did run at once.
-func TestRunLimit(t *testing.T) {
+// used shows that two jobs did run at once. Then status and ls show a
+// full semaphore, taken through l.
+func runLimit(t *testing.T, args func(...string) []string, l dlock.Semaphore) {
 	dir := t.TempDir()
 	key := "limit-" + driver.NewToken()[:6]
 	job := `s=1; mkdir "$1/slot1" 2>/dev/null || { s=2; mkdir "$1/slot2" 2>/dev/null; } || exit 99
@@ -30,7 +37,7 @@ echo "$s $DLOCK_FENCE" >> "$1/log"; sleep 0.2; rmdir "$1/slot$s"`
 	for p := range procs {
 		wg.Go(func() {
 			for r := range rounds {
-				res := dlockProc(t, "run", "--limit", "2", "--wait", "forever", "--ttl", "5s", key, "--", "sh", "-c", job, "sh", dir)
+				res := dlockProc(t, args("run", "--limit", "2", "--wait", "forever", "--ttl", "5s", key, "--", "sh", "-c", job, "sh", dir)...)
 				if res.code != 0 {
 					errs <- "process " + strconv.Itoa(p) + " round " + strconv.Itoa(r) + ": exit " + strconv.Itoa(res.code) + ": " + res.stderr
 					return
@@ -66,7 +73,6 @@ echo "$s $DLOCK_FENCE" >> "$1/log"; sleep 0.2; rmdir "$1/slot$s"`
 	}
 
 	// A full semaphore is busy, with the exit code of a busy lock.
-	l := newLocker(t)
 	ctx := context.Background()
 	for range 2 {
 		lk, err := l.TryAcquire(ctx, key, 2, dlock.WithTTL(20*time.Second))
@@ -75,28 +81,34 @@ echo "$s $DLOCK_FENCE" >> "$1/log"; sleep 0.2; rmdir "$1/slot$s"`
 		}
 		defer lk.Unlock(ctx)
 	}
-	res := dlockIn(t, []string{"run", "--limit", "2", key, "--", "true"})
+	res := dlockIn(t, args("run", "--limit", "2", key, "--", "true"))
 	if res.code != exitBusy || !strings.Contains(res.stderr, "is busy") {
 		t.Errorf("a full semaphore: exit %d, stderr %q; want %d and a busy message", res.code, res.stderr, exitBusy)
 	}
-	res = dlockIn(t, []string{"status", key})
+	res = dlockIn(t, args("status", key))
 	if res.code != 0 || !strings.Contains(res.stdout, "semaphore:") || !strings.Contains(res.stdout, "2 of 2 permits") {
 		t.Errorf("status of a full semaphore: exit %d, stdout %q", res.code, res.stdout)
 	}
-	res = dlockIn(t, []string{"ls", "--json", key})
+	res = dlockIn(t, args("ls", "--json", key))
 	var list []lockJSON
 	if err := json.Unmarshal([]byte(res.stdout), &list); err != nil || len(list) != 1 || list[0].Kind != "semaphore" || list[0].Holds != 2 || list[0].Limit != 2 {
 		t.Errorf("ls --json: %v, %q", err, res.stdout)
 	}
-	res = dlockIn(t, []string{"ls", key})
+	res = dlockIn(t, args("ls", key))
 	if res.code != 0 || !strings.Contains(res.stdout, "KIND") || !strings.Contains(res.stdout, "2/2") || !strings.Contains(res.stdout, "semaphore") {
 		t.Errorf("ls: exit %d, stdout %q", res.code, res.stdout)
 	}
 }
 
+func TestRunShared(t *testing.T) {
+	runShared(t, func(args ...string) []string { return args }, newLocker(t))
+}
+
+func TestEtcdRunShared(t *testing.T) { runShared(t, etcdArgs, newEtcdLocker(t)) }
+
 // run --shared: two readers run at once (each waits for the other to
 // start); --exclusive waits for them, and is refused at once with -n.
-func TestRunShared(t *testing.T) {
+func runShared(t *testing.T, args func(...string) []string, l dlock.RWLocker) {
 	dir := t.TempDir()
 	key := "shared-" + driver.NewToken()[:6]
 	// Each reader marks that it started, waits (up to 10s) for the other,
@@ -109,7 +121,7 @@ i=0; while [ ! -e "$1/done" ]; do i=$((i+1)); [ $i -gt 200 ] && exit 97; sleep 0
 	codes := make([]result, 2)
 	for i, names := range [][2]string{{"a", "b"}, {"b", "a"}} {
 		wg.Go(func() {
-			codes[i] = dlockProc(t, "run", "--shared", "--wait", "10s", key, "--", "sh", "-c", reader(names[0], names[1]), "sh", dir)
+			codes[i] = dlockProc(t, args("run", "--shared", "--wait", "10s", key, "--", "sh", "-c", reader(names[0], names[1]), "sh", dir)...)
 		})
 	}
 	// While they run, a writer is refused.
@@ -118,9 +130,8 @@ i=0; while [ ! -e "$1/done" ]; do i=$((i+1)); [ $i -gt 200 ] && exit 97; sleep 0
 		_, errB := os.Stat(filepath.Join(dir, "b"))
 		return errA == nil && errB == nil
 	})
-	l := newLocker(t)
 	ctx := context.Background()
-	res := dlockIn(t, []string{"run", "--exclusive", "-n", key, "--", "true"})
+	res := dlockIn(t, args("run", "--exclusive", "-n", key, "--", "true"))
 	if err := os.WriteFile(filepath.Join(dir, "done"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -138,16 +149,16 @@ i=0; while [ ! -e "$1/done" ]; do i=$((i+1)); [ $i -gt 200 ] && exit 97; sleep 0
 	if err != nil {
 		t.Fatal(err)
 	}
-	res = dlockIn(t, []string{"run", "--shared", key, "--", "true"})
+	res = dlockIn(t, args("run", "--shared", key, "--", "true"))
 	if res.code != exitBusy {
 		t.Errorf("--shared while a writer holds: exit %d, want %d", res.code, exitBusy)
 	}
-	res = dlockIn(t, []string{"status", key})
+	res = dlockIn(t, args("status", key))
 	if !strings.Contains(res.stdout, "rwlock:") || !strings.Contains(res.stdout, "a writer") {
 		t.Errorf("status with a writer: %q", res.stdout)
 	}
 	w.Unlock(ctx)
-	res = dlockIn(t, []string{"run", "--exclusive", key, "--", "true"})
+	res = dlockIn(t, args("run", "--exclusive", key, "--", "true"))
 	if res.code != 0 {
 		t.Errorf("--exclusive on a free key: exit %d, stderr %q", res.code, res.stderr)
 	}

@@ -126,7 +126,7 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 	fs.Var(&c.conflictCode, "conflict-exit-code", "exit `code` when the lock is busy or the wait runs out")
 	fs.Var(&c.lostCode, "lost-exit-code", "exit `code` when the lock is lost while CMD runs")
 	fs.Var((*durationFlag)(&c.holdAtLeast), "hold-at-least", "keep KEY taken at least this `duration` from the acquisition, even after CMD and dlock exit: a cron job that other hosts fire a little later runs once per tick")
-	fs.Func("limit", "run as one of at most `N` holders of KEY: a permit of KEY's semaphore, as consul lock -n (Redis only)", func(s string) error {
+	fs.Func("limit", "run as one of at most `N` holders of KEY: a permit of KEY's semaphore, as consul lock -n", func(s string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil {
 			return errors.New("want a whole number of holders")
@@ -134,8 +134,8 @@ func (c *runConfig) register(fs *flag.FlagSet) {
 		c.limit, c.limitSet = n, true
 		return nil
 	})
-	fs.BoolVar(&c.shared, "shared", false, "take KEY's read lock: any number of --shared holders at once, none while an --exclusive one holds or waits (Redis only)")
-	fs.BoolVar(&c.exclusive, "exclusive", false, "take KEY's write lock, which excludes --shared and --exclusive holders (Redis only)")
+	fs.BoolVar(&c.shared, "shared", false, "take KEY's read lock: any number of --shared holders at once, none while an --exclusive one holds or waits")
+	fs.BoolVar(&c.exclusive, "exclusive", false, "take KEY's write lock, which excludes --shared and --exclusive holders")
 }
 
 // kind is what run takes of KEY: its lock, a permit or a read or write

@@ -1,0 +1,110 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dlock-go/dlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TryRLock makes one attempt to take the read lock of key (see
+// dlock.RWLocker), in one round trip when it is granted: it succeeds
+// unless a writer of another owner holds or waits for the key (an owner
+// that holds the key already is not held back by a waiting writer). The
+// read-write lock of key lives beside the lock of key: its keys are
+// "<prefix>/rw/<key>/<token>".
+func (l *Locker) TryRLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
+	return l.take(ctx, kindRead, key, 0, false, opts)
+}
+
+// RLock waits until it holds the read lock of key, as Lock waits: it is
+// admitted when no writer of another owner is ahead of it in the key's
+// queue.
+func (l *Locker) RLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
+	return l.take(ctx, kindRead, key, 0, true, opts)
+}
+
+// TryWLock makes one attempt to take the write lock of key: it succeeds
+// when nobody else holds or waits for the key's read or write lock. An
+// owner that holds the read lock gets an error matching dlock.ErrUpgrade.
+func (l *Locker) TryWLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
+	return l.take(ctx, kindWrite, key, 0, false, opts)
+}
+
+// WLock waits until it holds the write lock of key, as Lock waits. Its key
+// queues from the first attempt, and new readers wait behind it. The
+// handle is a dlock.Downgrader.
+func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
+	return l.take(ctx, kindWrite, key, 0, true, opts)
+}
+
+// RUnlock releases this Locker's most recent read lock of key for the
+// owner in ctx, in the manner of Unlock. It returns an error matching
+// dlock.ErrNotHeld when there is none.
+func (l *Locker) RUnlock(ctx context.Context, key string) error { return l.unlockRW(ctx, key, true) }
+
+// WUnlock releases this Locker's most recent write lock of key for the
+// owner in ctx, in the manner of Unlock.
+func (l *Locker) WUnlock(ctx context.Context, key string) error { return l.unlockRW(ctx, key, false) }
+
+func (l *Locker) unlockRW(ctx context.Context, key string, read bool) error {
+	h, err := l.rw.Find(ctx, key)
+	if err != nil {
+		return err
+	}
+	if h.reads() != read {
+		return &dlock.KeyError{Op: "unlock", Key: key, Err: dlock.ErrNotHeld}
+	}
+	return h.Unlock(ctx)
+}
+
+// setValue sets the etcd value of the hold's key, as written.
+func (h *hold) setValue(v string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.val = v
+}
+
+// reads reports whether h is a read lock now.
+func (h *hold) reads() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.kind == kindRead
+}
+
+// Downgrade turns a write lock into a read lock in one round trip (see
+// dlock.Downgrader): a transaction rewrites the value of the hold's key
+// from writer to reader, on the condition that the key is the one the
+// hold created. The key keeps its place in the queue, its lease and its
+// create revision, and the handle its token and fence: no writer can come
+// in between, and the readers queued behind it that no other writer holds
+// back are admitted. On any other handle it returns an error matching
+// dlock.ErrInvalidOption. A Downgrade whose reply was lost may be called
+// again.
+func (h *hold) Downgrade(ctx context.Context) error {
+	h.mu.Lock()
+	k, val := h.kind, h.val
+	h.mu.Unlock()
+	if k != kindWrite {
+		return &dlock.KeyError{Op: "downgrade", Key: h.Key(), Err: fmt.Errorf("%w: not a write lock", dlock.ErrInvalidOption)}
+	}
+	if err := h.Check(); err != nil {
+		return err
+	}
+	read := string(rune(kindRead)) + val[1:]
+	resp, err := h.l.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
+		Then(clientv3.OpPut(h.name, read, clientv3.WithIgnoreLease())).Commit()
+	if err != nil {
+		return &dlock.KeyError{Op: "downgrade", Key: h.Key(), Err: err}
+	}
+	if !resp.Succeeded {
+		h.lose(fmt.Errorf("%w: the etcd key of revision %d is gone", dlock.ErrOwnershipLost, h.rev))
+		return h.Err()
+	}
+	h.mu.Lock()
+	h.kind, h.val = kindRead, read
+	h.mu.Unlock()
+	return nil
+}
