@@ -33,6 +33,10 @@ type config struct {
 	holdTTL     time.Duration
 	parts       []string // the parts to run, in allParts' order
 
+	// Part 6, the primitives: its repeats (its cells are part 1's and
+	// part 2's).
+	primRepeats int
+
 	// Part 5, etcd: the cluster sizes, and cells of their own (an etcd
 	// cycle is a Raft write, some ten times a Redis round trip).
 	etcdMembers     []int
@@ -55,10 +59,11 @@ const (
 	nameUncontended = "uncontended"
 	nameHot         = "hotkey"
 	nameHold        = "held"
+	namePrims       = "primitives"
 	nameEtcd        = "etcd"
 )
 
-var allParts = []string{nameUncontended, nameHot, nameHold, nameEtcd}
+var allParts = []string{nameUncontended, nameHot, nameHold, namePrims, nameEtcd}
 
 func (c *config) runs(part string) bool { return slices.Contains(c.parts, part) }
 
@@ -97,6 +102,7 @@ func defaultConfig() config {
 		holdWindow:  20 * time.Second / 3, // two renewal periods of the TTL
 		holdTTL:     dlock.DefaultTTL,
 		parts:       allParts,
+		primRepeats: 3,
 
 		etcdMembers:     []int{1, 3},
 		etcdDuration:    600 * time.Millisecond,
@@ -121,6 +127,9 @@ func (c *config) quick(set map[string]bool) {
 	}
 	if !set["hot-repeats"] {
 		c.hotRepeats = 1
+	}
+	if !set["prims-repeats"] {
+		c.primRepeats = 1
 	}
 	if !set["hold-locks"] {
 		c.holdLocks = 1000
@@ -148,6 +157,8 @@ func (c *config) check() error {
 		return errors.New("durations must be positive")
 	case c.repeats < 1 || c.hotRepeats < 1 || c.etcdRepeats < 1:
 		return errors.New("repeats must be at least 1")
+	case c.primRepeats < 1:
+		return errors.New("-prims-repeats must be at least 1")
 	case c.slices < 1 || c.etcdSlices < 1:
 		return errors.New("slices must be at least 1")
 	case len(c.parts) == 0:
@@ -182,6 +193,11 @@ type results struct {
 	hotSystems []string
 	etcd       []etcdRun
 	eSystems   []string
+
+	prims          []cell // part 6
+	primsHot       []hotCell
+	primSystems    []string
+	primHotSystems []string
 }
 
 // etcdRun is part 5 on one cluster.
@@ -222,7 +238,7 @@ func measure(ctx context.Context, cfg config) (*results, error) {
 	defer os.RemoveAll(dir)
 	res := &results{cfg: cfg, start: time.Now()}
 	res.load[0] = loadAvg()
-	if cfg.runs(nameUncontended) || cfg.runs(nameHot) || cfg.runs(nameHold) {
+	if cfg.runs(nameUncontended) || cfg.runs(nameHot) || cfg.runs(nameHold) || cfg.runs(namePrims) {
 		if err := measureRedis(ctx, cfg, dir, res); err != nil {
 			return nil, err
 		}
@@ -298,6 +314,10 @@ func measureRedis(ctx context.Context, cfg config, dir string, res *results) err
 				c.locks, c.sys, c.cmdsPerSec, c.clientCore, c.goroutines, c.heapMiB, c.lost, c.calls)
 			res.holds = append(res.holds, c)
 		}
+	}
+
+	if cfg.runs(namePrims) {
+		return measurePrims(ctx, cfg, t, res)
 	}
 	return nil
 }
