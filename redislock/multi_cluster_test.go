@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/redis/go-redis/v9"
 )
 
 // On a Cluster, LockAll of keys in one slot (one hash tag) takes them in
@@ -18,24 +17,8 @@ func TestClusterLockAll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	hook := &counter{}
-	opts := c.Options()
-	opts.NewClient = func(o *redis.Options) *redis.Client {
-		n := redis.NewClient(o)
-		n.AddHook(hook)
-		return n
-	}
-	cc := redis.NewClusterClient(opts)
-	defer cc.Close()
-	l, err := New(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	other, err := New(c.client(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	l := lockerOf(t, c.countedClient(t, hook))
+	other := lockerOf(t, c.client(t))
 
 	tag := "{" + keyFor(t) + "}"
 	for _, tc := range []struct {
