@@ -268,39 +268,17 @@ func measureRedis(ctx context.Context, cfg config, dir string, res *results) err
 
 	if cfg.runs(nameUncontended) {
 		us := uncontendedSystems()
-		for _, s := range us {
-			res.uSystems = append(res.uSystems, s.name())
-		}
-		for r := range cfg.repeats {
-			for _, g := range cfg.goroutines {
-				cells, err := uncontendedRepeat(ctx, t, rotate(us, r), g, cfg.duration, cfg.ttl, cfg.slices, false)
-				if err != nil {
-					return fmt.Errorf("uncontended: %w", err)
-				}
-				for _, c := range cells {
-					cfg.logf("uncontended  repeat %d  %3d goroutines  %-28s %8.0f cycles/s  %5.1f allocs/cycle  %.2f rtt/cycle", r+1, g, c.sys, c.rate(), c.allocsPer(), c.rttPer())
-				}
-				res.uncont = append(res.uncont, cells...)
-			}
+		res.uSystems = names(us)
+		if res.uncont, err = uncontendedCells(ctx, cfg, t, us, cfg.repeats, nameUncontended); err != nil {
+			return err
 		}
 	}
 
 	if cfg.runs(nameHot) {
 		hs := hotSystems()
-		for _, s := range hs {
-			res.hotSystems = append(res.hotSystems, s.name())
-		}
-		for r := range cfg.hotRepeats {
-			for _, n := range cfg.contenders {
-				for _, s := range rotate(hs, r) {
-					c, err := hotKey(ctx, t, s, n, cfg.hotDuration, cfg.hold, cfg.ttl)
-					if err != nil {
-						return fmt.Errorf("hot key: %w", err)
-					}
-					logHot(cfg, r, c)
-					res.hot = append(res.hot, c)
-				}
-			}
+		res.hotSystems = names(hs)
+		if res.hot, err = hotCells(ctx, cfg, t, hs, cfg.hotRepeats, cfg.contenders); err != nil {
+			return fmt.Errorf("hot key: %w", err)
 		}
 	}
 
@@ -320,6 +298,53 @@ func measureRedis(ctx context.Context, cfg config, dir string, res *results) err
 		return measurePrims(ctx, cfg, t, res)
 	}
 	return nil
+}
+
+// uncontendedCells measures repeats of part 1's cells of systems on t, at
+// each number of goroutines of cfg, and logs them under label.
+func uncontendedCells(ctx context.Context, cfg config, t *target, systems []system, repeats int, label string) ([]cell, error) {
+	var all []cell
+	for r := range repeats {
+		for _, g := range cfg.goroutines {
+			cells, err := uncontendedRepeat(ctx, t, rotate(systems, r), g, cfg.duration, cfg.ttl, cfg.slices, false)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", label, err)
+			}
+			for _, c := range cells {
+				cfg.logf("%-12s repeat %d  %3d goroutines  %-28s %8.0f cycles/s  %5.1f allocs/cycle  %.2f rtt/cycle", label, r+1, g, c.sys, c.rate(), c.allocsPer(), c.rttPer())
+			}
+			all = append(all, cells...)
+		}
+	}
+	return all, nil
+}
+
+// hotCells measures repeats of part 2's cells of systems on t, with each
+// number of contenders.
+func hotCells(ctx context.Context, cfg config, t *target, systems []system, repeats int, contenders []int) ([]hotCell, error) {
+	var all []hotCell
+	for r := range repeats {
+		for _, n := range contenders {
+			for _, s := range rotate(systems, r) {
+				c, err := hotKey(ctx, t, s, n, cfg.hotDuration, cfg.hold, cfg.ttl)
+				if err != nil {
+					return nil, err
+				}
+				logHot(cfg, r, c)
+				all = append(all, c)
+			}
+		}
+	}
+	return all, nil
+}
+
+// names are the names of systems.
+func names(systems []system) []string {
+	var n []string
+	for _, s := range systems {
+		n = append(n, s.name())
+	}
+	return n
 }
 
 func logHot(cfg config, r int, c hotCell) {

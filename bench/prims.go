@@ -135,34 +135,15 @@ const primContenders = 8
 // measurePrims runs part 6 on the server of t.
 func measurePrims(ctx context.Context, cfg config, t *target, res *results) error {
 	us := primSystems()
-	for _, s := range us {
-		res.primSystems = append(res.primSystems, s.name())
-	}
-	for r := range cfg.primRepeats {
-		for _, g := range cfg.goroutines {
-			cells, err := uncontendedRepeat(ctx, t, rotate(us, r), g, cfg.duration, cfg.ttl, cfg.slices, false)
-			if err != nil {
-				return fmt.Errorf("primitives: %w", err)
-			}
-			for _, c := range cells {
-				cfg.logf("primitives   repeat %d  %3d goroutines  %-28s %8.0f cycles/s  %5.1f allocs/cycle  %.2f rtt/cycle", r+1, g, c.sys, c.rate(), c.allocsPer(), c.rttPer())
-			}
-			res.prims = append(res.prims, cells...)
-		}
+	res.primSystems = names(us)
+	var err error
+	if res.prims, err = uncontendedCells(ctx, cfg, t, us, cfg.primRepeats, namePrims); err != nil {
+		return err
 	}
 	hs := primHotSystems()
-	for _, s := range hs {
-		res.primHotSystems = append(res.primHotSystems, s.name())
-	}
-	for r := range cfg.primRepeats {
-		for _, s := range rotate(hs, r) {
-			c, err := hotKey(ctx, t, s, primContenders, cfg.hotDuration, cfg.hold, cfg.ttl)
-			if err != nil {
-				return fmt.Errorf("primitives, hot key: %w", err)
-			}
-			logHot(cfg, r, c)
-			res.primsHot = append(res.primsHot, c)
-		}
+	res.primHotSystems = names(hs)
+	if res.primsHot, err = hotCells(ctx, cfg, t, hs, cfg.primRepeats, []int{primContenders}); err != nil {
+		return fmt.Errorf("primitives, hot key: %w", err)
 	}
 	return nil
 }
