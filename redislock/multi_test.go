@@ -58,24 +58,29 @@ func TestLockAllRoundTrips(t *testing.T) {
 	defer l2.Close()
 	keys := multiKeys(t, 3)
 	// the connection's handshake and the scripts' first load: not counted
-	if err := dlock.DoAll(ctx, l2, keys, func(context.Context) error { return nil }); err != nil {
-		t.Fatal(err)
+	for _, fair := range []bool{false, true} {
+		if err := dlock.DoAll(ctx, l2, keys, func(context.Context) error { return nil }, dlock.WithFair(fair)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, acquire := range []struct {
-		name string
-		f    func() (dlock.Lock, error)
+		name  string
+		f     func() (dlock.Lock, error)
+		trips int64
 	}{
-		{"TryLockAll", func() (dlock.Lock, error) { return dlock.TryLockAll(ctx, l2, keys) }},
-		{"LockAll", func() (dlock.Lock, error) { return dlock.LockAll(ctx, l2, keys, dlock.WithWait(time.Second)) }},
-		{"LockAll fenced", func() (dlock.Lock, error) { return dlock.LockAll(ctx, l2, keys, dlock.WithFencing(true)) }},
+		{"TryLockAll", func() (dlock.Lock, error) { return dlock.TryLockAll(ctx, l2, keys) }, 1},
+		{"LockAll", func() (dlock.Lock, error) { return dlock.LockAll(ctx, l2, keys, dlock.WithWait(time.Second)) }, 1},
+		{"LockAll fenced", func() (dlock.Lock, error) { return dlock.LockAll(ctx, l2, keys, dlock.WithFencing(true)) }, 1},
+		// fair: one by one, each key's queue asked
+		{"LockAll fair", func() (dlock.Lock, error) { return dlock.LockAll(ctx, l2, keys, dlock.WithFair(true)) }, 3},
 	} {
 		hook.trips.Store(0)
 		lk, err := acquire.f()
 		if err != nil {
 			t.Fatalf("%s: %v", acquire.name, err)
 		}
-		if n := hook.trips.Load(); n != 1 {
-			t.Errorf("%s of %d keys: %d round trips, want 1", acquire.name, len(keys), n)
+		if n := hook.trips.Load(); n != acquire.trips {
+			t.Errorf("%s of %d keys: %d round trips, want %d", acquire.name, len(keys), n, acquire.trips)
 		}
 		if _, err := l.TryLock(ctx, keys[1]); !errors.Is(err, dlock.ErrNotAcquired) {
 			t.Fatalf("%s: %s not held: TryLock = %v", acquire.name, keys[1], err)
@@ -300,5 +305,23 @@ func TestLockAllOwnerReentry(t *testing.T) {
 	first.Unlock(ctx)
 	if n := lockKeysExist(t, shared.Client(t), keys); n != 0 {
 		t.Errorf("%d lock keys left after every hold was released", n)
+	}
+}
+
+// TryLockMulti refuses no keys and a key named twice, and takes nothing.
+func TestTryLockMultiBadInput(t *testing.T) {
+	ctx := dlock.ContextWithOwner(context.Background(), "job-8")
+	l := newLocker(t, shared)
+	keys := multiKeys(t, 2)
+	for _, bad := range [][]string{nil, {keys[0], keys[1], keys[0]}} {
+		if _, err := l.TryLockMulti(ctx, bad); !errors.Is(err, dlock.ErrInvalidKey) {
+			t.Errorf("TryLockMulti(%q): %v, want ErrInvalidKey", bad, err)
+		}
+	}
+	if n := lockKeysExist(t, shared.Client(t), keys); n != 0 {
+		t.Errorf("%d lock keys exist after refused calls", n)
+	}
+	if err := l.Unlock(ctx, keys[0]); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Errorf("Unlock of %s after refused calls: %v, want ErrNotHeld", keys[0], err)
 	}
 }
