@@ -181,8 +181,9 @@ func (l *Locker) UnlockMulti(ctx context.Context, locks []dlock.Lock) error {
 	if len(own) == 0 || !l.together(own) {
 		return unlockEach(ctx, locks)
 	}
-	// In the order of locks: an Unlock of one of them takes one mutex, and
-	// UnlockMulti of the same locks the same order.
+	// The mutexes are taken in the order of locks: an Unlock takes one
+	// alone, and dlock.MultiLock passes its locks in the keys' order, so
+	// no two calls wait on each other in a cycle.
 	var errs []error
 	live := own[:0:0]
 	for _, lk := range own {
