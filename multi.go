@@ -24,17 +24,32 @@ import (
 // own (as [Do] does), so that goroutines sharing one Locker contend as
 // separate parties.
 //
+// When l is a [MultiLocker] that can take the keys together (in Redis:
+// one server, or one Cluster slot), the first attempt takes them all at
+// once, all or none: one round trip, where the ordered path makes one per
+// key. If a key is busy, LockAll waits in the ordered path: it takes the
+// keys one by one, queueing on each busy key as l.Lock does, and holding
+// only keys before it in the order. So a multi-key waiter keeps its place
+// in each key's queue, served in turn with the single-key waiters of that
+// key, and waits only on a key above every key it holds, which keeps
+// callers of any mix of orders free of deadlock. (Retrying the
+// all-at-once attempt instead would starve against a queue: a busy key
+// that has waiters passes from holder to waiter and is never seen free.)
+//
 // The Lock it returns is held while every key is: its Done closes when
 // any of them is lost (Err is that loss) or when Unlock releases them
 // all. Its Key is the keys in their order, joined by commas; its Fence is
 // the highest of their fences (each key's own is in [MultiLock.Locks]).
+// Its Unlock releases them through [MultiLocker.UnlockMulti] when l has
+// it: in one round trip when they share a server or slot.
 func LockAll(ctx context.Context, l Locker, keys []string, opts ...Option) (Lock, error) {
 	return lockAll(ctx, l, keys, opts, true)
 }
 
-// TryLockAll makes one attempt at every key of keys, in the order of
-// [LockAll], and gives back what it took when a key is busy: the error is
-// that key's *NotAcquiredError.
+// TryLockAll makes one attempt at every key of keys, all or none: at once
+// when l is a [MultiLocker] that can take them together, else one by one
+// in the order of [LockAll], giving back what it took when a key is busy.
+// When one is busy, the error is that key's *NotAcquiredError.
 func TryLockAll(ctx context.Context, l Locker, keys []string, opts ...Option) (Lock, error) {
 	return lockAll(ctx, l, keys, opts, false)
 }
@@ -81,7 +96,23 @@ func lockAll(ctx context.Context, l Locker, keys []string, opts []Option, wait b
 		actx, cancel = context.WithTimeoutCause(ctx, o.Wait, errWaitLimit)
 		defer cancel()
 	}
-	m := &MultiLock{keys: sorted, locks: make([]Lock, 0, len(sorted))}
+	m := &MultiLock{keys: sorted}
+	if ml, ok := l.(MultiLocker); ok {
+		m.unlock = ml.UnlockMulti
+		if len(sorted) > 1 {
+			locks, err := ml.TryLockMulti(actx, sorted, opts...)
+			switch {
+			case err == nil:
+				m.locks = locks
+				return m, nil
+			case errors.Is(err, ErrNotTogether):
+			case !wait || o.Waiting && o.Wait == 0 || !errors.Is(err, ErrNotAcquired):
+				return nil, waitLimited(ctx, actx, sorted[0], err)
+			}
+			// busy: wait in the ordered path, in the keys' queues
+		}
+	}
+	m.locks = make([]Lock, 0, len(sorted))
 	for _, k := range sorted {
 		var lk Lock
 		if wait {
@@ -90,11 +121,8 @@ func lockAll(ctx context.Context, l Locker, keys []string, opts []Option, wait b
 			lk, err = l.TryLock(ctx, k, opts...)
 		}
 		if err != nil {
-			if errors.Is(context.Cause(actx), errWaitLimit) && ctx.Err() == nil {
-				err = &NotAcquiredError{Key: k} // the wait limit, not the caller's context
-			}
 			m.rollback(ctx)
-			return nil, err
+			return nil, waitLimited(ctx, actx, k, err)
 		}
 		m.locks = append(m.locks, lk)
 	}
@@ -103,12 +131,53 @@ func lockAll(ctx context.Context, l Locker, keys []string, opts []Option, wait b
 
 var errWaitLimit = errors.New("dlock: wait limit")
 
+// waitLimited is err, the error of an acquisition of key under actx, or
+// key's *NotAcquiredError (with the RetryAfter that err had, if any) when
+// actx's wait limit ended it rather than the caller's ctx.
+func waitLimited(ctx, actx context.Context, key string, err error) error {
+	if !errors.Is(context.Cause(actx), errWaitLimit) || ctx.Err() != nil {
+		return err
+	}
+	limited := &NotAcquiredError{Key: key}
+	if busy, ok := errors.AsType[*NotAcquiredError](err); ok {
+		limited.RetryAfter = busy.RetryAfter
+	}
+	return limited
+}
+
+// ErrNotTogether is the error of [MultiLocker.TryLockMulti] when it cannot
+// take the keys in one step; [LockAll] then takes them one by one.
+var ErrNotTogether = errors.New("dlock: keys cannot be taken together")
+
+// MultiLocker is a Locker that can take several keys in one step, all of
+// them or none, and release them in one. It is optional: [LockAll],
+// [TryLockAll] and [DoAll] work with any Locker, and use it when the
+// Locker has it. The Redis driver has it, one round trip each way for
+// keys on one server or in one Cluster slot.
+type MultiLocker interface {
+	Locker
+	// TryLockMulti makes one attempt at every key of keys (distinct) at
+	// once: it takes them all, or none. It returns one Lock per key, in
+	// the order of keys, each the Lock that TryLock would have returned
+	// for its key, with the same options. When a key is busy, the error
+	// is that key's *NotAcquiredError. When the keys cannot be taken in
+	// one step (they live on different servers, or an option asks for
+	// what the step cannot do), the error matches ErrNotTogether and
+	// nothing changed.
+	TryLockMulti(ctx context.Context, keys []string, opts ...Option) ([]Lock, error)
+	// UnlockMulti releases locks of this Locker, each as its Unlock would,
+	// in one step when it can, and returns the errors of the releases that
+	// failed, joined.
+	UnlockMulti(ctx context.Context, locks []Lock) error
+}
+
 // MultiLock is the Lock of several keys that [LockAll] and [TryLockAll]
 // return: held while every key is held. Its methods are safe for
 // concurrent use.
 type MultiLock struct {
-	keys  []string
-	locks []Lock
+	keys   []string
+	locks  []Lock
+	unlock func(context.Context, []Lock) error // the driver's UnlockMulti, or nil
 
 	mu      sync.Mutex
 	done    chan struct{} // made by the first Done
@@ -143,17 +212,29 @@ func (m *MultiLock) Fence() uint64 {
 	return f
 }
 
-// Unlock releases every key, the last taken first. It returns the errors
+// Unlock releases every key: in one step when the Locker is a
+// [MultiLocker] (see UnlockMulti), else one by one, the last taken first.
+// It returns the errors
 // of the releases that failed, joined; a key that was lost returns its
 // loss, which matches ErrNotHeld.
 func (m *MultiLock) Unlock(ctx context.Context) error {
+	err := m.release(ctx)
+	m.end(&KeyError{Key: m.Key(), Err: ErrNotHeld})
+	return err
+}
+
+// release releases every key: through the driver's UnlockMulti, or one by
+// one, the last taken first.
+func (m *MultiLock) release(ctx context.Context) error {
+	if m.unlock != nil {
+		return m.unlock(ctx, m.locks)
+	}
 	var errs []error
 	for i := len(m.locks) - 1; i >= 0; i-- {
 		if err := m.locks[i].Unlock(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	m.end(&KeyError{Key: m.Key(), Err: ErrNotHeld})
 	return errors.Join(errs...)
 }
 
@@ -243,7 +324,5 @@ func (m *MultiLock) end(err error) {
 func (m *MultiLock) rollback(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	for i := len(m.locks) - 1; i >= 0; i-- {
-		m.locks[i].Unlock(rctx)
-	}
+	m.release(rctx)
 }

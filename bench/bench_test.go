@@ -33,6 +33,7 @@ func TestMeasure(t *testing.T) {
 	cfg.etcdHotDuration = 300 * time.Millisecond
 	cfg.etcdContenders = []int{2}
 	cfg.etcdGrace = 5 * time.Second
+	cfg.primRepeats = 1
 	if testing.Verbose() {
 		cfg.log = os.Stderr
 	}
@@ -96,6 +97,28 @@ func TestMeasure(t *testing.T) {
 		}
 	}
 
+	if got, want := len(res.prims), cfg.primRepeats*len(cfg.goroutines)*len(primSystems()); got != want {
+		t.Errorf("primitives' uncontended cells: got %d, want %d", got, want)
+	}
+	for _, c := range res.prims {
+		// one command to acquire and one to release at least, and for
+		// LockAll's two keys in one slot no more (but for the handshakes
+		// of connections opened meanwhile): not one per key
+		all := c.sys == primNames[primAll2]
+		if c.ops <= 0 || c.cmds < 2*c.ops || all && c.cmds >= 3*c.ops || c.m.server.total() < c.cmds {
+			t.Errorf("primitives, uncontended %s/%d: %d cycles, %d commands sent, %d run: want cycles > 0, 2 commands a cycle (LockAll: not 4)",
+				c.sys, c.n, c.ops, c.cmds, c.m.server.total())
+		}
+	}
+	if got, want := len(res.primsHot), cfg.primRepeats*len(primHotSystems()); got != want {
+		t.Errorf("primitives' hot-key cells: got %d, want %d", got, want)
+	}
+	for _, c := range res.primsHot {
+		if c.ops <= 0 || c.overlaps != 0 || c.handoffs >= c.ops {
+			t.Errorf("primitives, hot key %s: %d acquisitions, %d overlaps, %d hand-offs", c.sys, c.ops, c.overlaps, c.handoffs)
+		}
+	}
+
 	if got, want := len(res.etcd), len(cfg.etcdMembers); got != want {
 		t.Fatalf("etcd runs: got %d, want %d", got, want)
 	}
@@ -133,7 +156,8 @@ func TestMeasure(t *testing.T) {
 	}
 	for _, want := range []string{"## 1. Uncontended", "## 2. Hot key", "## 3. Cost per acquisition", "## 4. 200 held locks",
 		"## 5. etcd", "## Goals", "![uncontended](uncontended.svg)", "| floor | 1 |", "× best floor", "| floor rueidis | 8 |",
-		"| floor go-redis AutoPipeline | 1 |", "| rueidislock | 2 |", "bsm/redislock 100ms", "redsync", "| 1 | etcd concurrency.Mutex | 8 |"} {
+		"| floor go-redis AutoPipeline | 1 |", "| rueidislock | 2 |", "bsm/redislock 100ms", "redsync", "| 1 | etcd concurrency.Mutex | 8 |",
+		"## 6. Semaphores", "| semaphore, limit 4 | 8 |", "| LockAll, 2 keys in one slot | 1 |", "| read-write lock, write | "} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("RESULTS.md lacks %q", want)
 		}

@@ -7,7 +7,7 @@
 //
 // Usage:
 //
-//	go run . [-out RESULTS.md] [-quick] [-parts uncontended,hotkey,held,etcd] [-duration 1s] [-repeats 5] ...
+//	go run . [-out RESULTS.md] [-quick] [-parts uncontended,hotkey,held,primitives,etcd] [-duration 1s] [-repeats 5] ...
 //
 // It measures, with every comparison interleaved (each repeat runs every
 // system in turn, in a rotated order) and repeated:
@@ -24,7 +24,10 @@
 //     allocations and CPU (from the cells of parts 1 and 2);
 //  4. the cost of keeping 10,000 locks alive;
 //  5. etcd: uncontended cycles and hot-key hand-offs of dlock's etcdlock and
-//     etcd's concurrency.Mutex, with the Raft writes and round trips of each.
+//     etcd's concurrency.Mutex, with the Raft writes and round trips of each;
+//  6. dlock's semaphore (limits 1 and 4), read-write lock (write and read)
+//     and LockAll of two keys in one slot beside its mutex: uncontended
+//     cycles and, for the exclusive ones, a hot key's hand-offs.
 //
 // Two parts run on their own servers, one at a time: -cluster FILE (a Redis
 // Cluster of three masters: dlock beside bsm/redislock and redsync, each on
@@ -63,6 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.repeats, "repeats", cfg.repeats, "repeats of every uncontended cell")
 	fs.IntVar(&cfg.slices, "slices", cfg.slices, "interleaved slices an uncontended cell is measured in")
 	fs.IntVar(&cfg.hotRepeats, "hot-repeats", cfg.hotRepeats, "repeats of every hot-key cell")
+	fs.IntVar(&cfg.primRepeats, "prims-repeats", cfg.primRepeats, "repeats of every cell of part 6 (the primitives)")
 	fs.DurationVar(&cfg.hold, "hold", cfg.hold, "how long a hot-key holder keeps the lock")
 	fs.IntVar(&cfg.holdLocks, "hold-locks", cfg.holdLocks, "locks held at once in part 4")
 	fs.DurationVar(&cfg.holdWindow, "hold-window", cfg.holdWindow, "how long part 4 keeps them alive")

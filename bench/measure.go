@@ -33,6 +33,10 @@ type config struct {
 	holdTTL     time.Duration
 	parts       []string // the parts to run, in allParts' order
 
+	// Part 6, the primitives: its repeats (its cells are part 1's and
+	// part 2's).
+	primRepeats int
+
 	// Part 5, etcd: the cluster sizes, and cells of their own (an etcd
 	// cycle is a Raft write, some ten times a Redis round trip).
 	etcdMembers     []int
@@ -55,10 +59,11 @@ const (
 	nameUncontended = "uncontended"
 	nameHot         = "hotkey"
 	nameHold        = "held"
+	namePrims       = "primitives"
 	nameEtcd        = "etcd"
 )
 
-var allParts = []string{nameUncontended, nameHot, nameHold, nameEtcd}
+var allParts = []string{nameUncontended, nameHot, nameHold, namePrims, nameEtcd}
 
 func (c *config) runs(part string) bool { return slices.Contains(c.parts, part) }
 
@@ -97,6 +102,7 @@ func defaultConfig() config {
 		holdWindow:  20 * time.Second / 3, // two renewal periods of the TTL
 		holdTTL:     dlock.DefaultTTL,
 		parts:       allParts,
+		primRepeats: 3,
 
 		etcdMembers:     []int{1, 3},
 		etcdDuration:    600 * time.Millisecond,
@@ -121,6 +127,9 @@ func (c *config) quick(set map[string]bool) {
 	}
 	if !set["hot-repeats"] {
 		c.hotRepeats = 1
+	}
+	if !set["prims-repeats"] {
+		c.primRepeats = 1
 	}
 	if !set["hold-locks"] {
 		c.holdLocks = 1000
@@ -148,6 +157,8 @@ func (c *config) check() error {
 		return errors.New("durations must be positive")
 	case c.repeats < 1 || c.hotRepeats < 1 || c.etcdRepeats < 1:
 		return errors.New("repeats must be at least 1")
+	case c.primRepeats < 1:
+		return errors.New("-prims-repeats must be at least 1")
 	case c.slices < 1 || c.etcdSlices < 1:
 		return errors.New("slices must be at least 1")
 	case len(c.parts) == 0:
@@ -182,6 +193,11 @@ type results struct {
 	hotSystems []string
 	etcd       []etcdRun
 	eSystems   []string
+
+	prims          []cell // part 6
+	primsHot       []hotCell
+	primSystems    []string
+	primHotSystems []string
 }
 
 // etcdRun is part 5 on one cluster.
@@ -222,7 +238,7 @@ func measure(ctx context.Context, cfg config) (*results, error) {
 	defer os.RemoveAll(dir)
 	res := &results{cfg: cfg, start: time.Now()}
 	res.load[0] = loadAvg()
-	if cfg.runs(nameUncontended) || cfg.runs(nameHot) || cfg.runs(nameHold) {
+	if cfg.runs(nameUncontended) || cfg.runs(nameHot) || cfg.runs(nameHold) || cfg.runs(namePrims) {
 		if err := measureRedis(ctx, cfg, dir, res); err != nil {
 			return nil, err
 		}
@@ -252,39 +268,17 @@ func measureRedis(ctx context.Context, cfg config, dir string, res *results) err
 
 	if cfg.runs(nameUncontended) {
 		us := uncontendedSystems()
-		for _, s := range us {
-			res.uSystems = append(res.uSystems, s.name())
-		}
-		for r := range cfg.repeats {
-			for _, g := range cfg.goroutines {
-				cells, err := uncontendedRepeat(ctx, t, rotate(us, r), g, cfg.duration, cfg.ttl, cfg.slices, false)
-				if err != nil {
-					return fmt.Errorf("uncontended: %w", err)
-				}
-				for _, c := range cells {
-					cfg.logf("uncontended  repeat %d  %3d goroutines  %-28s %8.0f cycles/s  %5.1f allocs/cycle  %.2f rtt/cycle", r+1, g, c.sys, c.rate(), c.allocsPer(), c.rttPer())
-				}
-				res.uncont = append(res.uncont, cells...)
-			}
+		res.uSystems = names(us)
+		if res.uncont, err = uncontendedCells(ctx, cfg, t, us, cfg.repeats, nameUncontended); err != nil {
+			return err
 		}
 	}
 
 	if cfg.runs(nameHot) {
 		hs := hotSystems()
-		for _, s := range hs {
-			res.hotSystems = append(res.hotSystems, s.name())
-		}
-		for r := range cfg.hotRepeats {
-			for _, n := range cfg.contenders {
-				for _, s := range rotate(hs, r) {
-					c, err := hotKey(ctx, t, s, n, cfg.hotDuration, cfg.hold, cfg.ttl)
-					if err != nil {
-						return fmt.Errorf("hot key: %w", err)
-					}
-					logHot(cfg, r, c)
-					res.hot = append(res.hot, c)
-				}
-			}
+		res.hotSystems = names(hs)
+		if res.hot, err = hotCells(ctx, cfg, t, hs, cfg.hotRepeats, cfg.contenders); err != nil {
+			return fmt.Errorf("hot key: %w", err)
 		}
 	}
 
@@ -299,7 +293,58 @@ func measureRedis(ctx context.Context, cfg config, dir string, res *results) err
 			res.holds = append(res.holds, c)
 		}
 	}
+
+	if cfg.runs(namePrims) {
+		return measurePrims(ctx, cfg, t, res)
+	}
 	return nil
+}
+
+// uncontendedCells measures repeats of part 1's cells of systems on t, at
+// each number of goroutines of cfg, and logs them under label.
+func uncontendedCells(ctx context.Context, cfg config, t *target, systems []system, repeats int, label string) ([]cell, error) {
+	var all []cell
+	for r := range repeats {
+		for _, g := range cfg.goroutines {
+			cells, err := uncontendedRepeat(ctx, t, rotate(systems, r), g, cfg.duration, cfg.ttl, cfg.slices, false)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", label, err)
+			}
+			for _, c := range cells {
+				cfg.logf("%-12s repeat %d  %3d goroutines  %-28s %8.0f cycles/s  %5.1f allocs/cycle  %.2f rtt/cycle", label, r+1, g, c.sys, c.rate(), c.allocsPer(), c.rttPer())
+			}
+			all = append(all, cells...)
+		}
+	}
+	return all, nil
+}
+
+// hotCells measures repeats of part 2's cells of systems on t, with each
+// number of contenders.
+func hotCells(ctx context.Context, cfg config, t *target, systems []system, repeats int, contenders []int) ([]hotCell, error) {
+	var all []hotCell
+	for r := range repeats {
+		for _, n := range contenders {
+			for _, s := range rotate(systems, r) {
+				c, err := hotKey(ctx, t, s, n, cfg.hotDuration, cfg.hold, cfg.ttl)
+				if err != nil {
+					return nil, err
+				}
+				logHot(cfg, r, c)
+				all = append(all, c)
+			}
+		}
+	}
+	return all, nil
+}
+
+// names are the names of systems.
+func names(systems []system) []string {
+	var n []string
+	for _, s := range systems {
+		n = append(n, s.name())
+	}
+	return n
 }
 
 func logHot(cfg config, r int, c hotCell) {

@@ -149,9 +149,9 @@ func (r *results) markdown(b *strings.Builder) {
 	for _, v := range versions() {
 		p("| %s | %s |", v[0], v[1])
 	}
-	p("| settings | uncontended cells %v in %d slices × %d repeats; hot-key cells %v × %d repeats, hold %v; TTL %v; part 4: %d locks, TTL %v, window %v; etcd: uncontended cells %v in %d slices, hot-key cells %v, × %d repeats |",
+	p("| settings | uncontended cells %v in %d slices × %d repeats; hot-key cells %v × %d repeats, hold %v; TTL %v; part 4: %d locks, TTL %v, window %v; etcd: uncontended cells %v in %d slices, hot-key cells %v, × %d repeats; part 6: × %d repeats |",
 		cfg.duration, cfg.slices, cfg.repeats, cfg.hotDuration, cfg.hotRepeats, cfg.hold, cfg.ttl, cfg.holdLocks, cfg.holdTTL, cfg.holdWindow,
-		cfg.etcdDuration, cfg.etcdSlices, cfg.etcdHotDuration, cfg.etcdRepeats)
+		cfg.etcdDuration, cfg.etcdSlices, cfg.etcdHotDuration, cfg.etcdRepeats, cfg.primRepeats)
 	p("")
 	p("## Method")
 	p("")
@@ -226,6 +226,9 @@ func (r *results) markdown(b *strings.Builder) {
 	}
 	if len(r.etcd) > 0 {
 		r.part5(p)
+	}
+	if len(r.prims) > 0 {
+		r.part6(p)
 	}
 	r.goals(p)
 }

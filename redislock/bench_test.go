@@ -238,19 +238,7 @@ func BenchmarkClusterParallel(b *testing.B) {
 	ctx := context.Background()
 	c := startCluster(b, 3)
 	hook := &counter{}
-	opts := c.Options()
-	opts.NewClient = func(o *redis.Options) *redis.Client {
-		n := redis.NewClient(o)
-		n.AddHook(hook)
-		return n
-	}
-	cc := redis.NewClusterClient(opts)
-	defer cc.Close()
-	l, err := New(cc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
+	l := lockerOf(b, c.countedClient(b, hook))
 	var next atomic.Int64
 	b.SetParallelism(32) // × GOMAXPROCS 2 on the machine of the README's figures
 	b.ReportAllocs()

@@ -36,7 +36,21 @@ func startClusterReplicas(t testing.TB, masters, replicas int) *testCluster {
 }
 
 // client returns a Cluster client, closed when t ends.
-func (c *testCluster) client(t *testing.T) *redis.ClusterClient { return c.Client(t) }
+func (c *testCluster) client(t testing.TB) *redis.ClusterClient { return c.Client(t) }
+
+// countedClient returns a Cluster client whose node clients count their
+// round trips in hook, closed when t ends.
+func (c *testCluster) countedClient(t testing.TB, hook *counter) *redis.ClusterClient {
+	opts := c.Options()
+	opts.NewClient = func(o *redis.Options) *redis.Client {
+		n := redis.NewClient(o)
+		n.AddHook(hook)
+		return n
+	}
+	cc := redis.NewClusterClient(opts)
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
 
 // keyOn returns a key of the test whose lock master i serves.
 func (c *testCluster) keyOn(t *testing.T, i int) string {

@@ -15,7 +15,9 @@
 // one (release.lua): compare-and-delete and the hand-over to the first
 // waiter. Scripts go by EVALSHA and fall back to EVAL on NOSCRIPT. A
 // contended acquisition costs one more, joining the queue: the grant
-// reaches the waiter by pub/sub, and its watchdog extends it.
+// reaches the waiter by pub/sub, and its watchdog extends it. dlock.LockAll
+// of keys on one server or in one Cluster slot is one round trip too
+// (lock_all.lua, see [Locker.TryLockMulti]), and so is their release.
 //
 // The goroutines of one Locker share round trips. To each server (each
 // master of a Cluster), at most four commands are on the wire at once; the

@@ -82,3 +82,38 @@ func ExampleLocker_RLock() {
 	// writer busy: true
 	// reader beside the downgraded writer: true
 }
+
+// A transfer locks both accounts. Keys that share a hash tag sit in one
+// Cluster slot, so the Locker takes them together in one round trip, on a
+// Cluster as on a single server; a busy account leaves both free.
+func ExampleLocker_TryLockMulti() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "127.0.0.1:6379")})
+	defer rdb.Close()
+	locker, err := redislock.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	accounts := []string{"{bank:7}:alice", "{bank:7}:bob"}
+	err = dlock.DoAll(ctx, locker, accounts, func(ctx context.Context) error {
+		fmt.Println("moving 10 from alice to bob")
+		return nil
+	})
+	fmt.Println(err)
+
+	bob, _ := locker.TryLock(ctx, "{bank:7}:bob")
+	_, err = dlock.TryLockAll(ctx, locker, accounts)
+	var busy *dlock.NotAcquiredError
+	fmt.Println("busy:", errors.As(err, &busy), busy.Key)
+	alice, err := locker.TryLock(ctx, "{bank:7}:alice")
+	fmt.Println("alice free:", err == nil)
+	alice.Unlock(ctx)
+	bob.Unlock(ctx)
+	// Output:
+	// moving 10 from alice to bob
+	// <nil>
+	// busy: true {bank:7}:bob
+	// alice free: true
+}

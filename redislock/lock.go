@@ -154,6 +154,12 @@ func (lk *lock) Unlock(ctx context.Context) error {
 		lk.unknown = true
 		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
 	}
+	return lk.released(n, began)
+}
+
+// released ends lk after a release begun at began, which release.lua
+// answered n, and returns Unlock's error. The caller holds lk.unlockMu.
+func (lk *lock) released(n int64, began time.Time) error {
 	deadline := lk.l.watchdog.Deadline(lk)
 	inLease := time.Now().Before(deadline)
 	switch {

@@ -30,7 +30,13 @@ func TestMain(m *testing.M) {
 // newLocker returns a Locker on its own client of s, closed when t ends.
 func newLocker(t testing.TB, s *redistest.Server, opts ...dlock.Option) *Locker {
 	t.Helper()
-	l, err := New(s.Client(t), opts...)
+	return lockerOf(t, s.Client(t), opts...)
+}
+
+// lockerOf returns a Locker on client, closed when t ends.
+func lockerOf(t testing.TB, client redis.UniversalClient, opts ...dlock.Option) *Locker {
+	t.Helper()
+	l, err := New(client, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
