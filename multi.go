@@ -214,9 +214,8 @@ func (m *MultiLock) Fence() uint64 {
 
 // Unlock releases every key: in one step when the Locker is a
 // [MultiLocker] (see UnlockMulti), else one by one, the last taken first.
-// It returns the errors
-// of the releases that failed, joined; a key that was lost returns its
-// loss, which matches ErrNotHeld.
+// It returns the errors of the releases that failed, joined; a key that
+// was lost returns its loss, which matches ErrNotHeld.
 func (m *MultiLock) Unlock(ctx context.Context) error {
 	err := m.release(ctx)
 	m.end(&KeyError{Key: m.Key(), Err: ErrNotHeld})
