@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,21 +55,8 @@ type subscription struct {
 	moves     int                   // times it was moved since it was last confirmed
 }
 
-// grant is a wake-up: the lock was handed to the waiter after its attempt
-// number attempt, with fence (zero when the waiter did not ask for one).
-type grant struct {
-	attempt int64
-	fence   uint64
-}
-
-// parseGrant reads a release's message "<token> <attempt> <fence>".
-func parseGrant(payload string) (token string, g grant) {
-	token, rest, _ := strings.Cut(payload, " ")
-	a, f, _ := strings.Cut(rest, " ")
-	g.attempt, _ = strconv.ParseInt(a, 10, 64)
-	g.fence, _ = strconv.ParseUint(f, 10, 64)
-	return token, g
-}
+// grant is a wake-up (see redisnode.Grant).
+type grant = redisnode.Grant
 
 const (
 	// subscribeTimeout bounds how long a waiter waits for its subscription
@@ -244,7 +230,7 @@ func (n *notifier) receive(sh *shard) {
 			n.deliver(sh, m)
 		case errors.Is(err, redis.ErrClosed) || ctx.Err() != nil:
 			return
-		case isTimeout(err):
+		case redisnode.IsTimeout(err):
 			sh.ps.Ping(ctx) // a dead connection fails the next receive
 		case errors.As(err, &moved) && movedSlot(moved.Error()) >= 0:
 			n.movedAway(sh, movedSlot(moved.Error()))
@@ -266,11 +252,6 @@ func (n *notifier) receive(sh *shard) {
 			swept = now
 		}
 	}
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // movedSlot reads the slot of a "MOVED slot addr" or "ASK slot addr" error,
@@ -312,7 +293,7 @@ func (n *notifier) deliver(sh *shard, m any) {
 		if n.drop.Load() {
 			return
 		}
-		token, g := parseGrant(m.Payload)
+		token, g := redisnode.ParseGrant(m.Payload)
 		if sub := n.subs[m.Channel]; sub != nil {
 			if token == "" { // a broadcast: a watched lock changed hands
 				for _, wake := range sub.waiters {

@@ -262,14 +262,14 @@ func transient(err error) bool {
 // one that replicas must acknowledge is confirmed by the next attempt
 // instead, at once.
 func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.Duration, o driver.Options) bool {
-	if g.attempt != n || !o.AutoRenew || lk.ack.n > 0 {
+	if g.Attempt != n || !o.AutoRenew || lk.ack.n > 0 {
 		return false
 	}
 	deadline := drift.Deadline(sent, claim)
 	if time.Until(deadline) < claim/2 {
 		return false
 	}
-	lk.fence, lk.deadline = g.fence, deadline
+	lk.fence, lk.deadline = g.Fence, deadline
 	return true
 }
 

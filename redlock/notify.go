@@ -3,11 +3,10 @@ package redlock
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -38,12 +37,11 @@ type subscription struct {
 	idle      time.Time             // when its last waiter left
 }
 
-// grant is a node's wake-up: the lock was handed to the waiter there, for
-// the entry of its attempt number attempt, with that node's fence.
+// grant is node's wake-up: a release there handed its part of the lock
+// to the waiter (see redisnode.Grant).
 type grant struct {
-	node    int
-	attempt int64
-	fence   uint64
+	node int
+	redisnode.Grant
 }
 
 const (
@@ -158,7 +156,7 @@ func (n *notifier) receive(i int, ps *redis.PubSub) {
 			n.deliver(i, m)
 		case errors.Is(err, redis.ErrClosed) || n.closing.Err() != nil:
 			return
-		case isTimeout(err):
+		case redisnode.IsTimeout(err):
 			ps.Ping(n.closing)
 		default:
 			pause = min(max(2*pause, 10*time.Millisecond), time.Second)
@@ -173,11 +171,6 @@ func (n *notifier) receive(i int, ps *redis.PubSub) {
 			swept = now
 		}
 	}
-}
-
-func isTimeout(err error) bool {
-	var ne interface{ Timeout() bool }
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (n *notifier) deliver(i int, m any) {
@@ -201,15 +194,11 @@ func (n *notifier) deliver(i int, m any) {
 			close(sub.ready)
 		}
 	case *redis.Message:
-		token, rest, _ := strings.Cut(m.Payload, " ")
-		a, f, _ := strings.Cut(rest, " ")
-		g := grant{node: i}
-		g.attempt, _ = strconv.ParseInt(a, 10, 64)
-		g.fence, _ = strconv.ParseUint(f, 10, 64)
+		token, g := redisnode.ParseGrant(m.Payload)
 		if sub := n.subs[m.Channel]; sub != nil {
 			if wake := sub.waiters[token]; wake != nil {
 				select {
-				case wake <- g:
+				case wake <- grant{node: i, Grant: g}:
 				default: // full: the waiter looks again on its own
 				}
 			}

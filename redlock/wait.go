@@ -217,7 +217,7 @@ func (l *Locker) heldByGrants(lk *lock, grants map[int]grant, records map[int64]
 	ends := make([]time.Time, 0, len(grants))
 	var claim time.Duration
 	for _, g := range grants {
-		r, ok := records[g.attempt]
+		r, ok := records[g.Attempt]
 		if !ok {
 			continue
 		}
@@ -242,8 +242,8 @@ func (l *Locker) fenceGrants(ctx context.Context, lk *lock, grants map[int]grant
 	fences := make(map[int]uint64, len(grants))
 	lk.answered = make([]bool, len(l.nodes))
 	for i, g := range grants {
-		if _, ok := records[g.attempt]; ok {
-			fences[i] = g.fence
+		if _, ok := records[g.Attempt]; ok {
+			fences[i] = g.Fence
 			lk.answered[i] = true
 		}
 	}
