@@ -45,12 +45,18 @@ func run(t *testing.T, cfg Config, want func(*Report) bool) *Report {
 	return r
 }
 
-// The checker sees a lock that excludes nothing: the self-test of the
-// checker, without which a clean report would prove nothing.
+// The checker sees a lock, a semaphore, a read-write lock and a LockAll
+// that exclude nothing: the self-test of the checker, without which a
+// clean report would prove nothing.
 func TestCheckerSeesNoLock(t *testing.T) {
-	run(t, Config{Backend: "none", Duration: 3 * time.Second}, func(r *Report) bool {
-		return r.Unsafe > 0 && r.Overlaps > 0 && len(r.Violations) > 0
-	})
+	for _, p := range []string{PrimLock, PrimSemaphore, PrimRWLock, PrimMulti} {
+		t.Run(p, func(t *testing.T) {
+			t.Parallel()
+			run(t, Config{Backend: "none", Primitive: p, Workers: 5, Duration: 3 * time.Second}, func(r *Report) bool {
+				return r.Unsafe > 0 && r.Overlaps > 0 && len(r.Violations) > 0
+			})
+		})
+	}
 }
 
 // Redis: holders paused past their TTL or killed, the server paused.
@@ -107,14 +113,37 @@ func TestRedisRunFaults(t *testing.T) {
 //     order is checked there; Redis's is 1% of it, and is only reported).
 func TestElectionFaults(t *testing.T) {
 	t.Run("redis-pause", func(t *testing.T) {
-		run(t, Config{Backend: "redis", Election: true, Workers: 3, Duration: 10 * time.Second, Faults: []string{PauseHolder}}, safe)
+		run(t, Config{Backend: "redis", Primitive: PrimElection, Workers: 3, Duration: 10 * time.Second, Faults: []string{PauseHolder}}, safe)
 	})
 	t.Run("etcd-pause", func(t *testing.T) {
-		run(t, Config{Backend: "etcd", Election: true, Workers: 3, TTL: 2 * time.Second, Duration: 12 * time.Second, Faults: []string{PauseHolder}}, safe)
+		run(t, Config{Backend: "etcd", Primitive: PrimElection, Workers: 3, TTL: 2 * time.Second, Duration: 12 * time.Second, Faults: []string{PauseHolder}}, safe)
 	})
 	t.Run("etcd-cut", func(t *testing.T) {
-		run(t, Config{Backend: "etcd", Election: true, Workers: 3, TTL: 2 * time.Second, Duration: 12 * time.Second, Faults: []string{CutHolder}}, func(r *Report) bool {
+		run(t, Config{Backend: "etcd", Primitive: PrimElection, Workers: 3, TTL: 2 * time.Second, Duration: 12 * time.Second, Faults: []string{CutHolder}}, func(r *Report) bool {
 			return safe(r) && r.LateLoss == 0
 		})
 	})
+}
+
+// The primitives on Redis, under the lock runs' faults: five workers for
+// a semaphore of three permits; readers and writers (some downgrading);
+// LockAll over two or three of four keys, which must also never leave a
+// worker stuck.
+func TestRedisPrimitives(t *testing.T) {
+	faults := []string{PauseHolder, KillHolder, PauseServer}
+	for _, p := range []string{PrimSemaphore, PrimRWLock, PrimMulti} {
+		t.Run(p, func(t *testing.T) {
+			run(t, Config{Backend: "redis", Primitive: p, Workers: 5, Duration: 10 * time.Second, Faults: faults}, safe)
+		})
+	}
+}
+
+// LockAll on etcd, three members, under the lock run's faults.
+func TestEtcdPrimitives(t *testing.T) {
+	faults := []string{PauseHolder, KillHolder, StopMember}
+	for _, p := range []string{PrimMulti} {
+		t.Run(p, func(t *testing.T) {
+			run(t, Config{Backend: "etcd", Members: 3, Primitive: p, Workers: 5, TTL: 2 * time.Second, Duration: 12 * time.Second, Faults: faults}, safe)
+		})
+	}
 }
