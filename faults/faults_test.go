@@ -72,14 +72,19 @@ func TestEtcdFaults(t *testing.T) {
 
 func safe(r *Report) bool { return r.OK() && r.Holds > 0 }
 
-// A run with a fault that does not apply to its backend, or an unknown
-// backend, is refused before anything starts.
+// A run with a fault that does not apply to its backend, an unknown
+// backend or primitive, or a primitive its backend or dlock run cannot
+// take, is refused before anything starts.
 func TestConfigErrors(t *testing.T) {
 	for _, cfg := range []Config{
 		{Backend: "etcd", Faults: []string{PauseServer}},
 		{Backend: "redis", Faults: []string{"bogus"}},
 		{Backend: "zookeeper"},
 		{Backend: "redis"}, // no duration
+		{Backend: "redis", Duration: time.Second, Primitive: "barrier"},
+		{Backend: "redis", Duration: time.Second, Primitive: PrimSemaphore, Limit: -1},
+		{Backend: "redis", Duration: time.Second, Primitive: PrimMulti, CLI: "dlock"},
+		{Backend: "none", Primitive: PrimElection},
 	} {
 		if cfg.Duration == 0 && cfg.Backend != "redis" {
 			cfg.Duration = time.Second
@@ -133,7 +138,7 @@ func TestRedisPrimitives(t *testing.T) {
 	faults := []string{PauseHolder, KillHolder, PauseServer}
 	for _, p := range []string{PrimSemaphore, PrimRWLock, PrimMulti} {
 		t.Run(p, func(t *testing.T) {
-			run(t, Config{Backend: "redis", Primitive: p, Workers: 5, Duration: 10 * time.Second, Faults: faults}, safe)
+			run(t, Config{Backend: "redis", Primitive: p, Workers: 5, Duration: 8 * time.Second, Faults: faults}, safe)
 		})
 	}
 }
@@ -143,7 +148,7 @@ func TestEtcdPrimitives(t *testing.T) {
 	faults := []string{PauseHolder, KillHolder, StopMember}
 	for _, p := range []string{PrimMulti} {
 		t.Run(p, func(t *testing.T) {
-			run(t, Config{Backend: "etcd", Members: 3, Primitive: p, Workers: 5, TTL: 2 * time.Second, Duration: 12 * time.Second, Faults: faults}, safe)
+			run(t, Config{Backend: "etcd", Members: 3, Primitive: p, Workers: 5, TTL: 2 * time.Second, Duration: 10 * time.Second, Faults: faults}, safe)
 		})
 	}
 }
