@@ -238,7 +238,7 @@ func TestStoreRules(t *testing.T) {
 		{shared, "r1", 5, true}, {shared, "r2", 6, true}, {shared, "r1", 5, true}, // readers pass one another
 		{exclusive, "w0", 4, false}, // a writer below a reader
 		{exclusive, "w1", 7, true},
-		{shared, "r2", 6, false}, // a reader below the writer
+		{shared, "r2", 6, false},                            // a reader below the writer
 		{exclusive, "w1", 7, true}, {shared, "w1", 7, true}, // the writer downgraded
 	}
 	for i, s := range steps {
