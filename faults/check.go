@@ -19,9 +19,9 @@ type Report struct {
 	Attempts int // Lock calls
 	Holds    int // acquisitions
 	Writes   int // writes the store received
-	Overlaps int // pairs of holds whose critical sections overlapped in time
+	Overlaps int // pairs of holds whose critical sections overlapped in time beyond the primitive's rule
 
-	Unsafe      int // (a) pairs of holds whose accepted writes interleave in the store
+	Unsafe      int // (a) pairs of holds that broke the rule in the store's accepted writes, or while both leases were valid
 	Fenced      int // (b) writes the store refused for a stale fence
 	Regressions int // (c) fences not above an earlier, ended acquisition's
 	Stuck       int // (d) Lock calls longer than wait + TTL, outside pauses
