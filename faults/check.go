@@ -223,10 +223,10 @@ func check(cfg Config, hi history) *Report {
 			r.Fenced++
 		}
 	}
-	for _, c := range clashes(storeUses(hi.writes, holds), cfg.Limit) {
-		w := hi.writes[c.u.from]
-		r.Unsafe += len(c.with)
-		r.violation(events, w.At, "(a) %s wrote %s (fence %d) in the store between writes of %s", w.Hold, w.Key, w.Fence, ids(c.with))
+	cs = clashes(storeUses(hi.writes, holds), cfg.Limit)
+	r.Unsafe = pairs(cs)
+	for _, c := range cs {
+		r.violation(events, hi.writes[c.u.from].At, "(a) %s wrote %s in the store between writes of %s", c.u.h.id, c.u.key, ids(c.with))
 	}
 
 	// (a) In real time, the holds whose leases were valid from the return
@@ -241,8 +241,9 @@ func check(cfg Config, hi history) *Report {
 				uses = append(uses, h.uses(h.rel)...)
 			}
 		}
-		for _, c := range clashes(uses, cfg.Limit) {
-			r.Unsafe += len(c.with)
+		cs = clashes(uses, cfg.Limit)
+		r.Unsafe += pairs(cs)
+		for _, c := range cs {
 			r.violation(events, c.u.from, "(a) %s took %s while %s held it with a valid lease", c.u.h.id, c.u.key, ids(c.with))
 		}
 	}

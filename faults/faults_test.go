@@ -143,7 +143,9 @@ func TestRedisPrimitives(t *testing.T) {
 	}
 }
 
-// LockAll on etcd, three members, under the lock run's faults.
+// LockAll on etcd, three members, under the lock run's faults. A
+// semaphore or read-write lock run joins the list once etcdlock implements
+// dlock.Semaphore or dlock.RWLocker (Config.check refuses it until then).
 func TestEtcdPrimitives(t *testing.T) {
 	faults := []string{PauseHolder, KillHolder, StopMember}
 	for _, p := range []string{PrimMulti} {

@@ -42,14 +42,12 @@ func implements(backend, primitive string) bool {
 	case "none":
 		l = noLock{}
 	}
-	var ok bool
+	ok := true
 	switch primitive {
 	case PrimSemaphore:
 		_, ok = l.(dlock.Semaphore)
 	case PrimRWLock:
 		_, ok = l.(dlock.RWLocker)
-	default:
-		ok = slices.Contains(Primitives, primitive)
 	}
 	return ok
 }
