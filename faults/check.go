@@ -19,9 +19,9 @@ type Report struct {
 	Attempts int // Lock calls
 	Holds    int // acquisitions
 	Writes   int // writes the store received
-	Overlaps int // pairs of holds whose critical sections overlapped in time
+	Overlaps int // pairs of holds whose critical sections overlapped in time beyond the primitive's rule
 
-	Unsafe      int // (a) pairs of holds whose accepted writes interleave in the store
+	Unsafe      int // (a) pairs of holds that broke the rule in the store's accepted writes, or while both leases were valid
 	Fenced      int // (b) writes the store refused for a stale fence
 	Regressions int // (c) fences not above an earlier, ended acquisition's
 	Stuck       int // (d) Lock calls longer than wait + TTL, outside pauses
@@ -43,8 +43,11 @@ func (r *Report) Row() string {
 	if r.Config.CLI != "" {
 		backend += ", through dlock run"
 	}
-	if r.Config.Election {
-		backend += ", election"
+	switch p := r.Config.Primitive; p {
+	case PrimSemaphore:
+		backend += fmt.Sprintf(", semaphore of %d", r.Config.Limit)
+	case PrimElection, PrimRWLock, PrimMulti:
+		backend += ", " + p
 	}
 	return fmt.Sprintf("| %s | %s | %d | %d | %d | %d | %d | %d | %d |", backend, strings.Join(r.Config.Faults, ", "),
 		r.Holds, r.Overlaps, r.Unsafe, r.Fenced, r.Regressions, r.Stuck, r.LateLoss)
@@ -54,8 +57,8 @@ func (r *Report) Row() string {
 // schedule and the history around each violation.
 func (r *Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "backend %s, %d workers, faults %v, seed %d: %d Lock calls, %d holds, %d writes, %d overlaps\n",
-		r.Config.Backend, r.Config.Workers, r.Config.Faults, r.Config.Seed, r.Attempts, r.Holds, r.Writes, r.Overlaps)
+	fmt.Fprintf(&b, "backend %s, %s, %d workers, faults %v, seed %d: %d Lock calls, %d holds, %d writes, %d overlaps\n",
+		r.Config.Backend, r.Config.Primitive, r.Config.Workers, r.Config.Faults, r.Config.Seed, r.Attempts, r.Holds, r.Writes, r.Overlaps)
 	fmt.Fprintf(&b, "(a) unsafe %d  (b) fenced %d  (c) regressions %d  (d) stuck %d  (e) late loss %d\n",
 		r.Unsafe, r.Fenced, r.Regressions, r.Stuck, r.LateLoss)
 	fmt.Fprintf(&b, "schedule (replay with seed %d):\n", r.Config.Seed)
@@ -73,10 +76,13 @@ type hold struct {
 	id, incarnation  string // "<worker>.<incarnation>.<seq>", "<worker>.<incarnation>"
 	worker           int
 	start, acq, fail int64
-	fence            uint64
+	kind             string            // exclusive, shared or permit
+	keys             map[string]uint64 // each key held, with its fence
+	down             int64             // when a write lock that became a read lock called Downgrade
 	done             int64
 	lost             bool
 	rel, relok       int64
+	relErr           bool  // the release returned an error
 	end              int64 // when the critical section ended, as far as anyone can tell
 }
 
@@ -115,10 +121,22 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
+// history is what a run leaves for the checker.
+type history struct {
+	events []event            // every worker's, in time order
+	writes []write            // the store's, in its order
+	sched  []fault            // the faults thrown
+	kills  map[string]int64   // incarnation -> when the schedule killed it
+	pauses map[int][][2]int64 // worker -> when it was paused, cut off or slowed down
+	hung   map[string]bool    // incarnations killed at the end, still running
+}
+
 // check rebuilds the holds from the events and checks them against the
 // store's writes.
-func check(cfg Config, events []event, writes []write, sched []fault, kills map[string]int64, pauses map[int][][2]int64) *Report {
-	r := &Report{Config: cfg, Writes: len(writes), Schedule: sched}
+func check(cfg Config, hi history) *Report {
+	cfg.defaults()
+	events := hi.events
+	r := &Report{Config: cfg, Writes: len(hi.writes), Schedule: hi.sched}
 	holds := map[string]*hold{}
 	var order []*hold
 	last := int64(0)
@@ -134,15 +152,19 @@ func check(cfg Config, events []event, writes []write, sched []fault, kills map[
 		case "start":
 			h.start = e.T
 		case "acq":
-			h.acq, h.fence = e.T, e.Fence
+			h.acq, h.kind, h.keys = e.T, e.Kind, e.Keys
 		case "fail":
 			h.fail = e.T
+		case "down":
+			if e.Err == "" {
+				h.down = e.T
+			}
 		case "done":
 			h.done, h.lost = e.T, e.Lost
 		case "rel":
 			h.rel = e.T
 		case "relok":
-			h.relok = e.T
+			h.relok, h.relErr = e.T, e.Err != ""
 		}
 	}
 	var acquired []*hold
@@ -159,8 +181,8 @@ func check(cfg Config, events []event, writes []write, sched []fault, kills map[
 		switch {
 		case h.rel != 0:
 			h.end = h.rel
-		case kills[h.incarnation] != 0:
-			h.end = kills[h.incarnation]
+		case hi.kills[h.incarnation] != 0:
+			h.end = hi.kills[h.incarnation]
 		case h.lost && h.done != 0:
 			h.end = h.done // dlock run stopped its CMD
 		default:
@@ -171,83 +193,254 @@ func check(cfg Config, events []event, writes []write, sched []fault, kills map[
 	r.Holds = len(acquired)
 	slices.SortFunc(acquired, func(a, b *hold) int { return cmpInt(a.acq, b.acq) })
 
-	// Overlaps in real time, and late loss signals.
-	for i, a := range acquired {
-		for _, b := range acquired[i+1:] {
-			if b.acq >= a.end {
+	// Overlaps in real time, of critical sections the primitive should
+	// have kept apart, and late loss signals.
+	var uses []use
+	for _, h := range acquired {
+		uses = append(uses, h.uses(h.end)...)
+	}
+	cs := clashes(uses, cfg.Limit)
+	r.Overlaps = pairs(cs)
+	for _, a := range acquired {
+		if !a.lost {
+			continue
+		}
+		for _, c := range cs {
+			if c.u.from < a.done && slices.ContainsFunc(c.with, func(o use) bool { return o.h == a }) {
+				r.LateLoss++ // the honest cost of a pause, not a violation
 				break
 			}
-			r.Overlaps++
-		}
-		if a.lost {
-			for _, b := range acquired[i+1:] {
-				if b.acq < a.done && b.acq < a.end {
-					r.LateLoss++ // the honest cost of a pause, not a violation
-					break
-				}
-			}
 		}
 	}
 
-	// (a) In the store's order, the accepted writes of one hold must form
-	// one run: a hold that writes again after another hold wrote shared
-	// the lock with it.
-	finished := map[string]bool{}
-	current := ""
-	for _, w := range writes {
+	// (a) In the store's order, the accepted writes of the holds must keep
+	// the primitive's rule: a hold that writes between two accepted writes
+	// of an exclusive hold shared the key with it; a permit that writes
+	// while limit others are between their first and last accepted writes
+	// is one too many.
+	for _, w := range hi.writes {
 		if !w.Accepted {
 			r.Fenced++
-			continue
 		}
-		if w.Hold == current {
-			continue
-		}
-		if finished[w.Hold] {
-			r.Unsafe++
-			r.violation(events, w.At, "(a) %s wrote (fence %d) after %s had written: their holds overlapped", w.Hold, w.Fence, current)
-		}
-		if current != "" {
-			finished[current] = true
-		}
-		current = w.Hold
+	}
+	cs = clashes(storeUses(hi.writes, holds), cfg.Limit)
+	r.Unsafe = pairs(cs)
+	for _, c := range cs {
+		r.violation(events, hi.writes[c.u.from].At, "(a) %s wrote %s in the store between writes of %s", c.u.h.id, c.u.key, ids(c.with))
 	}
 
-	// (c) A fence must be above every fence of an acquisition whose
-	// release completed before this one's Lock call began.
+	// (a) In real time, the holds whose leases were valid from the return
+	// of their Lock call to the start of their release must keep the rule
+	// too: those whose release succeeded, whose worker no fault touched
+	// meanwhile and whose server kept its data. A hold through dlock run
+	// is left out: its release's outcome does not reach the worker.
+	if cfg.CLI == "" {
+		uses = nil
+		for _, h := range acquired {
+			if h.valid(hi) {
+				uses = append(uses, h.uses(h.rel)...)
+			}
+		}
+		cs = clashes(uses, cfg.Limit)
+		r.Unsafe += pairs(cs)
+		for _, c := range cs {
+			r.violation(events, c.u.from, "(a) %s took %s while %s held it with a valid lease", c.u.h.id, c.u.key, ids(c.with))
+		}
+	}
+
+	// (c) A fence must be above every fence of an acquisition of the same
+	// key whose release completed before this one's Lock call began.
 	byRelease := slices.Clone(acquired)
 	slices.SortFunc(byRelease, func(a, b *hold) int { return cmpInt(a.relok, b.relok) })
 	for _, b := range acquired {
-		var top *hold
-		for _, a := range byRelease {
-			if a.relok == 0 {
-				continue
+		for k, f := range b.keys {
+			var top *hold
+			for _, a := range byRelease {
+				if a.relok == 0 {
+					continue
+				}
+				if a.relok >= b.start {
+					break
+				}
+				if _, ok := a.keys[k]; ok && a != b && (top == nil || a.keys[k] > top.keys[k]) {
+					top = a
+				}
 			}
-			if a.relok >= b.start {
-				break
+			if top != nil && f <= top.keys[k] {
+				r.Regressions++
+				r.violation(events, b.acq, "(c) %s got fence %d of %s, not above %d of %s, released before it asked", b.id, f, k, top.keys[k], top.id)
 			}
-			if a != b && (top == nil || a.fence > top.fence) {
-				top = a
-			}
-		}
-		if top != nil && b.fence <= top.fence {
-			r.Regressions++
-			r.violation(events, b.acq, "(c) %s got fence %d, not above %d of %s, released before it asked", b.id, b.fence, top.fence, top.id)
 		}
 	}
 
 	// (d) A Lock call returns within its wait, plus the TTL and a margin
 	// for a slow server, unless its worker was paused, cut off or slowed
-	// down meanwhile (an attempt in flight is not cut short by the wait).
+	// down meanwhile (an attempt in flight is not cut short by the wait);
+	// and every worker stops by itself at the end of the run.
 	limit := int64(cfg.Wait + cfg.TTL + 2*time.Second)
 	for _, h := range order {
 		end := max(h.acq, h.fail)
-		if h.start == 0 || end == 0 || end-h.start <= limit || pausedBetween(pauses[h.worker], h.start, end) {
+		if h.start == 0 || end == 0 || end-h.start <= limit || pausedBetween(hi.pauses[h.worker], h.start, end) {
 			continue
 		}
 		r.Stuck++
 		r.violation(events, h.start, "(d) %s waited %v in Lock", h.id, time.Duration(end-h.start))
 	}
+	for _, h := range order {
+		if hi.hung[h.incarnation] && !slices.ContainsFunc(order, func(o *hold) bool { return o.incarnation == h.incarnation && o.start > h.start }) {
+			r.Stuck++
+			r.violation(events, max(h.start, h.acq, h.rel), "(d) worker %d did not stop by itself: hold %s never ended", h.worker, h.id)
+		}
+	}
 	return r
+}
+
+// uses are h's uses of its keys from its acquisition to end: a write lock
+// that became a read lock is exclusive until it called Downgrade, and
+// shared from then on.
+func (h *hold) uses(end int64) []use {
+	var us []use
+	for k := range h.keys {
+		if h.down != 0 && h.down < end {
+			us = append(us, use{h, k, exclusive, h.acq, h.down}, use{h, k, shared, h.down, end})
+		} else {
+			us = append(us, use{h, k, h.kind, h.acq, end})
+		}
+	}
+	return us
+}
+
+// valid reports whether h's lease was valid from the return of its Lock
+// call to the start of its release: the release succeeded, the lease was
+// not lost, no fault touched h's worker meanwhile and no server restarted
+// empty.
+func (h *hold) valid(hi history) bool {
+	if h.rel == 0 || h.relok == 0 || h.relErr || h.lost || pausedBetween(hi.pauses[h.worker], h.acq, h.rel) {
+		return false
+	}
+	for _, f := range hi.sched {
+		if f.Kind == RestartServer && f.At < h.rel && f.End > h.acq {
+			return false
+		}
+	}
+	return true
+}
+
+// use is a hold's use of one key over [from, to): in time, or in
+// positions of the store's writes.
+type use struct {
+	h        *hold
+	key      string
+	kind     string // exclusive, shared or permit
+	from, to int64
+}
+
+// clash is a use that began while the uses in with had its key in a way
+// the primitive forbids.
+type clash struct {
+	u    use
+	with []use
+}
+
+// clashes finds, key by key, the uses that began beside more than the
+// primitive allows: an exclusive use beside a use of another hold, a
+// shared use beside an exclusive one, a permit beside limit others.
+func clashes(uses []use, limit int) []clash {
+	slices.SortStableFunc(uses, func(a, b use) int { return cmpInt(a.from, b.from) })
+	open := map[string][]use{} // key -> the uses begun and not ended
+	var cs []clash
+	for _, u := range uses {
+		var excl, permits []use
+		live := open[u.key][:0]
+		for _, o := range open[u.key] {
+			if o.to <= u.from {
+				continue
+			}
+			live = append(live, o)
+			switch {
+			case o.h == u.h:
+			case u.kind == exclusive || o.kind == exclusive:
+				excl = append(excl, o)
+			case u.kind == permit && o.kind == permit:
+				permits = append(permits, o)
+			}
+		}
+		open[u.key] = append(live, u)
+		if len(permits) >= limit {
+			excl = append(excl, permits...)
+		}
+		if len(excl) > 0 {
+			cs = append(cs, clash{u, excl})
+		}
+	}
+	return cs
+}
+
+// pairs counts the pairs of holds that clashed.
+func pairs(cs []clash) int {
+	seen := map[[2]*hold]bool{}
+	for _, c := range cs {
+		for _, o := range c.with {
+			seen[[2]*hold{o.h, c.u.h}] = true
+		}
+	}
+	return len(seen)
+}
+
+func ids(us []use) string {
+	var s []string
+	for _, u := range us {
+		s = append(s, u.h.id)
+	}
+	return strings.Join(s, ", ")
+}
+
+// storeUses are the holds' uses of the keys in the store's order: from
+// the position of a hold's first accepted write to a key to that of its
+// last. A write lock that became a read lock is exclusive up to its last
+// exclusive write, shared after it.
+func storeUses(writes []write, holds map[string]*hold) []use {
+	type span struct {
+		h                  *hold
+		key, kind          string
+		first, last, lastX int64
+	}
+	var spans []*span
+	byHold := map[[2]string]*span{}
+	for i, w := range writes {
+		if !w.Accepted {
+			continue
+		}
+		sp := byHold[[2]string{w.Hold, w.Key}]
+		if sp == nil {
+			h := holds[w.Hold]
+			if h == nil { // its acquisition's line was cut by a kill
+				h = &hold{id: w.Hold}
+				holds[w.Hold] = h
+			}
+			sp = &span{h: h, key: w.Key, kind: w.Kind, first: int64(i), lastX: -1}
+			byHold[[2]string{w.Hold, w.Key}] = sp
+			spans = append(spans, sp)
+		}
+		sp.last = int64(i)
+		if w.Kind == exclusive {
+			sp.lastX = int64(i)
+		} else if sp.kind == exclusive {
+			sp.kind = w.Kind
+		}
+	}
+	var us []use
+	for _, sp := range spans {
+		switch {
+		case sp.lastX < 0:
+			us = append(us, use{sp.h, sp.key, sp.kind, sp.first, sp.last + 1})
+		case sp.lastX == sp.last:
+			us = append(us, use{sp.h, sp.key, exclusive, sp.first, sp.last + 1})
+		default:
+			us = append(us, use{sp.h, sp.key, exclusive, sp.first, sp.lastX + 1}, use{sp.h, sp.key, sp.kind, sp.lastX + 1, sp.last + 1})
+		}
+	}
+	return us
 }
 
 func pausedBetween(ps [][2]int64, from, to int64) bool {

@@ -4,24 +4,49 @@
 // runs; a schedule drawn from a seed pauses and kills holders and servers
 // meanwhile; and the checker reads the whole history afterwards.
 //
+// The workers take a lock, an election's leadership, or one of the other
+// primitives (Config.Primitive), each with its rule:
+//
+//   - a lock, a leadership: one hold of the key at a time;
+//   - a semaphore's permits (dlock.Semaphore): at most Config.Limit at once;
+//   - a read-write lock (dlock.RWLocker): readers beside one another, a
+//     writer beside no one; a writer that downgrades is a reader from
+//     its Downgrade call on;
+//   - LockAll over two or three of four keys: one hold of each key at a
+//     time, and no worker stuck.
+//
+// The store decides each write by its fence, as the storage a primitive
+// guards would: a writer's write is refused below any fence accepted on the
+// key, a reader's below a writer's; a permit takes one of Limit slots, and
+// a newer fence pushes the oldest out of a full store (a permit granted
+// after it proves one of their leases ended), whose later writes are then
+// refused.
+//
 // It reports, for one run:
 //
-//   - Unsafe: writes the store accepted while another hold was in place,
-//     the violations of exclusion that fencing did not stop (must be 0);
-//   - Fenced: writes the store refused for a fence below one it had
-//     accepted: holders that outlived their lease and were stopped by the
-//     fence, the honest cost of a backend under a fault;
+//   - Unsafe: pairs of holds that broke the rule where it counts: in the
+//     store, accepted writes of a hold between two accepted writes of
+//     holds it must not be beside (what fencing did not stop); and in
+//     time, a hold granted while holds it must not be beside had leases
+//     sure to be valid (each released without error, its worker untouched
+//     by faults, its server not restarted empty meanwhile): a grant the
+//     primitive should not have made (must be 0);
+//   - Fenced: writes the store refused for a stale fence: holders that
+//     outlived their lease and were stopped by the fence, the honest cost
+//     of a backend under a fault (with permits, the fence cannot tell which
+//     lease ended, and the oldest holder's write may be the one refused);
 //   - Regressions: acquisitions whose fence was not above the fence of an
-//     acquisition that had ended before they began;
+//     acquisition of the same key that had ended before they began;
 //   - Stuck: Lock calls that took longer than their wait plus the TTL,
-//     outside the times their worker was paused;
-//   - LateLoss: holds whose Done closed with a loss only after another
-//     hold had begun.
+//     outside the times their worker was paused, and workers that did not
+//     stop by themselves at the end of the run;
+//   - LateLoss: holds whose Done closed with a loss only after a hold they
+//     must not be beside had begun.
 //
 // Every timestamp comes from CLOCK_MONOTONIC, which all the processes of
 // the machine share and which runs on while a process is stopped.
 //
 // The package is internal to dlock's tests: `make test` runs a short
-// seeded run per backend, and `make soak SECONDS=600` a long one (see
-// cmd/faultcheck).
+// seeded run per backend and primitive, and `make soak SECONDS=600` a long
+// one (see cmd/faultcheck).
 package faults

@@ -45,12 +45,18 @@ func run(t *testing.T, cfg Config, want func(*Report) bool) *Report {
 	return r
 }
 
-// The checker sees a lock that excludes nothing: the self-test of the
-// checker, without which a clean report would prove nothing.
+// The checker sees a lock, a semaphore, a read-write lock and a LockAll
+// that exclude nothing: the self-test of the checker, without which a
+// clean report would prove nothing.
 func TestCheckerSeesNoLock(t *testing.T) {
-	run(t, Config{Backend: "none", Duration: 3 * time.Second}, func(r *Report) bool {
-		return r.Unsafe > 0 && r.Overlaps > 0 && len(r.Violations) > 0
-	})
+	for _, p := range []string{PrimLock, PrimSemaphore, PrimRWLock, PrimMulti} {
+		t.Run(p, func(t *testing.T) {
+			t.Parallel()
+			run(t, Config{Backend: "none", Primitive: p, Workers: 5, Duration: 3 * time.Second}, func(r *Report) bool {
+				return r.Unsafe > 0 && r.Overlaps > 0 && len(r.Violations) > 0
+			})
+		})
+	}
 }
 
 // Redis: holders paused past their TTL or killed, the server paused.
@@ -66,14 +72,19 @@ func TestEtcdFaults(t *testing.T) {
 
 func safe(r *Report) bool { return r.OK() && r.Holds > 0 }
 
-// A run with a fault that does not apply to its backend, or an unknown
-// backend, is refused before anything starts.
+// A run with a fault that does not apply to its backend, an unknown
+// backend or primitive, or a primitive its backend or dlock run cannot
+// take, is refused before anything starts.
 func TestConfigErrors(t *testing.T) {
 	for _, cfg := range []Config{
 		{Backend: "etcd", Faults: []string{PauseServer}},
 		{Backend: "redis", Faults: []string{"bogus"}},
 		{Backend: "zookeeper"},
 		{Backend: "redis"}, // no duration
+		{Backend: "redis", Duration: time.Second, Primitive: "barrier"},
+		{Backend: "redis", Duration: time.Second, Primitive: PrimSemaphore, Limit: -1},
+		{Backend: "redis", Duration: time.Second, Primitive: PrimMulti, CLI: "dlock"},
+		{Backend: "none", Primitive: PrimElection},
 	} {
 		if cfg.Duration == 0 && cfg.Backend != "redis" {
 			cfg.Duration = time.Second
@@ -107,14 +118,39 @@ func TestRedisRunFaults(t *testing.T) {
 //     order is checked there; Redis's is 1% of it, and is only reported).
 func TestElectionFaults(t *testing.T) {
 	t.Run("redis-pause", func(t *testing.T) {
-		run(t, Config{Backend: "redis", Election: true, Workers: 3, Duration: 10 * time.Second, Faults: []string{PauseHolder}}, safe)
+		run(t, Config{Backend: "redis", Primitive: PrimElection, Workers: 3, Duration: 10 * time.Second, Faults: []string{PauseHolder}}, safe)
 	})
 	t.Run("etcd-pause", func(t *testing.T) {
-		run(t, Config{Backend: "etcd", Election: true, Workers: 3, TTL: 2 * time.Second, Duration: 12 * time.Second, Faults: []string{PauseHolder}}, safe)
+		run(t, Config{Backend: "etcd", Primitive: PrimElection, Workers: 3, TTL: 2 * time.Second, Duration: 12 * time.Second, Faults: []string{PauseHolder}}, safe)
 	})
 	t.Run("etcd-cut", func(t *testing.T) {
-		run(t, Config{Backend: "etcd", Election: true, Workers: 3, TTL: 2 * time.Second, Duration: 12 * time.Second, Faults: []string{CutHolder}}, func(r *Report) bool {
+		run(t, Config{Backend: "etcd", Primitive: PrimElection, Workers: 3, TTL: 2 * time.Second, Duration: 12 * time.Second, Faults: []string{CutHolder}}, func(r *Report) bool {
 			return safe(r) && r.LateLoss == 0
 		})
 	})
+}
+
+// The primitives on Redis, under the lock runs' faults: five workers for
+// a semaphore of three permits; readers and writers (some downgrading);
+// LockAll over two or three of four keys, which must also never leave a
+// worker stuck.
+func TestRedisPrimitives(t *testing.T) {
+	faults := []string{PauseHolder, KillHolder, PauseServer}
+	for _, p := range []string{PrimSemaphore, PrimRWLock, PrimMulti} {
+		t.Run(p, func(t *testing.T) {
+			run(t, Config{Backend: "redis", Primitive: p, Workers: 5, Duration: 8 * time.Second, Faults: faults}, safe)
+		})
+	}
+}
+
+// LockAll on etcd, three members, under the lock run's faults. A
+// semaphore or read-write lock run joins the list once etcdlock implements
+// dlock.Semaphore or dlock.RWLocker (Config.check refuses it until then).
+func TestEtcdPrimitives(t *testing.T) {
+	faults := []string{PauseHolder, KillHolder, StopMember}
+	for _, p := range []string{PrimMulti} {
+		t.Run(p, func(t *testing.T) {
+			run(t, Config{Backend: "etcd", Members: 3, Primitive: p, Workers: 5, TTL: 2 * time.Second, Duration: 10 * time.Second, Faults: faults}, safe)
+		})
+	}
 }

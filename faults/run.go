@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/etcdlock/etcdtest"
 	"github.com/dlock-go/dlock/internal/redistest"
 )
@@ -48,10 +49,11 @@ type Config struct {
 	// the lock through `dlock run`, whose CMD is the worker program doing
 	// its writes (Redis and etcd).
 	CLI string
-	// Election makes the workers campaign in an election on the key
-	// (package election) instead of taking the lock: each term writes with
-	// its epoch, and resigns.
-	Election bool
+	// Primitive is what the workers take (see Primitives; default a lock).
+	// In an election run, each term writes with its epoch, and resigns.
+	Primitive string
+	// Limit is a semaphore's permits (default 3).
+	Limit int
 }
 
 func (c *Config) defaults() {
@@ -70,6 +72,12 @@ func (c *Config) defaults() {
 	if c.Hold == 0 {
 		c.Hold = 30 * time.Millisecond
 	}
+	if c.Primitive == "" {
+		c.Primitive = PrimLock
+	}
+	if c.Limit == 0 {
+		c.Limit = 3
+	}
 }
 
 // applies lists the faults each backend's schedules can throw.
@@ -86,10 +94,16 @@ func (c *Config) check() error {
 		return fmt.Errorf("faults: unknown backend %q; want redis, etcd or none", c.Backend)
 	case c.Duration <= 0 || len(c.Worker) == 0 || c.Dir == "":
 		return fmt.Errorf("faults: a run needs a duration, a worker command and a directory")
-	case c.CLI != "" && c.Backend == "none":
-		return fmt.Errorf("faults: dlock run needs a lock store")
-	case c.Election && (c.CLI != "" || c.Backend == "none"):
-		return fmt.Errorf("faults: an election runs in the workers, on a lock store")
+	case !slices.Contains(Primitives, c.Primitive):
+		return fmt.Errorf("faults: unknown primitive %q; want %s", c.Primitive, strings.Join(Primitives, ", "))
+	case !implements(c.Backend, c.Primitive):
+		return fmt.Errorf("faults: the %s driver does not implement the %s", c.Backend, c.Primitive)
+	case c.Limit < 1 || c.Limit > dlock.MaxLimit:
+		return fmt.Errorf("faults: a semaphore's limit must be from 1 to %d, got %d", dlock.MaxLimit, c.Limit)
+	case c.CLI != "" && (c.Backend == "none" || c.Primitive != PrimLock):
+		return fmt.Errorf("faults: dlock run takes a lock, on a lock store")
+	case c.Primitive == PrimElection && c.Backend == "none":
+		return fmt.Errorf("faults: an election runs on a lock store")
 	}
 	for _, f := range c.Faults {
 		if !slices.Contains(kinds, f) {
@@ -116,7 +130,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	st, err := startStore()
+	st, err := startStore(cfg.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -147,9 +161,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := check(cfg, hist, st.history(), sched, ws.kills, ws.pauses)
-	r.Schedule = sched
-	return r, nil
+	return check(cfg, history{events: hist, writes: st.history(), sched: sched, kills: ws.kills, pauses: ws.pauses, hung: ws.hung}), nil
 }
 
 // servers are the lock store's processes (or members).
@@ -205,13 +217,14 @@ type workers struct {
 	incarn  map[int]int
 	kills   map[string]int64   // "<worker>.<incarnation>" -> when it was killed
 	pauses  map[int][][2]int64 // worker -> its pauses
+	hung    map[string]bool    // incarnations killed because they did not stop by themselves
 }
 
 func (ws *workers) start(w int) error {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if ws.incarn == nil {
-		ws.incarn, ws.kills, ws.pauses = map[int]int{}, map[string]int64{}, map[int][][2]int64{}
+		ws.incarn, ws.kills, ws.pauses, ws.hung = map[int]int{}, map[string]int64{}, map[int][][2]int64{}, map[string]bool{}
 	}
 	if _, ok := ws.proxies[w]; !ok {
 		for _, a := range ws.addrs {
@@ -230,7 +243,7 @@ func (ws *workers) start(w int) error {
 		Backend: ws.cfg.Backend, Addrs: addrs, Key: "faults", TTL: ws.cfg.TTL, Wait: ws.cfg.Wait,
 		Hold: ws.cfg.Hold, Store: ws.store, Worker: w, Incarnation: ws.incarn[w], Until: ws.until,
 		Out: filepath.Join(ws.cfg.Dir, fmt.Sprintf("worker-%d.jsonl", w)), Seed: ws.cfg.Seed,
-		CLI: ws.cfg.CLI, Self: ws.cfg.Worker, Election: ws.cfg.Election,
+		CLI: ws.cfg.CLI, Self: ws.cfg.Worker, Primitive: ws.cfg.Primitive, Limit: ws.cfg.Limit,
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -249,20 +262,23 @@ func (ws *workers) start(w int) error {
 	return nil
 }
 
-// kill kills worker w and starts it again as its next incarnation.
-func (ws *workers) kill(w int) {
+// kill kills worker w and starts it again as its next incarnation; it
+// returns the incarnation it killed, "<worker>.<incarnation>".
+func (ws *workers) kill(w int) string {
 	ws.mu.Lock()
 	cmd := ws.procs[w]
 	ws.mu.Unlock()
 	signalGroup(cmd, syscall.SIGKILL)
 	cmd.Wait()
 	ws.mu.Lock()
-	ws.kills[fmt.Sprintf("%d.%d", w, ws.incarn[w])] = now()
+	inc := fmt.Sprintf("%d.%d", w, ws.incarn[w])
+	ws.kills[inc] = now()
 	ws.incarn[w]++
 	ws.mu.Unlock()
 	if now() < ws.until {
 		ws.start(w)
 	}
+	return inc
 }
 
 // pause stops worker w for d, then lets it go on.
@@ -282,15 +298,15 @@ func (ws *workers) pause(ctx context.Context, w int, d time.Duration) (int64, in
 }
 
 // waitAll waits for the workers to stop by themselves, killing those
-// still running at deadline.
+// still running at deadline (hung).
 func (ws *workers) waitAll(deadline int64) {
 	ws.mu.Lock()
-	procs := make([]*exec.Cmd, 0, len(ws.procs))
-	for _, c := range ws.procs {
-		procs = append(procs, c)
+	procs := make(map[string]*exec.Cmd, len(ws.procs))
+	for w, c := range ws.procs {
+		procs[fmt.Sprintf("%d.%d", w, ws.incarn[w])] = c
 	}
 	ws.mu.Unlock()
-	for _, c := range procs {
+	for inc, c := range procs {
 		done := make(chan struct{})
 		go func() { c.Wait(); close(done) }()
 		select {
@@ -298,6 +314,9 @@ func (ws *workers) waitAll(deadline int64) {
 		case <-time.After(time.Duration(max(deadline-now(), 0))):
 			signalGroup(c, syscall.SIGKILL)
 			<-done
+			ws.mu.Lock()
+			ws.hung[inc] = true
+			ws.mu.Unlock()
 		}
 	}
 }
@@ -372,7 +391,7 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 				f.At, f.End = ws.pause(ctx, w, 2*cfg.TTL)
 			case KillHolder:
 				st.forget(w)
-				ws.kill(w)
+				st.killed(ws.kill(w))
 			case CutHolder:
 				ws.network(ctx, w, true, 0, 2*cfg.TTL)
 			case SlowHolder:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # soak.sh SECONDS: runs the fault checker for SECONDS on every backend and
-# fault mix at once, prints each report and the safety table, and exits 1
-# when a run broke a property every safe run keeps.
+# fault mix, and on the semaphore, the read-write lock and LockAll, all at
+# once; prints each report and the safety table, and exits 1 when a run
+# broke a property every safe run keeps.
 set -u
 seconds=${1:-600}
 dir=$(mktemp -d)
@@ -18,6 +19,10 @@ run 1-redis -backend redis -faults $holders,pause-server &
 run 2-etcd -backend etcd -members 3 -ttl 2s -faults $holders,stop-member &
 run 3-redis-cli -backend redis -dlock "$dir/dlock" -faults $holders &
 run 4-redis-empty -backend redis -faults restart-server &
+run 5-redis-semaphore -backend redis -primitive semaphore -limit 3 -workers 5 -faults $holders,pause-server &
+run 6-redis-rwlock -backend redis -primitive rwlock -workers 5 -faults $holders,pause-server &
+run 7-redis-multi -backend redis -primitive multi -workers 5 -faults $holders,pause-server &
+run 8-etcd-multi -backend etcd -members 3 -ttl 2s -primitive multi -workers 5 -faults $holders,stop-member &
 wait
 
 fail=0

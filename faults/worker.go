@@ -46,19 +46,23 @@ type workerConfig struct {
 	CLI         string   // a dlock binary: hold the lock through `dlock run`
 	Self        []string // the worker program, as dlock run's CMD
 	Section     string   // set for dlock run's CMD: the hold it is the critical section of
-	Election    bool     // campaign in an election (package election) instead of taking the lock
+	Primitive   string   // what the workers take: see Primitives
+	Limit       int      // a semaphore's permits
 }
 
 // event is one line of a worker's history.
 type event struct {
-	E      string // start, acq, fail, write, done, rel, relok
-	Hold   string // "<worker>.<incarnation>.<seq>"
-	T      int64  // CLOCK_MONOTONIC
-	Fence  uint64 `json:",omitempty"`
-	OK     bool   `json:",omitempty"` // write: accepted
-	Lost   bool   `json:",omitempty"` // done: the hold was lost
-	Busy   bool   `json:",omitempty"` // fail: the lock was busy
-	Err    string `json:",omitempty"`
+	E      string            // start, acq, fail, write, down, done, rel, relok
+	Hold   string            // "<worker>.<incarnation>.<seq>"
+	T      int64             // CLOCK_MONOTONIC; for down, when Downgrade was called
+	Fence  uint64            `json:",omitempty"` // acq: the highest of Keys; write: the fence written with
+	Kind   string            `json:",omitempty"` // acq: how the hold shares its keys (exclusive, shared, permit)
+	Keys   map[string]uint64 `json:",omitempty"` // acq: each key held, with its fence
+	Key    string            `json:",omitempty"` // write: the key written to
+	OK     bool              `json:",omitempty"` // write: accepted
+	Lost   bool              `json:",omitempty"` // done: the hold was lost
+	Busy   bool              `json:",omitempty"` // fail: the lock was busy
+	Err    string            `json:",omitempty"`
 	Worker int
 }
 
@@ -130,7 +134,7 @@ func runWorker(cfg workerConfig) error {
 		id := fmt.Sprintf("%d.%d.%d", cfg.Worker, cfg.Incarnation, seq)
 		hist.add(event{E: "start", Hold: id, T: now()})
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.Wait+cfg.TTL+5*time.Second)
-		tm, err := acquire(ctx, cfg, locker)
+		tm, err := acquire(ctx, cfg, locker, rng)
 		if err != nil {
 			cancel()
 			busy := errors.Is(err, dlock.ErrNotAcquired)
@@ -140,12 +144,17 @@ func runWorker(cfg workerConfig) error {
 			}
 			continue
 		}
-		hist.add(event{E: "acq", Hold: id, T: now(), Fence: tm.fence()})
+		ts := tm.targets()
+		hist.add(acquired(id, ts))
 		go func() {
 			<-tm.done()
 			hist.add(event{E: "done", Hold: id, T: now(), Lost: tm.lost()})
 		}()
-		section(cfg, hist, rng, id, tm.fence())
+		var down func() error
+		if t, ok := tm.(*lockTerm); ok && t.downgrade {
+			down = func() error { return dlock.Downgrade(ctx, t.lk) }
+		}
+		section(cfg, hist, rng, id, ts, down)
 		hist.add(event{E: "rel", Hold: id, T: now()})
 		err = tm.end(ctx)
 		cancel()
@@ -158,23 +167,48 @@ func runWorker(cfg workerConfig) error {
 	return nil
 }
 
-// section is the critical section of hold id: two writes to the store
-// with its fence, some work before each, and now and then a long hold
-// that lives on its renewals.
-func section(cfg workerConfig, hist *log, rng *rand.Rand, id string, fence uint64) {
+// acquired is the acq event of hold id, which holds ts.
+func acquired(id string, ts []target) event {
+	e := event{E: "acq", Hold: id, T: now(), Kind: ts[0].kind, Keys: map[string]uint64{}}
+	for _, t := range ts {
+		e.Keys[t.key] = t.fence
+		e.Fence = max(e.Fence, t.fence)
+	}
+	return e
+}
+
+// section is the critical section of hold id: two writes to each key of
+// ts with its fence, some work before each, and now and then a long hold
+// that lives on its renewals. A write lock that downgrades (down) does so
+// between its writes, and writes the second time as a reader.
+func section(cfg workerConfig, hist *log, rng *rand.Rand, id string, ts []target, down func() error) {
 	hc := &http.Client{Timeout: 5 * time.Second}
-	worker := url.Values{"worker": {strconv.Itoa(cfg.Worker)}}
-	post(hc, cfg.Store+"/holding", url.Values{"worker": worker["worker"], "held": {"1"}})
+	worker := strconv.Itoa(cfg.Worker)
+	post(hc, cfg.Store+"/holding", url.Values{"worker": {worker}, "held": {"1"}})
 	for i := range 2 {
 		work := time.Duration(rng.Int64N(int64(cfg.Hold) + 1))
 		if i == 1 && rng.IntN(5) == 0 {
 			work = cfg.TTL * 3 / 2
 		}
 		time.Sleep(work) // the work between writes
-		code := post(hc, cfg.Store+"/write", url.Values{"hold": {id}, "fence": {strconv.FormatUint(fence, 10)}})
-		hist.add(event{E: "write", Hold: id, T: now(), Fence: fence, OK: code == http.StatusOK})
+		if i == 1 && down != nil {
+			e := event{E: "down", Hold: id, T: now()}
+			if err := down(); err != nil {
+				e.Err = err.Error()
+			} else {
+				for j := range ts {
+					ts[j].kind = shared
+				}
+			}
+			hist.add(e)
+		}
+		for _, t := range ts {
+			fence := strconv.FormatUint(t.fence, 10)
+			code := post(hc, cfg.Store+"/write", url.Values{"hold": {id}, "key": {t.key}, "kind": {t.kind}, "fence": {fence}})
+			hist.add(event{E: "write", Hold: id, T: now(), Key: t.key, Fence: t.fence, OK: code == http.StatusOK})
+		}
 	}
-	post(hc, cfg.Store+"/holding", url.Values{"worker": worker["worker"], "held": {"0"}})
+	post(hc, cfg.Store+"/holding", url.Values{"worker": {worker}, "held": {"0"}, "hold": {id}})
 }
 
 // runCLI is a worker that holds the lock through `dlock run`: its CMD,
@@ -226,7 +260,8 @@ func runSection(cfg workerConfig) error {
 	if err != nil {
 		return fmt.Errorf("DLOCK_FENCE: %w", err)
 	}
-	hist.add(event{E: "acq", Hold: cfg.Section, T: now(), Fence: fence})
+	ts := []target{{cfg.Key, fence, exclusive}}
+	hist.add(acquired(cfg.Section, ts))
 	lost := make(chan os.Signal, 1)
 	signal.Notify(lost, syscall.SIGTERM)
 	go func() {
@@ -234,7 +269,7 @@ func runSection(cfg workerConfig) error {
 		hist.add(event{E: "done", Hold: cfg.Section, T: now(), Lost: true})
 		os.Exit(1)
 	}()
-	section(cfg, hist, rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Worker))), cfg.Section, fence)
+	section(cfg, hist, rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Worker))), cfg.Section, ts, nil)
 	hist.add(event{E: "rel", Hold: cfg.Section, T: now()})
 	return nil
 }

@@ -4,13 +4,20 @@
 //
 //	faultcheck -backend redis -faults pause-holder,kill-holder,pause-server -seconds 600
 //
+// With -primitive the workers take something else than a lock: permits of
+// a semaphore (at most -limit at once), read and write locks of one key,
+// LockAll over two or three of four keys, or an election's leadership.
+//
+//	faultcheck -backend redis -primitive semaphore -limit 3 -workers 5 -faults pause-holder,kill-holder
+//
 // The faults: pause-holder, kill-holder, cut-holder, slow-holder (any
 // backend with a server), pause-server and restart-server (Redis),
 // stop-member (etcd).
 //
 // It prints the report, and with -table one row of the README's safety
 // table. It exits 1 when the run broke a property every safe run keeps
-// (unsafe writes, fence regressions, stuck calls), and 2 on bad flags.
+// (unsafe writes or grants, fence regressions, stuck calls), and 2 on bad
+// flags.
 // A run is replayed by giving its seed.
 package main
 
@@ -43,9 +50,11 @@ func main() {
 	flag.DurationVar(&cfg.TTL, "ttl", time.Second, "the lease")
 	flag.Uint64Var(&cfg.Seed, "seed", 0, "the schedule's seed (0: from the clock)")
 	flag.StringVar(&cfg.CLI, "dlock", "", "path of a dlock binary: the workers hold the lock through `dlock run`")
+	flag.StringVar(&cfg.Primitive, "primitive", faults.PrimLock, "what the workers take: "+strings.Join(faults.Primitives, ", "))
+	flag.IntVar(&cfg.Limit, "limit", 3, "a semaphore's permits")
 	flag.Parse()
-	if *seconds <= 0 || cfg.Workers <= 0 || cfg.Members <= 0 || cfg.TTL < time.Second || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "faultcheck: want -seconds, -workers and -members above 0, -ttl of 1s or more, and no arguments")
+	if *seconds <= 0 || cfg.Workers <= 0 || cfg.Members <= 0 || cfg.Limit <= 0 || cfg.TTL < time.Second || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "faultcheck: want -seconds, -workers, -members and -limit above 0, -ttl of 1s or more, and no arguments")
 		os.Exit(2)
 	}
 	if *list != "" {
