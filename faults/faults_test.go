@@ -143,12 +143,11 @@ func TestRedisPrimitives(t *testing.T) {
 	}
 }
 
-// LockAll on etcd, three members, under the lock run's faults. A
-// semaphore or read-write lock run joins the list once etcdlock implements
-// dlock.Semaphore or dlock.RWLocker (Config.check refuses it until then).
+// The semaphore, the read-write lock and LockAll on etcd, three members,
+// under the lock run's faults.
 func TestEtcdPrimitives(t *testing.T) {
 	faults := []string{PauseHolder, KillHolder, StopMember}
-	for _, p := range []string{PrimMulti} {
+	for _, p := range []string{PrimSemaphore, PrimRWLock, PrimMulti} {
 		t.Run(p, func(t *testing.T) {
 			run(t, Config{Backend: "etcd", Members: 3, Primitive: p, Workers: 5, TTL: 2 * time.Second, Duration: 10 * time.Second, Faults: faults}, safe)
 		})
