@@ -22,7 +22,9 @@ run 4-redis-empty -backend redis -faults restart-server &
 run 5-redis-semaphore -backend redis -primitive semaphore -limit 3 -workers 5 -faults $holders,pause-server &
 run 6-redis-rwlock -backend redis -primitive rwlock -workers 5 -faults $holders,pause-server &
 run 7-redis-multi -backend redis -primitive multi -workers 5 -faults $holders,pause-server &
-run 8-etcd-multi -backend etcd -members 3 -ttl 2s -primitive multi -workers 5 -faults $holders,stop-member &
+run 8-etcd-semaphore -backend etcd -members 3 -ttl 2s -primitive semaphore -limit 3 -workers 5 -faults $holders,stop-member &
+run 9-etcd-rwlock -backend etcd -members 3 -ttl 2s -primitive rwlock -workers 5 -faults $holders,stop-member &
+run 10-etcd-multi -backend etcd -members 3 -ttl 2s -primitive multi -workers 5 -faults $holders,stop-member &
 wait
 
 fail=0
