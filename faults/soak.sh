@@ -15,15 +15,15 @@ run() { # NAME FLAGS...
 	echo $? >"$dir/$name.code"
 }
 holders=pause-holder,kill-holder,cut-holder,slow-holder
-run 1-redis -backend redis -faults $holders,pause-server &
-run 2-etcd -backend etcd -members 3 -ttl 2s -faults $holders,stop-member &
-run 3-redis-cli -backend redis -dlock "$dir/dlock" -faults $holders &
-run 4-redis-empty -backend redis -faults restart-server &
-run 5-redis-semaphore -backend redis -primitive semaphore -limit 3 -workers 5 -faults $holders,pause-server &
-run 6-redis-rwlock -backend redis -primitive rwlock -workers 5 -faults $holders,pause-server &
-run 7-redis-multi -backend redis -primitive multi -workers 5 -faults $holders,pause-server &
-run 8-etcd-semaphore -backend etcd -members 3 -ttl 2s -primitive semaphore -limit 3 -workers 5 -faults $holders,stop-member &
-run 9-etcd-rwlock -backend etcd -members 3 -ttl 2s -primitive rwlock -workers 5 -faults $holders,stop-member &
+run 01-redis -backend redis -faults $holders,pause-server &
+run 02-etcd -backend etcd -members 3 -ttl 2s -faults $holders,stop-member &
+run 03-redis-cli -backend redis -dlock "$dir/dlock" -faults $holders &
+run 04-redis-empty -backend redis -faults restart-server &
+run 05-redis-semaphore -backend redis -primitive semaphore -limit 3 -workers 5 -faults $holders,pause-server &
+run 06-redis-rwlock -backend redis -primitive rwlock -workers 5 -faults $holders,pause-server &
+run 07-redis-multi -backend redis -primitive multi -workers 5 -faults $holders,pause-server &
+run 08-etcd-semaphore -backend etcd -members 3 -ttl 2s -primitive semaphore -limit 3 -workers 5 -faults $holders,stop-member &
+run 09-etcd-rwlock -backend etcd -members 3 -ttl 2s -primitive rwlock -workers 5 -faults $holders,stop-member &
 run 10-etcd-multi -backend etcd -members 3 -ttl 2s -primitive multi -workers 5 -faults $holders,stop-member &
 wait
 
