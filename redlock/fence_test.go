@@ -99,3 +99,44 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// Unlock leaves the lock on no node that answered the acquisition, even
+// one that answered after the majority did while another still had not:
+// its release waits for its own answer, not for the slowest node's. (It
+// waited for the whole acquisition to end, so that, right after Unlock,
+// the key could be busy on a majority of the nodes, and an immediate
+// TryLock failed though nobody held it.)
+func TestUnlockReleasesLateNodes(t *testing.T) {
+	ctx := context.Background()
+	cs := clients(t, shared)
+	hooks := make([]*nodeHook, len(cs))
+	for i, c := range cs {
+		hooks[i] = &nodeHook{}
+		c.AddHook(hooks[i])
+	}
+	l, err := NewConfig(Config{Clients: cs, NodeTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	k := keyFor(t)
+	open3, open4 := hooks[3].hold(acquireScript), hooks[4].hold(acquireScript)
+	defer open4()
+	lk, err := l.TryLock(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open3() // node 3 answers late; node 4 not at all until its timeout
+	waitFor(t, "node 3 holds the lock", func() bool {
+		v, _ := cs[3].Get(ctx, "dlock:lock:"+k).Result()
+		return v == lk.Token()
+	})
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	for i, c := range cs {
+		if v, _ := c.Get(ctx, "dlock:lock:"+k).Result(); v != "" {
+			t.Errorf("after Unlock, node %d still holds the lock", i)
+		}
+	}
+}
