@@ -44,7 +44,7 @@ func benchLocker(b *testing.B, c *nodeHook, opts ...dlock.Option) *Locker {
 // request goes out alone, fewer when a node's coalescer pipelines them.
 func BenchmarkUncontended(b *testing.B) {
 	ctx := context.Background()
-	for _, g := range []int{1, 64} {
+	for _, g := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
 			c := &nodeHook{}
 			l := benchLocker(b, c)

@@ -60,6 +60,7 @@ func (l *Locker) tally(got []reply) tally {
 	var t tally
 	for _, r := range got {
 		switch {
+		case r.skipped:
 		case r.err != nil:
 			t.errs = append(t.errs, fmt.Errorf("%s: %w", l.nodes[r.node].addr, r.err))
 		case r.n > 0:
@@ -74,9 +75,11 @@ func (l *Locker) tally(got []reply) tally {
 }
 
 // Unlock releases the lock on every node at once, and returns when every
-// node answered or the per-node timeout passed. A release that finds the hold gone before the local
-// deadline is one that was re-sent after its first run, or an expiry of a
-// minority's keys: the lock was ours to the end, and Unlock returns nil.
+// node answered or the per-node timeout passed (a node that did not
+// answer the acquisition is sent its release, and not waited for). A
+// release that finds the hold gone before the local deadline is one that
+// was re-sent after its first run, or an expiry of a minority's keys: the
+// lock was ours to the end, and Unlock returns nil.
 // Once Unlock is called the watchdog no longer renews the lock: a release
 // that fails lets the lease lapse at its deadline, when the handle ends as
 // released. Unlocking twice returns dlock.ErrNotHeld; unlocking a lost
@@ -106,16 +109,28 @@ func (lk *lock) Unlock(ctx context.Context) error {
 }
 
 // release sends release.lua to every node and waits for their answers
-// (or the per-node timeout): a caller that acquires the key again at once
-// finds it free on every node that answered.
+// (or the per-node timeout), so that a caller that acquires the key again
+// at once finds it free on every node that answered: for a lock taken by
+// an attempt, every node that answered the attempt, however late; for one
+// handed over by releases, every node that handed it over.
 func (l *Locker) release(ctx context.Context, lk *lock) (tally, error) {
 	now := time.Now().UnixMicro()
 	send := func(ctx context.Context, nd *node) reply {
 		if rd := lk.acquiring; rd != nil && !lk.answered[nd.i] {
 			// A node that had not answered the acquisition must not see
 			// the release first, or it would keep the lock until its
-			// lease ran out. The release then has a timeout of its own.
-			rd.wait(l.nodeTimeout(lk.ttl))
+			// lease ran out. One that does not answer at all is not
+			// waited for: its release goes out in the background.
+			if !rd.await(nd.i, l.nodeTimeout(lk.ttl)) {
+				l.bg.Add(1)
+				go func() {
+					defer l.bg.Done()
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.nodeTimeout(lk.ttl))
+					defer cancel()
+					releaseScript.Run(rctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), releasePlain, 0, 0, 0, "", now)
+				}()
+				return reply{skipped: true}
+			}
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.nodeTimeout(lk.ttl))
 			defer cancel()
@@ -123,22 +138,20 @@ func (l *Locker) release(ctx context.Context, lk *lock) (tally, error) {
 		v, err := releaseScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), releasePlain, 0, 0, 0, "", now).Int64()
 		return reply{n: v, err: err}
 	}
-	// Wait for the nodes that answered the acquisition (alive, and the
-	// next acquisition will ask them first), not for the others.
 	enough := func(got []reply) bool {
+		if lk.acquiring != nil {
+			return false // every node: answered, timed out or skipped
+		}
+		// Handed over by releases: the nodes that handed it over, and a
+		// majority in all.
 		answered := 0
 		for _, r := range got {
 			if r.definite() {
 				answered++
-			} else if lk.answered == nil || lk.answered[r.node] {
-				continue
 			}
 		}
 		if answered < l.quorum {
 			return false
-		}
-		if lk.answered == nil {
-			return len(got) == len(l.nodes)
 		}
 		for i, a := range lk.answered {
 			if a && !slices.ContainsFunc(got, func(r reply) bool { return r.node == i }) {

@@ -120,12 +120,19 @@ func lose(t testing.TB, servers []*redistest.Server, key string) {
 
 // nodeHook is a go-redis hook on the clients of the nodes that counts
 // the round trips (a pipeline is one) and the calls of each script, and
-// holds the next call of a script at a gate (see hold).
+// holds the next call of a script, or its reply, at a gate (see hold).
 type nodeHook struct {
 	trips   atomic.Int64
 	mu      sync.Mutex
 	scripts map[string]int64
-	gates   map[*redisnode.Script]chan struct{}
+	gates   map[*redisnode.Script]gate
+}
+
+// gate holds a call until open is closed or its context ends: before it
+// is sent, or after it ran, its reply unread (reply).
+type gate struct {
+	open  chan struct{}
+	reply bool
 }
 
 func (h *nodeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -133,11 +140,21 @@ func (h *nodeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *nodeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.trips.Add(1)
-		if err := h.pass(ctx, cmd); err != nil {
-			cmd.SetErr(err)
-			return err
+		g := h.pass(cmd)
+		if !g.reply {
+			if err := g.wait(ctx); err != nil {
+				cmd.SetErr(err)
+				return err
+			}
 		}
-		return next(ctx, cmd)
+		err := next(ctx, cmd)
+		if g.reply {
+			if werr := g.wait(ctx); werr != nil {
+				cmd.SetErr(werr)
+				return werr
+			}
+		}
+		return err
 	}
 }
 
@@ -145,7 +162,7 @@ func (h *nodeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.trips.Add(1)
 		for _, cmd := range cmds {
-			if err := h.pass(ctx, cmd); err != nil {
+			if err := h.pass(cmd).wait(ctx); err != nil {
 				cmd.SetErr(err)
 				return err
 			}
@@ -158,27 +175,31 @@ var scriptNames = map[*redisnode.Script]string{
 	acquireScript: "acquire", releaseScript: "release", raiseScript: "raise", renewScript: "renew",
 }
 
-// pass counts cmd, and waits at its script's gate if one is set, taking
-// the gate away, or until ctx ends.
-func (h *nodeHook) pass(ctx context.Context, cmd redis.Cmder) error {
-	var gate chan struct{}
+// pass counts cmd, and takes away and returns its script's gate, if one
+// is set.
+func (h *nodeHook) pass(cmd redis.Cmder) (g gate) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	for s, name := range scriptNames {
 		if s.Runs(cmd) {
 			if h.scripts == nil {
 				h.scripts = map[string]int64{}
 			}
 			h.scripts[name]++
-			gate = h.gates[s]
+			g = h.gates[s]
 			delete(h.gates, s)
 		}
 	}
-	h.mu.Unlock()
-	if gate == nil {
+	return g
+}
+
+// wait waits until the gate opens or ctx ends; a zero gate is open.
+func (g gate) wait(ctx context.Context) error {
+	if g.open == nil {
 		return nil
 	}
 	select {
-	case <-gate:
+	case <-g.open:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -192,14 +213,21 @@ func (h *nodeHook) calls(name string) int64 {
 	return h.scripts[name]
 }
 
-// hold makes the next call of s wait until open is called.
-func (h *nodeHook) hold(s *redisnode.Script) (open func()) {
-	ch := make(chan struct{})
+// hold makes the next call of s wait until open is called, or its
+// context ends, before it is sent.
+func (h *nodeHook) hold(s *redisnode.Script) (open func()) { return h.set(s, false) }
+
+// holdReply lets the next call of s run, and holds its reply until open is
+// called, or its context ends (the call then fails with no reply).
+func (h *nodeHook) holdReply(s *redisnode.Script) (open func()) { return h.set(s, true) }
+
+func (h *nodeHook) set(s *redisnode.Script, reply bool) (open func()) {
+	g := gate{open: make(chan struct{}), reply: reply}
 	h.mu.Lock()
 	if h.gates == nil {
-		h.gates = map[*redisnode.Script]chan struct{}{}
+		h.gates = map[*redisnode.Script]gate{}
 	}
-	h.gates[s] = ch
+	h.gates[s] = g
 	h.mu.Unlock()
-	return func() { close(ch) }
+	return func() { close(g.open) }
 }

@@ -35,6 +35,8 @@ type reply struct {
 	n    int64  // an integer reply
 	s    string // a string reply
 	err  error
+	// skipped: the request was not waited for (see Locker.release)
+	skipped bool
 }
 
 // definite reports whether the node answered: a reply, or an error reply
@@ -59,18 +61,31 @@ type round struct {
 	pending    []reply
 	cleanup    func(reply) // may be nil
 	cancel     context.CancelFunc
-	done       chan struct{}   // closed when every node answered or timed out
+	answers    map[int]*answer // by node
 	bg         *sync.WaitGroup // the Locker's, which Close waits for
 }
 
-// wait waits until every node of the round answered or timed out, or for
-// at most d.
-func (r *round) wait(d time.Duration) {
+// answer is how one node's request of a round ended.
+type answer struct {
+	done     chan struct{} // closed when the node answered or timed out
+	definite bool          // the node answered (see reply.definite)
+}
+
+// await waits until node answered its request of the round, or timed out,
+// for at most d, and reports whether it answered (see reply.definite): a
+// request that got no answer may or may not have run.
+func (r *round) await(node int, d time.Duration) (definite bool) {
+	a := r.answers[node]
+	if a == nil {
+		return false
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-r.done:
+	case <-a.done:
+		return a.definite
 	case <-t.C:
+		return false
 	}
 }
 
@@ -79,25 +94,27 @@ func (r *round) wait(d time.Duration) {
 // It returns the replies received until enough says so, every node
 // answered, the timeout passed or ctx ended; the caller then calls settle.
 func (l *Locker) fanout(ctx context.Context, nodes []*node, timeout time.Duration, send func(context.Context, *node) reply, enough func([]reply) bool, cleanup func(reply)) ([]reply, *round) {
-	r := &round{collecting: true, ch: make(chan reply, len(nodes)), cleanup: cleanup, done: make(chan struct{}), bg: &l.bg}
+	r := &round{collecting: true, ch: make(chan reply, len(nodes)), cleanup: cleanup, answers: make(map[int]*answer, len(nodes)), bg: &l.bg}
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	r.cancel = cancel
 	if len(nodes) == 0 {
 		cancel()
-		close(r.done)
 	}
 	var left atomic.Int32 // the context ends when every node answered
 	left.Store(int32(len(nodes)))
 	for _, n := range nodes {
+		a := &answer{done: make(chan struct{})}
+		r.answers[n.i] = a
 		l.bg.Add(1)
 		go func() {
 			defer l.bg.Done()
 			rep := send(nctx, n)
 			rep.node = n.i
+			a.definite = rep.definite()
+			close(a.done)
 			r.deliver(rep)
 			if left.Add(-1) == 0 {
 				r.cancel()
-				close(r.done)
 			}
 		}()
 	}
