@@ -9,12 +9,12 @@
 -- waiter.
 local token, owner, mode = ARGV[1], ARGV[2], ARGV[3]
 floor_us = tonumber(ARGV[8])
--- the plain path: compare-and-delete, with nobody queued
+-- the plain path: compare-and-delete, and the lock to the first live
+-- waiter (the holder has no entry here: each way of taking a node's lock
+-- takes the taker's entry out of its queue)
 if owner == '' and mode == '0' and redis.call('GET', lock) == token then
   redis.call('DEL', lock)
-  if redis.call('EXISTS', queue) == 0 then return 1 end
-  leave_queue(token) -- an entry of the waiter this hold was, on a node it did not take
-  grant()
+  if redis.call('EXISTS', queue) == 1 then grant() end
   return 1
 end
 leave_queue(token) -- a waiter's entry, or one left by the waiter this hold was
