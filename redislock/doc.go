@@ -31,8 +31,11 @@
 //
 // A lock on key K is the string "<prefix>:lock:<K>" holding the token, so
 // a client that follows redis.io's single-instance algorithm on that key
-// contends correctly with this driver. Its companion keys share its Cluster
-// slot; see the key layout in keys.go and the README.
+// contends correctly with this driver. Its companion keys (the fence
+// counter, an owner's holds, the wait queue) are "{<lock key>}:<letter>",
+// or "{T}:<lock key>:<letter>" when the lock key has a hash tag T, so that
+// they share its Cluster slot; a prefix may not contain braces. The README
+// describes each of them.
 //
 // # Safety
 //
