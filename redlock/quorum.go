@@ -61,28 +61,39 @@ type round struct {
 	pending    []reply
 	cleanup    func(reply) // may be nil
 	cancel     context.CancelFunc
-	answers    map[int]*answer // by node
+	answers    []answer        // by node; under mu
 	bg         *sync.WaitGroup // the Locker's, which Close waits for
 }
 
 // answer is how one node's request of a round ended.
 type answer struct {
-	done     chan struct{} // closed when the node answered or timed out
+	asked    bool          // the round sent the node a request
+	done     bool          // the node answered or timed out
 	definite bool          // the node answered (see reply.definite)
+	wake     chan struct{} // made by await, closed when done
 }
 
 // await waits until node answered its request of the round, or timed out,
 // for at most d, and reports whether it answered (see reply.definite): a
 // request that got no answer may or may not have run.
 func (r *round) await(node int, d time.Duration) (definite bool) {
-	a := r.answers[node]
-	if a == nil {
-		return false
+	r.mu.Lock()
+	a := &r.answers[node]
+	if !a.asked || a.done {
+		r.mu.Unlock()
+		return a.definite
 	}
+	if a.wake == nil {
+		a.wake = make(chan struct{})
+	}
+	wake := a.wake
+	r.mu.Unlock()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-a.done:
+	case <-wake:
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		return a.definite
 	case <-t.C:
 		return false
@@ -94,7 +105,7 @@ func (r *round) await(node int, d time.Duration) (definite bool) {
 // It returns the replies received until enough says so, every node
 // answered, the timeout passed or ctx ended; the caller then calls settle.
 func (l *Locker) fanout(ctx context.Context, nodes []*node, timeout time.Duration, send func(context.Context, *node) reply, enough func([]reply) bool, cleanup func(reply)) ([]reply, *round) {
-	r := &round{collecting: true, ch: make(chan reply, len(nodes)), cleanup: cleanup, answers: make(map[int]*answer, len(nodes)), bg: &l.bg}
+	r := &round{collecting: true, ch: make(chan reply, len(nodes)), cleanup: cleanup, answers: make([]answer, len(l.nodes)), bg: &l.bg}
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	r.cancel = cancel
 	if len(nodes) == 0 {
@@ -103,15 +114,14 @@ func (l *Locker) fanout(ctx context.Context, nodes []*node, timeout time.Duratio
 	var left atomic.Int32 // the context ends when every node answered
 	left.Store(int32(len(nodes)))
 	for _, n := range nodes {
-		a := &answer{done: make(chan struct{})}
-		r.answers[n.i] = a
+		r.answers[n.i].asked = true
+	}
+	for _, n := range nodes {
 		l.bg.Add(1)
 		go func() {
 			defer l.bg.Done()
 			rep := send(nctx, n)
 			rep.node = n.i
-			a.definite = rep.definite()
-			close(a.done)
 			r.deliver(rep)
 			if left.Add(-1) == 0 {
 				r.cancel()
@@ -152,6 +162,11 @@ collect:
 
 func (r *round) deliver(rep reply) {
 	r.mu.Lock()
+	a := &r.answers[rep.node]
+	a.done, a.definite = true, rep.definite()
+	if a.wake != nil {
+		close(a.wake)
+	}
 	switch {
 	case r.collecting:
 		r.ch <- rep // cannot block: one slot per node
