@@ -94,7 +94,7 @@ func ExampleLocker_Unlock() {
 	// A Locker without an owner refuses to hold a key twice...
 	_, err := locker.TryLock(ctx, "migration")
 	fmt.Println(errors.Is(err, dlock.ErrAlreadyHeld))
-	// ...and releases its own hold by key, seed 001's form.
+	// ...and releases its own hold by key, through the Locker.
 	fmt.Println(locker.Unlock(ctx, "migration"))
 	fmt.Println(errors.Is(locker.Unlock(ctx, "migration"), dlock.ErrNotHeld))
 	// Output:

@@ -120,9 +120,10 @@ func TestReentrantByOwner(t *testing.T) {
 	}
 }
 
-// Seed 003's distributed reentrancy: two processes act for one owner. The
-// first to release must not delete the key while the other still holds it,
-// the bug of seed 003's own code.
+// Distributed reentrancy: two processes act for one owner. The first to
+// release must not delete the key while the other still holds it (a
+// hand-rolled reentrant lock that counts holds in one place gets this
+// wrong).
 func TestReentrantAcrossLockers(t *testing.T) {
 	ctx := dlock.ContextWithOwner(context.Background(), "trace-42")
 	p1, p2 := newLocker(t, shared), newLocker(t, shared)
