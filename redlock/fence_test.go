@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/redis/go-redis/v9"
 )
 
 // A node that missed an acquisition, because the release of the one
@@ -137,5 +138,88 @@ func TestUnlockReleasesLateNodes(t *testing.T) {
 		if v, _ := c.Get(ctx, "dlock:lock:"+k).Result(); v != "" {
 			t.Errorf("after Unlock, node %d still holds the lock", i)
 		}
+	}
+}
+
+// A waiter handed the lock by a majority of releases whose fences
+// disagree writes the highest to the nodes behind; when the hold there is
+// gone by then (a grant heard of that the node took back), the waiter has
+// no majority: it gives back what it holds, stays queued and waits on,
+// rather than ending its wait with ErrNoQuorum.
+func TestGrantTakenBackBeforeFence(t *testing.T) {
+	ctx := context.Background()
+	servers := shared[:3]
+	hooked := func() ([]redis.UniversalClient, []*nodeHook) {
+		cs := clients(t, servers)
+		hooks := make([]*nodeHook, len(cs))
+		for i, c := range cs {
+			hooks[i] = &nodeHook{}
+			c.AddHook(hooks[i])
+		}
+		return cs, hooks
+	}
+	hcs, hhooks := hooked()
+	holder, err := NewConfig(Config{Clients: hcs, NodeTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	cs, hooks := hooked()
+	waiter, err := NewConfig(Config{Clients: cs, NodeTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	k := keyFor(t)
+	held, err := holder.TryLock(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		lk  dlock.Lock
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		lk, err := waiter.Lock(ctx, k, dlock.WithWait(20*time.Second))
+		got <- result{lk, err}
+	}()
+	waitFor(t, "the waiter queued on every node", func() bool {
+		for _, c := range cs {
+			if n, _ := c.ZCard(ctx, "{dlock:lock:"+k+"}:q").Result(); n == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	// Nodes 0 and 1 hand the lock over first, node 0 with a fence far
+	// above node 1's, which the waiter must then raise; the hold there is
+	// gone by then.
+	if err := cs[0].HIncrBy(ctx, "{dlock:lock:"+k+"}:m", "f", 1<<60).Err(); err != nil {
+		t.Fatal(err)
+	}
+	openRaise := hooks[1].hold(raiseScript)
+	openRelease := hhooks[2].hold(releaseScript)
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- held.Unlock(ctx) }()
+	waitFor(t, "the waiter raising node 1", func() bool { return hooks[1].calls("raise") > 0 })
+	if err := cs[1].Del(ctx, "dlock:lock:"+k).Err(); err != nil {
+		t.Fatal(err)
+	}
+	openRaise()
+	openRelease()
+	if err := <-unlocked; err != nil {
+		t.Fatalf("the holder's Unlock: %v", err)
+	}
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("Lock after a grant was taken back: %v", r.err)
+		}
+		if err := r.lk.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Lock did not return")
 	}
 }
