@@ -175,6 +175,14 @@ func TestGrantTakenBackBeforeFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, "the holder holds every node", func() bool {
+		for _, c := range cs {
+			if v, _ := c.Get(ctx, "dlock:lock:"+k).Result(); v != held.Token() {
+				return false
+			}
+		}
+		return true
+	})
 	type result struct {
 		lk  dlock.Lock
 		err error

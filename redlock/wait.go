@@ -141,6 +141,11 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, res resu
 			records[q.attempt] = attemptRecord{sent: time.Now(), claim: q.claim}
 		}
 		res := l.attempt(ctx, lk, q)
+		if res.err != nil {
+			// The attempt gave back every node it found ours, the ones
+			// granted to the waiter included: those grants are void.
+			clear(grants)
+		}
 		failed = nil
 		switch {
 		case res.err == nil:
@@ -170,11 +175,20 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, res resu
 				// hands the lock over.
 				if l.heldByGrants(lk, grants, records, o) {
 					l.table.Woken(lk, true)
-					if err := l.fenceGrants(ctx, lk, grants, records); err != nil {
+					err := l.fenceGrants(ctx, lk, grants, records)
+					if err == nil {
+						return l.acquired(ctx, lk)
+					}
+					if !errors.Is(err, ErrNoQuorum) {
 						leave()
 						return err
 					}
-					return l.acquired(ctx, lk)
+					// A node took its grant back before the fence reached
+					// it: no majority after all. Give back what the grants
+					// hold, staying queued, and wait on.
+					l.giveBack(ctx, lk, l.nodes, q)
+					clear(grants)
+					failed = err
 				}
 				if len(grants) >= l.quorum && !o.AutoRenew {
 					break sleeping // a lease without watchdog: confirm it by an attempt
