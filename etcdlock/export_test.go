@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // LeaseDeadline is the local deadline of the lease that holds lk.
@@ -16,6 +17,6 @@ func (l *Locker) RangeOf(key string) string { return l.rangeOf(key) }
 
 // BaseOf is the etcd prefix of the holds of key's lock of kind k.
 func (l *Locker) BaseOf(k dlock.Kind, key string) string {
-	kd, _ := kindOf(k)
+	kd, _ := driver.HoldKindOf(k)
 	return l.baseOf(kd, key)
 }

@@ -11,17 +11,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// kindOf is the driver's kind of hold for an Info's kind.
-func kindOf(k dlock.Kind) (kind, error) {
-	switch k {
-	case dlock.KindSemaphore:
-		return kindPermit, nil
-	case dlock.KindRWLock:
-		return kindRead, nil
-	}
-	return 0, fmt.Errorf("%w: no such kind of lock: %v", dlock.ErrInvalidOption, k)
-}
-
 // InspectKind reads what etcd holds about key's lock of kind k: one range
 // read of its queue, and one lease lookup per distinct lease among its
 // holds; for dlock.KindLock it is Inspect. It changes nothing. The queue
@@ -37,7 +26,7 @@ func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlo
 	if l.table.Closed() {
 		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
 	}
-	kd, err := kindOf(k)
+	kd, err := driver.HoldKindOf(k)
 	if err == nil {
 		err = driver.CheckKey(key)
 	}
@@ -60,7 +49,7 @@ func (l *Locker) inspectQueue(ctx context.Context, ttls leaseTTLs, kd kind, key 
 	}
 	v := newView(base, resp.Header.Revision, resp.Kvs)
 	info := dlock.Info{Key: key, Kind: dlock.KindRWLock, FenceKnown: true, WaitersKnown: true}
-	if kd == kindPermit {
+	if kd == driver.HoldPermit {
 		info.Kind, info.Limit = dlock.KindSemaphore, v.limitOr(0)
 	}
 	owners := map[string]bool{}
@@ -78,7 +67,7 @@ func (l *Locker) inspectQueue(ctx context.Context, ttls leaseTTLs, kd kind, key 
 		}
 		info.Held = true
 		info.Holds++
-		if e.kind == kindRead {
+		if e.kind == driver.HoldRead {
 			info.Readers++
 		}
 		owners[e.owner] = true
@@ -104,7 +93,7 @@ func (l *Locker) ListKind(ctx context.Context, k dlock.Kind, pattern string) ([]
 	if l.table.Closed() {
 		return nil, dlock.ErrClosed
 	}
-	kd, err := kindOf(k)
+	kd, err := driver.HoldKindOf(k)
 	if err != nil {
 		return nil, err
 	}

@@ -239,7 +239,7 @@ func (l *Locker) newCall(ctx context.Context, key string, opts []dlock.Option) (
 
 // acquire is TryLock (wait false) and Lock.
 func (l *Locker) acquire(ctx context.Context, key string, wait bool, opts []dlock.Option) (dlock.Lock, error) {
-	return l.take(ctx, kindLock, key, 0, wait, opts)
+	return l.take(ctx, driver.HoldLock, key, 0, wait, opts)
 }
 
 // take acquires a hold of kind k on key: a lock, a permit of a semaphore
@@ -284,7 +284,7 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 		return nil, err
 	}
 	defer func() { done(err == nil) }()
-	if k == kindLock {
+	if k == driver.HoldLock {
 		return l.attempts(ctx, c, h, ls, wait)
 	}
 	return l.queue(ctx, c, h, ls, wait)
@@ -300,7 +300,7 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 // done when the call returns, saying whether it acquired; a session of the
 // call's own is revoked when it did not.
 func (l *Locker) session(ctx context.Context, c call, wait bool, cancel context.CancelCauseFunc) (ls *lease, done func(acquired bool), err error) {
-	if !c.renew && (c.kind == kindLock || !wait) {
+	if !c.renew && (c.kind == driver.HoldLock || !wait) {
 		return nil, func(bool) {}, nil
 	}
 	if c.opts.TTL == l.opts.TTL || !c.renew {

@@ -40,17 +40,8 @@ import (
 // its fence, greater than every fence handed out before. A waiter that
 // gives up deletes its key; one that dies leaves it to its lease.
 
-// kind is what a hold holds.
-type kind byte
-
-// The kinds of hold. Their values are the letters the etcd values begin
-// with.
-const (
-	kindLock   kind = 0
-	kindPermit kind = 'p'
-	kindRead   kind = 'r'
-	kindWrite  kind = 'w'
-)
+// kind is what a hold holds; the etcd values begin with its letter.
+type kind = driver.HoldKind
 
 // baseOf is the etcd prefix of the queue of key's holds of kind k:
 // "<prefix>/sem/<key>/" for a permit, "<prefix>/rw/<key>/" for a read or
@@ -58,7 +49,7 @@ const (
 // value of the key "<prefix>/sem/<key>/" itself.
 func (l *Locker) baseOf(k kind, key string) string {
 	ns := "/rw/"
-	if k == kindPermit {
+	if k == driver.HoldPermit {
 		ns = "/sem/"
 	}
 	return l.opts.Prefix + ns + escape(key) + "/"
@@ -67,9 +58,9 @@ func (l *Locker) baseOf(k kind, key string) string {
 // tableOf is the Locker's table of holds of kind k.
 func (l *Locker) tableOf(k kind) *driver.Table[*hold] {
 	switch k {
-	case kindPermit:
+	case driver.HoldPermit:
 		return &l.permits
-	case kindRead, kindWrite:
+	case driver.HoldRead, driver.HoldWrite:
 		return &l.rw
 	}
 	return &l.table
@@ -111,14 +102,14 @@ func parseEntry(kv *mvccpb.KeyValue) (entry, bool) {
 	if num != "" {
 		n, err := strconv.ParseInt(num, 10, 64)
 		ok = ok && err == nil && n > 0
-		if e.kind == kindPermit {
+		if e.kind == driver.HoldPermit {
 			e.limit = int(min(n, dlock.MaxLimit))
 		} else {
 			e.order = n
 			ok = ok && n <= kv.CreateRevision
 		}
 	}
-	return e, ok && (e.kind == kindPermit || e.kind == kindRead || e.kind == kindWrite)
+	return e, ok && (e.kind == driver.HoldPermit || e.kind == driver.HoldRead || e.kind == driver.HoldWrite)
 }
 
 // before reports whether e is ahead of o in the queue.
@@ -132,10 +123,10 @@ func (e entry) before(o entry) bool {
 func (me entry) blockedBy(e entry) bool {
 	mine := me.owner != "" && e.owner == me.owner
 	switch me.kind {
-	case kindWrite:
+	case driver.HoldWrite:
 		return !mine
-	case kindRead:
-		return e.kind == kindWrite && !mine
+	case driver.HoldRead:
+		return e.kind == driver.HoldWrite && !mine
 	}
 	return true
 }
@@ -219,7 +210,7 @@ func (v *view) admits(me entry, limit int) (bool, entry) {
 			first = e
 		}
 	}
-	if me.kind == kindPermit {
+	if me.kind == driver.HoldPermit {
 		return n < limit, first
 	}
 	return n == 0, first
@@ -228,12 +219,12 @@ func (v *view) admits(me entry, limit int) (bool, entry) {
 // newHoldOf returns a pending hold for c, of any kind.
 func (l *Locker) newHoldOf(ctx context.Context, c call) (*hold, error) {
 	h := newHold(l, c)
-	if c.kind == kindLock {
+	if c.kind == driver.HoldLock {
 		return h, nil
 	}
 	h.kind, h.tbl, h.token = c.kind, l.tableOf(c.kind), driver.NewToken()
 	switch {
-	case c.kind == kindPermit:
+	case c.kind == driver.HoldPermit:
 		if err := dlock.CheckLimit(c.limit); err != nil {
 			return nil, &dlock.KeyError{Op: "acquire", Key: c.key, Err: err}
 		}
@@ -243,7 +234,7 @@ func (l *Locker) newHoldOf(ctx context.Context, c call) (*hold, error) {
 			// hold is.
 			h.Init(c.key, h.token, true)
 		}
-	case c.kind == kindWrite && c.owner == "":
+	case c.kind == driver.HoldWrite && c.owner == "":
 		// This Locker's own read lock would make the writer wait on
 		// itself: say so rather than ErrAlreadyHeld.
 		if r, err := h.tbl.Find(ctx, c.key); err == nil && r.reads() {
@@ -361,13 +352,13 @@ func (l *Locker) place(ctx context.Context, c call, h *hold, ls *lease) (*view, 
 	base := l.baseOf(c.kind, c.key)
 	from, end := base+"\x00", clientv3.GetPrefixRangeEnd(base)
 	h.name = base + h.token
-	if c.kind == kindPermit {
+	if c.kind == driver.HoldPermit {
 		h.setValue(entryValue(c.kind, int64(c.limit), c.owner))
 	} else {
 		h.setValue(entryValue(c.kind, 0, c.owner))
 	}
 	ops := []clientv3.Op{clientv3.OpPut(h.name, h.value(), clientv3.WithLease(ls.id))}
-	if c.kind == kindPermit {
+	if c.kind == driver.HoldPermit {
 		// The latest acquisition's limit is the semaphore's.
 		ops = append(ops, clientv3.OpPut(base, strconv.Itoa(c.limit), clientv3.WithLease(ls.id)))
 	}
@@ -383,7 +374,7 @@ func (l *Locker) place(ctx context.Context, c call, h *hold, ls *lease) (*view, 
 	if !ok {
 		return nil, entry{}, errGone
 	}
-	if c.owner == "" || c.kind == kindPermit {
+	if c.owner == "" || c.kind == driver.HoldPermit {
 		return v, me, nil
 	}
 	for range maxRaces {
@@ -392,7 +383,7 @@ func (l *Locker) place(ctx context.Context, c call, h *hold, ls *lease) (*view, 
 			if e.name == me.name || e.owner != c.owner {
 				continue
 			}
-			if c.kind == kindWrite && e.kind == kindRead {
+			if c.kind == driver.HoldWrite && e.kind == driver.HoldRead {
 				l.forget(ctx, h.name, ls)
 				return nil, entry{}, &dlock.KeyError{Op: "lock", Key: c.key, Err: dlock.ErrUpgrade}
 			}

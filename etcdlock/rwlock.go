@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -15,28 +16,28 @@ import (
 // read-write lock of key lives beside the lock of key: its keys are
 // "<prefix>/rw/<key>/<token>".
 func (l *Locker) TryRLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
-	return l.take(ctx, kindRead, key, 0, false, opts)
+	return l.take(ctx, driver.HoldRead, key, 0, false, opts)
 }
 
 // RLock waits until it holds the read lock of key, as Lock waits: it is
 // admitted when no writer of another owner is ahead of it in the key's
 // queue.
 func (l *Locker) RLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
-	return l.take(ctx, kindRead, key, 0, true, opts)
+	return l.take(ctx, driver.HoldRead, key, 0, true, opts)
 }
 
 // TryWLock makes one attempt to take the write lock of key: it succeeds
 // when nobody else holds or waits for the key's read or write lock. An
 // owner that holds the read lock gets an error matching dlock.ErrUpgrade.
 func (l *Locker) TryWLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
-	return l.take(ctx, kindWrite, key, 0, false, opts)
+	return l.take(ctx, driver.HoldWrite, key, 0, false, opts)
 }
 
 // WLock waits until it holds the write lock of key, as Lock waits. Its key
 // queues from the first attempt, and new readers wait behind it. The
 // handle is a dlock.Downgrader.
 func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
-	return l.take(ctx, kindWrite, key, 0, true, opts)
+	return l.take(ctx, driver.HoldWrite, key, 0, true, opts)
 }
 
 // RUnlock releases this Locker's most recent read lock of key for the
@@ -70,7 +71,7 @@ func (h *hold) setValue(v string) {
 func (h *hold) reads() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.kind == kindRead
+	return h.kind == driver.HoldRead
 }
 
 // Downgrade turns a write lock into a read lock in one round trip (see
@@ -86,13 +87,13 @@ func (h *hold) Downgrade(ctx context.Context) error {
 	h.mu.Lock()
 	k, val := h.kind, h.val
 	h.mu.Unlock()
-	if k != kindWrite {
+	if k != driver.HoldWrite {
 		return &dlock.KeyError{Op: "downgrade", Key: h.Key(), Err: fmt.Errorf("%w: not a write lock", dlock.ErrInvalidOption)}
 	}
 	if err := h.Check(); err != nil {
 		return err
 	}
-	read := string(rune(kindRead)) + val[1:]
+	read := string(rune(driver.HoldRead)) + val[1:]
 	resp, err := h.l.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
 		Then(clientv3.OpPut(h.name, read, clientv3.WithIgnoreLease())).Commit()
@@ -104,7 +105,7 @@ func (h *hold) Downgrade(ctx context.Context) error {
 		return h.Err()
 	}
 	h.mu.Lock()
-	h.kind, h.val = kindRead, read
+	h.kind, h.val = driver.HoldRead, read
 	h.mu.Unlock()
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // TryAcquire makes one attempt to take a permit of key (see
@@ -23,7 +24,7 @@ import (
 // it last; when that lease ends, each caller goes by its own limit until
 // another acquisition writes one.
 func (l *Locker) TryAcquire(ctx context.Context, key string, limit int, opts ...dlock.Option) (dlock.Lock, error) {
-	return l.take(ctx, kindPermit, key, limit, false, opts)
+	return l.take(ctx, driver.HoldPermit, key, limit, false, opts)
 }
 
 // Acquire waits until it holds a permit of key, as Lock waits: its key
@@ -32,7 +33,7 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, limit int, opts ...
 // in the order they queued. The permit's fence is the revision at which
 // it was admitted.
 func (l *Locker) Acquire(ctx context.Context, key string, limit int, opts ...dlock.Option) (dlock.Lock, error) {
-	return l.take(ctx, kindPermit, key, limit, true, opts)
+	return l.take(ctx, driver.HoldPermit, key, limit, true, opts)
 }
 
 // Release gives back this Locker's most recent permit of key for the owner

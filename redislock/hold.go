@@ -37,24 +37,13 @@ import (
 // (permits, or read-write holds), so that a key's lock, semaphore and
 // read-write lock never meet.
 
-// kind is what a handle holds.
-type kind byte
+// kind is what a handle holds; shared.lua stores its letter.
+type kind = driver.HoldKind
 
-// The kinds of hold. Their values are the letters shared.lua stores.
-const (
-	kindLock   kind = 0
-	kindPermit kind = 'p'
-	kindRead   kind = 'r'
-	kindWrite  kind = 'w'
-)
-
-// arg is the kind as shared_acquire.lua takes it.
-func (k kind) arg() string { return string(rune(k)) }
-
-// ns is the namespace of the kind's keys: "<prefix>:sem:<key>" for a
+// nsOf is the namespace of the keys of kind k: "<prefix>:sem:<key>" for a
 // semaphore, "<prefix>:rw:<key>" for a read-write lock.
-func (k kind) ns() string {
-	if k == kindPermit {
+func nsOf(k kind) string {
+	if k == driver.HoldPermit {
 		return ":sem:"
 	}
 	return ":rw:"
@@ -108,9 +97,9 @@ func (t *holdTables) wait() {
 // table is the table that lk lives in.
 func (lk *lock) table() *driver.Table[*lock] {
 	switch lk.kind {
-	case kindLock:
+	case driver.HoldLock:
 		return &lk.l.table
-	case kindPermit:
+	case driver.HoldPermit:
 		return &lk.l.holds.permits
 	}
 	return &lk.l.holds.rw
@@ -119,7 +108,7 @@ func (lk *lock) table() *driver.Table[*lock] {
 // leaseArg is the TTL argument of refresh.lua for a lease of ttl: negative
 // for a hold, which tells refresh.lua to renew a member of a set.
 func (lk *lock) leaseArg(ttl time.Duration) int64 {
-	if lk.kind != kindLock {
+	if lk.kind != driver.HoldLock {
 		return -ttl.Milliseconds()
 	}
 	return ttl.Milliseconds()
@@ -130,11 +119,11 @@ func (lk *lock) leaseArg(ttl time.Duration) int64 {
 // when it returns, if prepareHold did not fail.
 func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int, opts []dlock.Option, wait bool) (*lock, driver.Options, error) {
 	op := "lock"
-	if k == kindPermit {
+	if k == driver.HoldPermit {
 		op = "acquire"
 	}
 	tbl := &l.holds.rw
-	if k == kindPermit {
+	if k == driver.HoldPermit {
 		tbl = &l.holds.permits
 	}
 	if tbl.Closed() {
@@ -147,12 +136,12 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 	if o.Replicas > 0 {
 		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: fmt.Errorf("%w: replica acknowledgement is not available for semaphores and read-write locks", dlock.ErrInvalidOption)}
 	}
-	if k == kindPermit {
+	if k == driver.HoldPermit {
 		if err := dlock.CheckLimit(limit); err != nil {
 			return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
 		}
 	}
-	keys, err := redisnode.In(o.Prefix, k.ns(), key)
+	keys, err := redisnode.In(o.Prefix, nsOf(k), key)
 	if err != nil {
 		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
 	}
@@ -161,7 +150,7 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 	}
 	owner, token := o.OwnerIn(ctx), driver.NewToken()
 	holder, byOption := owner, o.Owner != ""
-	if k == kindPermit && owner == "" {
+	if k == driver.HoldPermit && owner == "" {
 		// A Locker may hold many permits of a key: each is its own
 		// holder in the table, found by Release as a WithOwner hold is.
 		holder, byOption = token, true
@@ -170,10 +159,10 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 	lk.ownerArg = owner
 	lk.kind, lk.limit = k, int32(limit)
 	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
-	if k == kindWrite && owner == "" {
+	if k == driver.HoldWrite && owner == "" {
 		// This Locker's own read hold would make the writer wait on
 		// itself: say so rather than ErrAlreadyHeld.
-		if h, err := tbl.Find(dlock.ContextWithOwner(ctx, ""), key); err == nil && h.kind == kindRead {
+		if h, err := tbl.Find(dlock.ContextWithOwner(ctx, ""), key); err == nil && h.kind == driver.HoldRead {
 			return nil, o, &dlock.KeyError{Op: op, Key: key, Err: dlock.ErrUpgrade}
 		}
 	}
@@ -210,7 +199,7 @@ func (l *Locker) acquireHold(ctx context.Context, k kind, key string, limit int,
 		return lk, nil
 	}
 	defer tbl.Leave()
-	if k == kindWrite {
+	if k == driver.HoldWrite {
 		// A waiting writer always queues, so that new readers wait behind
 		// it: without wake-ups it queues as a fair waiter does, and polls.
 		o.Fair = o.Fair || !o.Notify
@@ -231,7 +220,7 @@ func (l *Locker) attemptHold(ctx context.Context, lk *lock, mode attemptMode, cl
 		fenced = "1"
 	}
 	r, err := holdAcquireScript.Run(ctx, l.send, lk.keyArgs[:], lk.tokenArg, lk.ttl.Milliseconds(), lk.ownerArg,
-		int(mode), claim.Milliseconds(), n, fenced, l.sub, lk.kind.arg(), lk.limit).Int64()
+		int(mode), claim.Milliseconds(), n, fenced, l.sub, lk.kind.Letter(), lk.limit).Int64()
 	if err != nil {
 		if mode&modeWait != 0 || !errors.As(err, new(redis.Error)) {
 			l.giveBack(ctx, lk) // the reply was lost, or a waiter leaves its queue
@@ -291,7 +280,7 @@ func (lk *lock) releaseHold(ctx context.Context, giveUp bool) error {
 func (lk *lock) Downgrade(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if lk.kind != kindWrite || lk.downgraded {
+	if lk.kind != driver.HoldWrite || lk.downgraded {
 		return &dlock.KeyError{Op: "downgrade", Key: lk.Key(), Err: fmt.Errorf("%w: not a write lock", dlock.ErrInvalidOption)}
 	}
 	if err := lk.Check(); err != nil {
@@ -312,5 +301,5 @@ func (lk *lock) Downgrade(ctx context.Context) error {
 func (lk *lock) reads() bool {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	return lk.kind == kindRead || lk.downgraded
+	return lk.kind == driver.HoldRead || lk.downgraded
 }

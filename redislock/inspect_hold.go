@@ -2,28 +2,17 @@ package redislock
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
 var _ dlock.KindInspector = (*Locker)(nil)
-
-// kindOf is the driver's kind of hold for an Info's kind.
-func kindOf(k dlock.Kind) (kind, error) {
-	switch k {
-	case dlock.KindSemaphore:
-		return kindPermit, nil
-	case dlock.KindRWLock:
-		return kindRead, nil
-	}
-	return 0, fmt.Errorf("%w: no such kind of lock: %v", dlock.ErrInvalidOption, k)
-}
 
 // InspectKind reads what Redis holds about key's lock of kind k, in one
 // round trip; for dlock.KindLock it is Inspect. It changes nothing: holds
@@ -36,11 +25,11 @@ func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlo
 	if l.table.Closed() {
 		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
 	}
-	kd, err := kindOf(k)
+	kd, err := driver.HoldKindOf(k)
 	if err != nil {
 		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
 	}
-	ks, err := redisnode.In(l.opts.Prefix, kd.ns(), key)
+	ks, err := redisnode.In(l.opts.Prefix, nsOf(kd), key)
 	if err != nil {
 		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
 	}
@@ -107,11 +96,11 @@ func (l *Locker) ListKind(ctx context.Context, k dlock.Kind, pattern string) ([]
 	if k == dlock.KindLock {
 		return l.List(ctx, pattern)
 	}
-	kd, err := kindOf(k)
+	kd, err := driver.HoldKindOf(k)
 	if err != nil {
 		return nil, err
 	}
-	return l.list(ctx, kd.ns(), pattern, func(ctx context.Context, key string) (dlock.Info, error) {
+	return l.list(ctx, nsOf(kd), pattern, func(ctx context.Context, key string) (dlock.Info, error) {
 		return l.InspectKind(ctx, k, key)
 	})
 }

@@ -93,7 +93,7 @@ func (lk *lock) setDeadline(sent time.Time, ttl time.Duration) {
 // the lock key stands in for it, for a Cluster slot that is migrating
 // refuses (TRYAGAIN) a command whose keys are not all there.
 func (lk *lock) leaseKeys() []any {
-	if lk.Owner() == "" && lk.kind == kindLock {
+	if lk.Owner() == "" && lk.kind == driver.HoldLock {
 		return []any{lk.keyArgs[0], lk.keyArgs[0]}
 	}
 	return []any{lk.keyArgs[0], lk.keyArgs[2]}
@@ -133,7 +133,7 @@ func (lk *lock) lose(cause error) error { return lk.table().Lose(lk, cause) }
 // Unlocking twice returns dlock.ErrNotHeld; unlocking a lost lock returns
 // the *dlock.LostError.
 func (lk *lock) Unlock(ctx context.Context) error {
-	if lk.kind != kindLock {
+	if lk.kind != driver.HoldLock {
 		return lk.unlockHold(ctx)
 	}
 	lk.unlockMu.Lock()
@@ -189,7 +189,7 @@ func (lk *lock) closeRelease(ctx context.Context) error {
 		return nil
 	}
 	lk.end(driver.ErrReleasedByClose)
-	if lk.kind != kindLock {
+	if lk.kind != driver.HoldLock {
 		return lk.releaseHold(ctx, false)
 	}
 	args := []any{lk.tokenArg, lk.ownerArg, "0"}
@@ -242,7 +242,7 @@ func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	script, args := ttlScript, []any{lk.tokenArg, lk.ownerArg}
-	if lk.kind != kindLock {
+	if lk.kind != driver.HoldLock {
 		script, args = holdTTLScript, args[:1]
 	}
 	n, err := script.Run(ctx, lk.l.send, lk.leaseKeys(), args...).Int64()

@@ -239,7 +239,7 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 // acknowledgement (see WithReplicaAck), a lock taken but not acknowledged
 // is given back, and the attempt fails with ErrNotReplicated.
 func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
-	if lk.kind != kindLock {
+	if lk.kind != driver.HoldLock {
 		return l.attemptHold(ctx, lk, mode, claim, n)
 	}
 	l.table.Attempted(lk)
@@ -311,7 +311,7 @@ const giveBackTimeout = 500 * time.Millisecond
 func (l *Locker) giveBack(ctx context.Context, lk *lock) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
-	if lk.kind != kindLock {
+	if lk.kind != driver.HoldLock {
 		holdReleaseScript.Run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, "1")
 		return
 	}

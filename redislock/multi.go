@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
@@ -173,7 +174,7 @@ func (l *Locker) UnlockMulti(ctx context.Context, locks []dlock.Lock) error {
 	own := make([]*lock, 0, len(locks))
 	for _, x := range locks {
 		lk, ok := x.(*lock)
-		if !ok || lk.l != l || lk.kind != kindLock || lk.ack.n > 0 || len(own) > 0 && lk.Owner() != own[0].Owner() {
+		if !ok || lk.l != l || lk.kind != driver.HoldLock || lk.ack.n > 0 || len(own) > 0 && lk.Owner() != own[0].Owner() {
 			return unlockEach(ctx, locks)
 		}
 		own = append(own, lk)

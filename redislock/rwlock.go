@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 var _ dlock.RWLocker = (*Locker)(nil)
@@ -14,26 +15,26 @@ var _ dlock.RWLocker = (*Locker)(nil)
 // key lives beside the lock of key: its keys are "<prefix>:rw:<key>" and
 // companions in the same Cluster slot.
 func (l *Locker) TryRLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
-	return l.acquireHold(ctx, kindRead, key, 0, opts, false)
+	return l.acquireHold(ctx, driver.HoldRead, key, 0, opts, false)
 }
 
 // RLock waits until it holds the read lock of key, as Lock waits.
 func (l *Locker) RLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
-	return l.acquireHold(ctx, kindRead, key, 0, opts, true)
+	return l.acquireHold(ctx, driver.HoldRead, key, 0, opts, true)
 }
 
 // TryWLock makes one attempt to take the write lock of key: it succeeds
 // when nobody else holds the key's read or write lock. An owner that holds
 // the read lock gets an error matching dlock.ErrUpgrade.
 func (l *Locker) TryWLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
-	return l.acquireHold(ctx, kindWrite, key, 0, opts, false)
+	return l.acquireHold(ctx, driver.HoldWrite, key, 0, opts, false)
 }
 
 // WLock waits until it holds the write lock of key, as Lock waits. From
 // its second attempt it queues, and new readers wait behind it. The
 // handle is a dlock.Downgrader.
 func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
-	return l.acquireHold(ctx, kindWrite, key, 0, opts, true)
+	return l.acquireHold(ctx, driver.HoldWrite, key, 0, opts, true)
 }
 
 // RUnlock releases this Locker's most recent read lock of key for the

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 var _ dlock.Semaphore = (*Locker)(nil)
@@ -20,7 +21,7 @@ var _ dlock.Semaphore = (*Locker)(nil)
 // The semaphore of key lives beside the lock of key, not on it: its keys
 // are "<prefix>:sem:<key>" and companions in the same Cluster slot.
 func (l *Locker) TryAcquire(ctx context.Context, key string, limit int, opts ...dlock.Option) (dlock.Lock, error) {
-	return l.acquireHold(ctx, kindPermit, key, limit, opts, false)
+	return l.acquireHold(ctx, driver.HoldPermit, key, limit, opts, false)
 }
 
 // Acquire waits until it holds a permit of key, as Lock waits for a lock:
@@ -28,7 +29,7 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, limit int, opts ...
 // a raised limit) grants the waiters at the head of the queue that now fit
 // and wakes them, with the fallback sleep of Lock.
 func (l *Locker) Acquire(ctx context.Context, key string, limit int, opts ...dlock.Option) (dlock.Lock, error) {
-	return l.acquireHold(ctx, kindPermit, key, limit, opts, true)
+	return l.acquireHold(ctx, driver.HoldPermit, key, limit, opts, true)
 }
 
 // Release gives back this Locker's most recent permit of key for the owner
