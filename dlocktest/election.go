@@ -46,29 +46,18 @@ import (
 //     ErrNotHeld, Go after Resign ErrResigned.
 func RunElection(t *testing.T, h Harness) {
 	t.Helper()
-	if h.New == nil {
-		t.Fatal("dlocktest: Harness.New is nil")
-	}
-	s := &suite{h: h}
-	tests := []struct {
-		name string
-		fn   func(*testing.T)
-	}{
-		{"OneLeader", s.oneLeader},
-		{"Observe", s.observe},
-		{"Handover", s.handover},
-		{"ResignDrains", s.resignDrains},
-		{"ResignCut", s.resignCut},
-		{"Loss", s.electionLoss},
-		{"RunOnce", s.runOnce},
-		{"BadInput", s.electionBadInput},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t)
-		})
-	}
+	runSuite(t, h, func(s *suite) []subtest {
+		return []subtest{
+			{"OneLeader", s.oneLeader},
+			{"Observe", s.observe},
+			{"Handover", s.handover},
+			{"ResignDrains", s.resignDrains},
+			{"ResignCut", s.resignCut},
+			{"Loss", s.electionLoss},
+			{"RunOnce", s.runOnce},
+			{"BadInput", s.electionBadInput},
+		}
+	})
 }
 
 // electionTTL is the lease of the campaigns: short, so that a loss shows

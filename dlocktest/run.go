@@ -19,46 +19,57 @@ import (
 // subtest makes its own Lockers and keys.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
+	runSuite(t, h, func(s *suite) []subtest {
+		return []subtest{
+			{"Basic", s.basic},
+			{"Busy", s.busy},
+			{"Expiry", s.expiry},
+			{"WaitLimit", s.waitLimit},
+			{"WaitCancel", s.waitCancel},
+			{"WaitHandOver", s.waitHandOver},
+			{"Lost", s.lost},
+			{"DoPanic", s.doPanic},
+			{"DoLost", s.doLost},
+			{"DoClose", s.doClose},
+			{"Reentrancy", s.reentrancy},
+			{"AlreadyHeld", s.alreadyHeld},
+			{"LockerUnlock", s.lockerUnlock},
+			{"Fencing", s.fencing},
+			{"Refresh", s.refresh},
+			{"Close", s.close},
+			{"BadInput", s.badInput},
+			{"Exclusion", s.exclusion},
+			{"Events", s.events},
+			{"MultiKey", s.multiKey},
+			{"Semaphore", s.semaphore},
+			{"RWLock", s.rwLock},
+		}
+	})
+}
+
+type suite struct{ h Harness }
+
+// subtest is one rule of a suite.
+type subtest struct {
+	name string
+	fn   func(*testing.T)
+}
+
+// runSuite runs the subtests that tests lists, on a suite over h, each in
+// parallel with the others.
+func runSuite(t *testing.T, h Harness, tests func(*suite) []subtest) {
+	t.Helper()
 	if h.New == nil {
 		t.Fatal("dlocktest: Harness.New is nil")
 	}
 	s := &suite{h: h}
-	tests := []struct {
-		name string
-		fn   func(*testing.T)
-	}{
-		{"Basic", s.basic},
-		{"Busy", s.busy},
-		{"Expiry", s.expiry},
-		{"WaitLimit", s.waitLimit},
-		{"WaitCancel", s.waitCancel},
-		{"WaitHandOver", s.waitHandOver},
-		{"Lost", s.lost},
-		{"DoPanic", s.doPanic},
-		{"DoLost", s.doLost},
-		{"DoClose", s.doClose},
-		{"Reentrancy", s.reentrancy},
-		{"AlreadyHeld", s.alreadyHeld},
-		{"LockerUnlock", s.lockerUnlock},
-		{"Fencing", s.fencing},
-		{"Refresh", s.refresh},
-		{"Close", s.close},
-		{"BadInput", s.badInput},
-		{"Exclusion", s.exclusion},
-		{"Events", s.events},
-		{"MultiKey", s.multiKey},
-		{"Semaphore", s.semaphore},
-		{"RWLock", s.rwLock},
-	}
-	for _, tc := range tests {
+	for _, tc := range tests(s) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t)
 		})
 	}
 }
-
-type suite struct{ h Harness }
 
 // locker returns a fresh Locker closed when t ends.
 func (s *suite) locker(t *testing.T, opts ...dlock.Option) dlock.Locker {
