@@ -181,18 +181,7 @@ func (l *Locker) acquireHold(ctx context.Context, k kind, key string, limit int,
 	}
 	tbl := lk.table()
 	if !wait {
-		mode := modeTry
-		if o.Fair {
-			mode = modeFair
-		}
-		held, retryAfter, err := l.attempt(ctx, lk, mode, 0, 0)
-		if err == nil && !held {
-			err = &dlock.NotAcquiredError{Key: key, RetryAfter: retryAfter}
-		}
-		if err == nil {
-			_, err = l.acquired(ctx, lk)
-		}
-		if err != nil {
+		if err := l.try(ctx, lk, o); err != nil {
 			tbl.Remove(lk)
 			return nil, err
 		}

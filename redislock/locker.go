@@ -92,23 +92,29 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 	if err != nil {
 		return nil, err
 	}
+	if err := l.try(ctx, lk, o); err != nil {
+		l.table.Remove(lk)
+		l.table.Failed(lk, false, err)
+		return nil, err
+	}
+	return lk, nil
+}
+
+// try makes TryLock's one attempt for lk, and records the hold when it
+// got it; a busy lock is a *dlock.NotAcquiredError.
+func (l *Locker) try(ctx context.Context, lk *lock, o driver.Options) error {
 	mode := modeTry
 	if o.Fair {
 		mode = modeFair
 	}
 	held, retryAfter, err := l.attempt(ctx, lk, mode, 0, 0)
 	if err == nil && !held {
-		err = &dlock.NotAcquiredError{Key: key, RetryAfter: retryAfter}
+		err = &dlock.NotAcquiredError{Key: lk.Key(), RetryAfter: retryAfter}
 	}
 	if err == nil {
 		_, err = l.acquired(ctx, lk)
 	}
-	if err != nil {
-		l.table.Remove(lk)
-		l.table.Failed(lk, false, err)
-		return nil, err
-	}
-	return lk, nil
+	return err
 }
 
 // Unlock releases this Locker's most recent hold on key for the owner in
