@@ -28,6 +28,10 @@
 // error matching ErrNoQuorum, joined with each node's error; a busy lock is
 // dlock.ErrNotAcquired, as with every driver.
 //
+// A lock's UnlockAfter (see [dlock.Lapser]) sets every node's lease to
+// the lapse instead of deleting the key: the key stays held on a majority
+// until then, whatever becomes of the process, as scheduled jobs need.
+//
 // # Fences
 //
 // Every acquisition gets a fencing token, strictly greater than every
