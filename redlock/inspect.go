@@ -17,10 +17,9 @@ import (
 // Inspect reads what the nodes hold about key, one MULTI block per node,
 // all at once, and reports the majority's view: the lock is held when a
 // majority of the nodes hold it for the same party, for as long as a
-// majority still will; its fence is the largest a node holds, which is
-// the latest acquisition's unless an attempt that failed moved some
-// nodes' counters further. It changes nothing, and needs a majority of
-// the nodes to answer (ErrNoQuorum otherwise).
+// majority still will, with the holder's fence (see majority). It
+// changes nothing, and needs a majority of the nodes to answer
+// (ErrNoQuorum otherwise).
 func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
 	return l.each(ctx, "inspect", key, func(ctx context.Context, nd *node, k *redisnode.Keys) (redisnode.State, error) {
 		return redisnode.Read(ctx, nd.client, k)
@@ -35,7 +34,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
 func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error) {
 	now := time.Now().UnixMicro()
 	info, err := l.each(ctx, "force unlock", key, func(ctx context.Context, nd *node, k *redisnode.Keys) (redisnode.State, error) {
-		res, err := forceScript.Run(ctx, nd.send, k.Args()[:5], now).Slice()
+		res, err := forceScript.Run(ctx, nd.send, k.Args(), now).Slice()
 		if errors.Is(err, redis.Nil) {
 			return redisnode.State{}, nil
 		}
@@ -89,14 +88,20 @@ func (l *Locker) each(ctx context.Context, op, key string, do func(context.Conte
 	return l.majority(key, states), nil
 }
 
-// majority is the view of a majority of the nodes.
+// majority is the view of a majority of the nodes. The fence of a held
+// lock is the largest counter among the nodes that hold it: the holder's
+// fence, for a majority of the nodes has a counter at that fence (see
+// fence), it shares a node with the majority that holds the lock, and a
+// node's counter moves while the holder holds its key there only to the
+// holder's fence (raise.lua) or for an owner's new hold. (A node that
+// granted the acquisition after its majority answered may show more.) A
+// node outside them may have moved its counter further for an attempt
+// that failed, which is no holder's fence. The fence of a free lock is
+// the largest counter of any node: at least every fence handed out.
 func (l *Locker) majority(key string, states map[int]redisnode.State) dlock.Info {
 	info := dlock.Info{Key: key, FenceKnown: true, WaitersKnown: true}
 	byValue := map[string][]redisnode.State{}
 	for _, st := range states {
-		// The largest fence a node holds: at least the latest
-		// acquisition's, for a majority holds that one (see fence), and
-		// any majority of answers includes one of them.
 		info.Fence = max(info.Fence, st.Fence)
 		info.Waiters = max(info.Waiters, st.Waiters)
 		if st.Value != "" {
@@ -106,6 +111,10 @@ func (l *Locker) majority(key string, states map[int]redisnode.State) dlock.Info
 	for _, sts := range byValue {
 		if len(sts) < l.quorum {
 			continue
+		}
+		info.Fence = 0
+		for _, st := range sts {
+			info.Fence = max(info.Fence, st.Fence)
 		}
 		// held for as long as a majority still holds it
 		slices.SortFunc(sts, func(a, b redisnode.State) int { return int(b.TTL - a.TTL) })
