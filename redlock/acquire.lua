@@ -6,7 +6,8 @@
 -- Locker's subscriber id, ARGV[9] the caller's clock in µs (the start of
 -- a fresh counter).
 -- Returns this node's fence (>= 0) when the hold is ours, else
--- -1 - the holder's PTTL.
+-- -1 - the holder's PTTL. Taking the lock, or handing it to a waiter,
+-- tells the lock's watchers.
 local token, ttl, owner, wait = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 local score = tonumber(ARGV[5])
 floor_us = tonumber(ARGV[9])
@@ -30,6 +31,7 @@ end
 
 -- the plain path: SET NX PX, as in the single-instance algorithm
 if not wait and owner == '' and redis.call('SET', lock, value, 'NX', 'PX', ttl) then
+  tell_observers()
   return next_fence()
 end
 
@@ -44,9 +46,11 @@ if not current then
       redis.call('PEXPIRE', holds, ttl)
     end
     leave_queue(token)
+    tell_observers()
     return fence
   end
-  grant() -- the lock is free with a live waiter ahead: it is that one's
+  -- the lock is free with a live waiter ahead: it is that one's
+  if grant() then tell_observers() end
 elseif current == value then
   if owner == '' then
     -- ours already: a re-sent attempt, or a grant not yet heard of

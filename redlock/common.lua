@@ -9,11 +9,23 @@
 --                  began to wait (the same score on every node, so that
 --                  every node serves the waiters in the same order)
 -- KEYS[5] waiters  hash: token -> "deadline|claim|attempt|sub|owner"
-local lock, meta, holds, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+-- KEYS[6] observed present while some Locker watches the lock (see
+--                  watch.go), which keeps it alive; its name is also the
+--                  channel that tells the watchers of a change
+local lock, meta, holds, queue, waiters, observed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 
 -- fence_retention: a counter expires this long (ms) after its last use,
 -- so that a node keeps no counter for a key nobody uses.
 local fence_retention = 86400000
+
+-- tell_observers says on the observed channel that the lock changed
+-- hands on this node, when someone watches it; unwatched, it costs one
+-- EXISTS.
+local function tell_observers()
+  if redis.call('EXISTS', observed) == 1 then
+    redis.call('SPUBLISH', observed, '')
+  end
+end
 
 local function now_ms()
   local t = redis.call('TIME')

@@ -46,6 +46,13 @@
 // See [Locker.Lock]: waiters queue on every node in one order, and a
 // release hands each node's part to the first waiter and wakes only it.
 //
+// # Watching
+//
+// The Locker is a [dlock.Watcher] (see [Locker.Watch]): every node
+// publishes the changes of a watched lock's holder, and a watch listens
+// on every node, so that package election's observers follow a Redlock
+// election without polling.
+//
 // # Keys
 //
 // The keys are the Redis driver's, on every node: the lock key of K is

@@ -9,4 +9,5 @@ local n = redis.call('HLEN', holds)
 local fence = tonumber(redis.call('HGET', meta, 'f') or '0')
 redis.call('DEL', lock, holds)
 grant()
+tell_observers()
 return {value, pttl, n, fence}

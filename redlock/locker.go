@@ -217,7 +217,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 		return nil, o, &dlock.KeyError{Key: key, Err: err}
 	}
 	owner := o.OwnerIn(ctx)
-	lk := &lock{l: l, keys: k, keyArgs: k.Args()[:5], token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
+	lk := &lock{l: l, keys: k, keyArgs: k.Args(), token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
 	lk.Init(key, owner, o.Owner != "")
 	if err := l.table.Reserve(lk, wait); err != nil {
 		return nil, o, err

@@ -11,7 +11,8 @@ import (
 )
 
 // notifier keeps the Locker's subscriptions, one connection per node, and
-// hands each grant a node publishes to the waiter it names. A release on
+// hands each grant a node publishes to the waiter it names, and each
+// change of a watched lock to every watch of it (see Watch). A release on
 // a node hands the lock to the first live waiter queued there and
 // publishes "<token> <attempt> <fence>" on the channel of that waiter's
 // Locker for the key ("<queue key>:<subscriber id>"), so only that
@@ -195,15 +196,39 @@ func (n *notifier) deliver(i int, m any) {
 		}
 	case *redis.Message:
 		token, g := redisnode.ParseGrant(m.Payload)
-		if sub := n.subs[m.Channel]; sub != nil {
-			if wake := sub.waiters[token]; wake != nil {
-				select {
-				case wake <- grant{node: i, Grant: g}:
-				default: // full: the waiter looks again on its own
-				}
+		sub := n.subs[m.Channel]
+		if sub == nil {
+			return
+		}
+		if token == "" { // a broadcast: a watched lock changed hands
+			for _, wake := range sub.waiters {
+				send(wake, grant{node: i, Grant: g})
 			}
+		} else if wake := sub.waiters[token]; wake != nil {
+			send(wake, grant{node: i, Grant: g})
 		}
 	}
+}
+
+// send hands g to a waiter's channel without blocking: when the channel
+// is full, the waiter looks again on its own.
+func send(wake chan grant, g grant) {
+	select {
+	case wake <- g:
+	default:
+	}
+}
+
+// start counts a goroutine that stop waits for, unless the notifier has
+// stopped; it reports whether it counted one.
+func (n *notifier) start() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.stopped {
+		return false
+	}
+	n.running.Add(1)
+	return true
 }
 
 // unsubscribeIdle ends the subscriptions that have had no waiter for

@@ -6,7 +6,7 @@
 -- caller's clock in µs, for the fence of a grant.
 -- Returns 1 released, 0 the hold is gone (released before, or expired),
 -- -1 another party holds the lock. A freed lock goes to the first live
--- waiter.
+-- waiter; a lock that changed hands tells its watchers.
 local token, owner, mode = ARGV[1], ARGV[2], ARGV[3]
 floor_us = tonumber(ARGV[8])
 -- the plain path: compare-and-delete, and the lock to the first live
@@ -14,25 +14,32 @@ floor_us = tonumber(ARGV[8])
 -- takes the taker's entry out of its queue)
 if owner == '' and mode == '0' and redis.call('GET', lock) == token then
   redis.call('DEL', lock)
-  if redis.call('EXISTS', queue) == 1 then grant() end
+  -- one EXISTS asks at once whether anyone queues or watches
+  if redis.call('EXISTS', queue, observed) > 0 then
+    grant()
+    tell_observers()
+  end
   return 1
 end
 leave_queue(token) -- a waiter's entry, or one left by the waiter this hold was
 local value = token
 if owner ~= '' then value = 'o:' .. owner end
 local current = redis.call('GET', lock)
-local out = 1
+local out, deleted = 1, false
 if current ~= value then
   if current then out = -1 else out = 0 end
 elseif owner ~= '' and redis.call('HDEL', holds, token) == 0 then
   out = 0
 elseif owner == '' or redis.call('EXISTS', holds) == 0 then
   redis.call('DEL', lock)
+  deleted = true
 else
   return 1 -- the owner holds the lock still
 end
 if mode == '2' then
   enqueue(token, tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7], owner)
 end
-if redis.call('EXISTS', lock) == 0 then grant() end
+if redis.call('EXISTS', lock) == 0 then
+  if grant() or deleted then tell_observers() end
+end
 return out

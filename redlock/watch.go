@@ -1,0 +1,103 @@
+package redlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisnode"
+)
+
+var _ dlock.Watcher = (*Locker)(nil)
+
+// observedTTL is how long the observed key of a lock outlives the last
+// watcher that kept it alive; watchers set it again every third of it.
+const observedTTL = 30 * time.Second
+
+// Watch tells when key's lock may have changed hands: see [dlock.Watcher].
+//
+// While a Locker watches a key, the key's sibling "<...>:o" exists on
+// every node (the watch sets it with a lease of 30s every 10s), and the
+// scripts that change the lock's holder on a node publish an empty
+// message on a channel of that name there, with SPUBLISH: an acquisition
+// (the plain SET NX path included), a release, a hand-over to a waiter,
+// and ForceUnlock. The watch subscribes on every node, on the Locker's
+// subscription connection of each, and is in place once every node
+// confirmed, or after twice the per-node timeout (at least 100ms) for
+// the nodes that did not: those are subscribed again when they come
+// back. So one change of the majority's holder is told up to once per
+// node, which the channel folds into as few values as the reader leaves
+// unread; a reader that reads the lock (Inspect) on each value sees the
+// majority's view once every node's message came. A lease that runs out
+// sends nothing. A lock nobody watches costs one EXISTS more in the
+// acquisition's script, and none in the release's, which asks for the
+// queue and the observed key in one.
+//
+// Each Watch has one goroutine, stopped when ctx ends or the Locker
+// closes.
+func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+	if l.table.Closed() {
+		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
+	}
+	k, err := redisnode.Of(l.opts.Prefix, key)
+	if err != nil {
+		return nil, err
+	}
+	if !l.notify.start() {
+		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		defer l.notify.running.Done()
+		defer close(out)
+		l.observe(ctx, k.Observed, out)
+	}()
+	return out, nil
+}
+
+// observe keeps the observed key alive on every node and passes its
+// channel's messages on to out, until ctx ends or the Locker closes.
+func (l *Locker) observe(ctx context.Context, observed string, out chan<- struct{}) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.notify.closing, cancel)()
+	mark := func() {
+		send := func(ctx context.Context, nd *node) reply {
+			return reply{err: nd.client.Set(ctx, observed, "1", observedTTL).Err()}
+		}
+		got, rd := l.fanout(ctx, l.nodes, l.timeout, send, nil, nil)
+		rd.settle(false)
+		for _, r := range got {
+			if r.err != nil && ctx.Err() == nil {
+				l.log.Debug("watch: marking the lock observed failed", "node", l.nodes[r.node].addr, "error", r.err)
+			}
+		}
+	}
+	mark() // before subscribing: a change from now on is published
+	by := time.Now().Add(max(2*l.timeout, 100*time.Millisecond))
+	wake, unwatch := l.notify.watch(ctx, observed, driver.NewToken(), by)
+	defer unwatch()
+	tell(out) // in place: whatever changed before, a read from now on sees it
+	t := time.NewTicker(observedTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+			tell(out)
+		case <-t.C:
+			mark()
+		}
+	}
+}
+
+// tell sends on a channel of capacity one without blocking: a value not
+// yet received stands for this one too.
+func tell(out chan<- struct{}) {
+	select {
+	case out <- struct{}{}:
+	default:
+	}
+}
