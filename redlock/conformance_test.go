@@ -9,8 +9,9 @@ import (
 )
 
 // The Redlock driver keeps the contract that every dlock driver keeps, on
-// 3 and on 5 independent masters, with every capability: its fences grow
-// across the nodes whatever the options say.
+// 3 and on 5 independent masters, with every capability of a lock (its
+// fences grow across the nodes whatever the options say) and the
+// read-write lock. It offers no semaphore (see the package doc).
 func TestConformance(t *testing.T) {
 	for _, n := range []int{3, 5} {
 		t.Run(map[int]string{3: "3nodes", 5: "5nodes"}[n], func(t *testing.T) {
@@ -29,6 +30,6 @@ func harness(servers []*redistest.Server) dlocktest.Harness {
 			return l
 		},
 		Lose: func(t *testing.T, key string) { lose(t, servers, key) },
-		Caps: dlocktest.All,
+		Caps: dlocktest.All | dlocktest.RWLock,
 	}
 }
