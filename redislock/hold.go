@@ -50,24 +50,19 @@ func nsOf(k kind) string {
 }
 
 var (
-	//go:embed shared.lua
-	sharedLua string
 	//go:embed shared_acquire.lua
 	sharedAcquireLua string
 	//go:embed shared_release.lua
 	sharedReleaseLua string
-	//go:embed downgrade.lua
-	downgradeLua string
-	//go:embed shared_ttl.lua
-	sharedTTLLua string
 )
 
-// The scripts of holds.
+// The scripts of holds: package redisnode's shared.lua (which Redlock's
+// read-write locks run too) and this driver's part.
 var (
-	holdAcquireScript = redisnode.NewScript(preludeLua + sharedLua + sharedAcquireLua)
-	holdReleaseScript = redisnode.NewScript(preludeLua + sharedLua + sharedReleaseLua)
-	downgradeScript   = redisnode.NewScript(preludeLua + sharedLua + downgradeLua)
-	holdTTLScript     = redisnode.NewScript(sharedTTLLua)
+	holdAcquireScript = redisnode.NewScript(preludeLua + redisnode.SharedLua + sharedAcquireLua)
+	holdReleaseScript = redisnode.NewScript(preludeLua + redisnode.SharedLua + sharedReleaseLua)
+	downgradeScript   = redisnode.NewScript(preludeLua + redisnode.SharedLua + redisnode.DowngradeLua)
+	holdTTLScript     = redisnode.NewScript(redisnode.SharedTTLLua)
 )
 
 // holdTables are a Locker's tables of holds other than locks.

@@ -19,8 +19,6 @@ var (
 	releaseHeadLua string
 	//go:embed release.lua
 	releaseLua string
-	//go:embed lease.lua
-	leaseLua string
 	//go:embed refresh.lua
 	refreshLua string
 	//go:embed renew.lua
@@ -34,9 +32,9 @@ var (
 	tryScript     = redisnode.NewScript(preludeLua + tryLua)
 	acquireScript = redisnode.NewScript(preludeLua + commonLua + acquireLua)
 	releaseScript = redisnode.NewScript(releaseHeadLua + preludeLua + commonLua + releaseLua)
-	refreshScript = redisnode.NewScript(leaseLua + refreshLua)
-	renewScript   = redisnode.NewScript(leaseLua + renewLua)
-	ttlScript     = redisnode.NewScript(leaseLua + ttlLua)
+	refreshScript = redisnode.NewScript(redisnode.LeaseLua + refreshLua)
+	renewScript   = redisnode.NewScript(redisnode.LeaseLua + renewLua)
+	ttlScript     = redisnode.NewScript(redisnode.LeaseLua + ttlLua)
 )
 
 // attemptMode says how acquire.lua attempts: a set of bit flags.

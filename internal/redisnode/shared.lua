@@ -1,15 +1,18 @@
--- Shared by the scripts of semaphores and read-write locks (shared_acquire,
--- shared_release, downgrade, shared_ttl); Go prepends it, after
--- prelude.lua. Every hold is a lease of its own:
+-- Shared by the scripts of semaphores and read-write locks of both Redis
+-- drivers (their acquire and release, downgrade.lua); Go prepends it to
+-- them, after the driver's prelude, which defines next_fence(meta,
+-- fenced) and leave_queue(queue, waiters, token). Every hold is a lease
+-- of its own:
 --
 -- KEYS[1] set       zset: hold token -> end of its lease (server time, ms);
 --                   a hold whose score is not past now has ended
--- KEYS[2] meta      hash: f = fence counter (see prelude.lua), n = the
---                   semaphore's limit
+-- KEYS[2] meta      hash: f = fence counter (see the driver's prelude),
+--                   n = the semaphore's limit
 -- KEYS[3] holds     hash: hold token -> "fence|kind|owner", where kind is p
 --                   (a permit), r (a reader) or w (a writer)
--- KEYS[4] queue     zset of waiting tokens by arrival; "<queue>:<sub>" is
---                   the channel of the Locker whose subscriber id is sub
+-- KEYS[4] queue     zset of waiting tokens in the order they are served
+--                   (each driver scores them); "<queue>:<sub>" is the
+--                   channel of the Locker whose subscriber id is sub
 -- KEYS[5] waiters   hash: waiting token ->
 --                   "deadline|claim|attempt|fenced|sub|kind|owner"
 --

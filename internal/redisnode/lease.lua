@@ -1,4 +1,6 @@
--- Shared by refresh.lua, renew.lua and ttl.lua; Go prepends it to them.
+-- lease: what a lock's or a hold's lease is on one node, for the scripts
+-- of both Redis drivers that renew, refresh or read it (refresh.lua,
+-- renew.lua, ttl.lua); Go prepends it to them.
 
 -- is_ours reports whether the hold of token (for owner, '' for a plain
 -- lock) is still the lock's: the lock key holds the token, or "o:<owner>"

@@ -1,0 +1,24 @@
+package redisnode
+
+import _ "embed"
+
+// The Lua that both Redis drivers run on a node, each prepending or
+// appending its own part (see each file's opening comment).
+var (
+	// LeaseLua defines is_ours, refresh_hold and refresh: a lock's or a
+	// hold's lease.
+	//go:embed lease.lua
+	LeaseLua string
+	// SharedLua is the layout and the rules of the holds of semaphores
+	// and read-write locks: purge, keep, census, fits, take, grant and
+	// their helpers. It needs the driver's next_fence and leave_queue.
+	//go:embed shared.lua
+	SharedLua string
+	// DowngradeLua turns a write hold into a read hold; it follows
+	// SharedLua.
+	//go:embed downgrade.lua
+	DowngradeLua string
+	// SharedTTLLua reads the remaining lease of a hold; it stands alone.
+	//go:embed shared_ttl.lua
+	SharedTTLLua string
+)
