@@ -32,14 +32,14 @@ end
 -- the plain path: SET NX PX, as in the single-instance algorithm
 if not wait and owner == '' and redis.call('SET', lock, value, 'NX', 'PX', ttl) then
   tell_observers()
-  return next_fence()
+  return next_fence(meta)
 end
 
 local current = redis.call('GET', lock)
 if not current then
   if not (wait and ahead()) then
     redis.call('SET', lock, value, 'PX', ttl)
-    local fence = next_fence()
+    local fence = next_fence(meta)
     if owner ~= '' then
       redis.call('DEL', holds)
       redis.call('HSET', holds, token, fence)
@@ -66,7 +66,7 @@ elseif current == value then
   end
   if redis.call('EXISTS', holds) == 1 then
     -- reentry: the owner holds the lock; add a hold
-    local fence = next_fence()
+    local fence = next_fence(meta)
     redis.call('HSET', holds, token, fence)
     extend()
     return fence

@@ -1,5 +1,5 @@
--- common: the keys and helpers of every redlock script on one node; Go
--- prepends it to each of them.
+-- common: the keys and helpers of every redlock script of a lock on one
+-- node; Go prepends it to each of them, after counter.lua.
 --
 -- KEYS[1] lock     the lock: a string, the token of a plain lock or
 --                  "o:<owner>" of an owner's (reentrant) lock
@@ -14,10 +14,6 @@
 --                  channel that tells the watchers of a change
 local lock, meta, holds, queue, waiters, observed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 
--- fence_retention: a counter expires this long (ms) after its last use,
--- so that a node keeps no counter for a key nobody uses.
-local fence_retention = 86400000
-
 -- tell_observers says on the observed channel that the lock changed
 -- hands on this node, when someone watches it; unwatched, it costs one
 -- EXISTS.
@@ -30,32 +26,6 @@ end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
--- floor_us is the caller's clock in microseconds, when the script's
--- caller sent it (each script sets it from its arguments).
-local floor_us = nil
-
--- next_fence moves this node's counter up and returns it: one step, or to
--- the caller's clock in microseconds (the node's, when the caller sent
--- none) when that is higher. The caller sends the same clock to every
--- node, so the counters of the nodes it reaches meet at that value even
--- when one of them missed an acquisition, and no round trip is needed to
--- bring it up (see fence). A counter that does not exist (never used,
--- expired, or lost in a restart without persistence) starts there too,
--- above every fence handed out before (see RestartDelay for the
--- conditions).
-local function next_fence()
-  local f = (tonumber(redis.call('HGET', meta, 'f')) or 0) + 1
-  local floor = floor_us
-  if not floor then
-    local t = redis.call('TIME')
-    floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-  if floor > f then f = floor end
-  redis.call('HSET', meta, 'f', string.format('%d', f))
-  redis.call('PEXPIRE', meta, fence_retention)
-  return f
 end
 
 -- busy_reply: -1 - the holder's PTTL (0: unknown; a lease in its last
@@ -109,7 +79,7 @@ local function grant()
   local head, _, claim, attempt, sub, owner = live_head()
   if not head then return false end
   leave_queue(head)
-  local fence = next_fence()
+  local fence = next_fence(meta)
   if owner == '' then
     redis.call('SET', lock, head, 'PX', claim)
   else

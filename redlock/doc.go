@@ -46,6 +46,20 @@
 // See [Locker.Lock]: waiters queue on every node in one order, and a
 // release hands each node's part to the first waiter and wakes only it.
 //
+// # Read-write locks
+//
+// The Locker is a [dlock.RWLocker] (see [Locker.TryRLock]): every node
+// keeps a key's read and write holds under the Redis driver's rules
+// (readers overlap, a writer excludes everyone else, a waiting writer
+// holds new readers back), and a read or write hold is held when a
+// majority of the nodes granted it within its validity, as a lock is. Any
+// two majorities share a node, and no node grants a write hold beside
+// another hold, so a writer never holds a majority while a reader or
+// another writer does. Holds are reentrant by owner, an owner's upgrade
+// fails with dlock.ErrUpgrade, [dlock.Downgrade] works on every node at
+// once, and every hold is fenced from one counter per key, so a write
+// lock's fence grows.
+//
 // # Watching
 //
 // The Locker is a [dlock.Watcher] (see [Locker.Watch]): every node

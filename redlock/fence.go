@@ -71,7 +71,7 @@ func (l *Locker) fence(ctx context.Context, lk *lock, fences map[int]uint64) err
 	}
 	need := l.quorum - at
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := raiseScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), fmt.Sprint(f)).Int64()
+		v, err := lk.scripts.raise.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), fmt.Sprint(f)).Int64()
 		return reply{n: v, err: err}
 	}
 	enough := func(got []reply) bool {

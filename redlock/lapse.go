@@ -42,7 +42,7 @@ func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
 	l := lk.l
 	l.watchdog.Releasing(lk)
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := refreshScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), ms).Int64()
+		v, err := refreshScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), lk.leaseArg(ms)).Int64()
 		return reply{n: v, err: err}
 	}
 	sent := time.Now()

@@ -23,6 +23,8 @@ type lock struct {
 	l            *Locker
 	keys         redisnode.Keys
 	keyArgs      []any // the keys of the scripts, boxed once
+	scripts      *scriptSet
+	kind         driver.HoldKind // a lock, or a read or write hold
 	token        string
 	fence        uint64
 	ttl          time.Duration // the lease asked for
@@ -32,8 +34,9 @@ type lock struct {
 	acquiring *round // the attempt that took the lock, whose slowest nodes may still answer
 	answered  []bool // by node: it answered the acquisition
 
-	unlockMu sync.Mutex // serialises Unlock
-	unknown  bool       // a release was sent whose outcome is unknown; under unlockMu
+	unlockMu   sync.Mutex // serialises Unlock
+	unknown    bool       // a release was sent whose outcome is unknown; under unlockMu
+	downgraded bool       // a write hold that became a read hold; under unlockMu
 }
 
 var _ dlock.Lock = (*lock)(nil)
@@ -44,9 +47,28 @@ func (lk *lock) Token() string { return lk.token }
 // Fence returns the fencing token of this acquisition.
 func (lk *lock) Fence() uint64 { return lk.fence }
 
-func (lk *lock) end(err error) bool { return lk.l.table.End(lk, err) }
+func (lk *lock) end(err error) bool { return lk.table().End(lk, err) }
 
-func (lk *lock) lose(cause error) error { return lk.l.table.Lose(lk, cause) }
+func (lk *lock) lose(cause error) error { return lk.table().Lose(lk, cause) }
+
+// table is the table that lk lives in: the locks', or the read-write
+// holds'.
+func (lk *lock) table() *driver.Table[*lock] {
+	if lk.kind == driver.HoldLock {
+		return &lk.l.table
+	}
+	return &lk.l.rw
+}
+
+// leaseArg is the TTL argument, in ms, of lease.lua's refresh for a lease
+// of ms: negative for a hold, which tells refresh to renew a member of a
+// read-write lock's set.
+func (lk *lock) leaseArg(ms int64) int64 {
+	if lk.kind != driver.HoldLock {
+		return -ms
+	}
+	return ms
+}
 
 // tally counts the replies of a request that each node answers with 1
 // (ours, or released), 0 (the hold is gone) or -1 (another party holds the
@@ -127,7 +149,7 @@ func (l *Locker) release(ctx context.Context, lk *lock) (tally, error) {
 					defer l.bg.Done()
 					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.nodeTimeout(lk.ttl))
 					defer cancel()
-					releaseScript.Run(rctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), releasePlain, 0, 0, 0, "", now)
+					lk.scripts.release.Run(rctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), releasePlain, 0, 0, 0, "", now)
 				}()
 				return reply{skipped: true}
 			}
@@ -135,7 +157,7 @@ func (l *Locker) release(ctx context.Context, lk *lock) (tally, error) {
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.nodeTimeout(lk.ttl))
 			defer cancel()
 		}
-		v, err := releaseScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), releasePlain, 0, 0, 0, "", now).Int64()
+		v, err := lk.scripts.release.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), releasePlain, 0, 0, 0, "", now).Int64()
 		return reply{n: v, err: err}
 	}
 	enough := func(got []reply) bool {
@@ -196,7 +218,7 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	l := lk.l
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := refreshScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), ttl.Milliseconds()).Int64()
+		v, err := refreshScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), lk.leaseArg(ttl.Milliseconds())).Int64()
 		return reply{n: v, err: err}
 	}
 	sent := time.Now()
@@ -230,7 +252,7 @@ func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	l := lk.l
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := ttlScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner()).Int64()
+		v, err := lk.scripts.ttl.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner()).Int64()
 		return reply{n: v, err: err}
 	}
 	got, rd := l.fanout(ctx, l.nodes, l.nodeTimeout(lk.ttl), send, nil, nil)
@@ -258,15 +280,15 @@ func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
 	return 0, l.noQuorum("ttl", lk.Key(), len(ttls)+notOurs, errs)
 }
 
-// renew is the watchdog's renewal of a batch: one renew.lua call per node,
-// to every node at once. A lock is renewed when a majority confirmed it,
+// renew is the watchdog's renewal of a batch, of locks and read-write
+// holds alike: one renew.lua call per node, to every node at once. A lock is renewed when a majority confirmed it,
 // and lost when so many nodes no longer have it that no majority can.
 func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*lock]) []error {
 	keys := make([]any, 0, 2*len(batch))
 	argv := make([]any, 0, 3*len(batch))
 	for _, r := range batch {
 		keys = append(keys, r.Lock.keys.Lock, r.Lock.keys.Holds)
-		argv = append(argv, r.Lock.token, r.Lock.Owner(), r.TTL.Milliseconds())
+		argv = append(argv, r.Lock.token, r.Lock.Owner(), r.Lock.leaseArg(r.TTL.Milliseconds()))
 	}
 	send := func(ctx context.Context, nd *node) reply {
 		s, err := renewScript.Run(ctx, nd.send, keys, argv...).Text()

@@ -54,6 +54,7 @@ type Locker struct {
 
 	quit     chan struct{} // closed by Close: waiters stop waiting
 	table    driver.Table[*lock]
+	rw       driver.Table[*lock] // read and write holds (see RWLock)
 	watchdog driver.Watchdog[*lock]
 	notify   *notifier
 	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
@@ -64,6 +65,7 @@ type Locker struct {
 var (
 	_ dlock.Locker    = (*Locker)(nil)
 	_ dlock.Inspector = (*Locker)(nil)
+	_ dlock.RWLocker  = (*Locker)(nil)
 )
 
 // New returns a Locker over the masters that clients talk to, with the
@@ -113,14 +115,15 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 	}
 	l.table.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
 	l.table.Observe("redlock", o)
+	l.rw.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
 	if err := l.watchdog.Init(driver.WatchdogConfig[*lock]{
 		Drift:  drift,
 		Renew:  l.renew,
 		Lost:   func(lk *lock, cause error) { lk.lose(cause) },
 		Lapsed: func(lk *lock) { lk.end(dlock.ErrNotHeld) },
 		Renewed: func(lk *lock, err error) {
-			if l.table.Observed() {
-				l.table.Renewed(lk, err)
+			if t := lk.table(); t.Observed() {
+				t.Renewed(lk, err)
 			}
 		},
 		OnFailure: func(n int, err error) {
@@ -182,6 +185,8 @@ func (l *Locker) Close() error {
 	if !ok {
 		return dlock.ErrClosed
 	}
+	holds, _ := l.rw.Close()
+	all = append(all, holds...)
 	close(l.quit)
 	var errs []error
 	for _, lk := range all {
@@ -192,6 +197,7 @@ func (l *Locker) Close() error {
 		cancel()
 	}
 	l.table.Wait()
+	l.rw.Wait()
 	l.watchdog.Stop()
 	l.notify.stop()
 	l.bg.Wait()
@@ -217,7 +223,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 		return nil, o, &dlock.KeyError{Key: key, Err: err}
 	}
 	owner := o.OwnerIn(ctx)
-	lk := &lock{l: l, keys: k, keyArgs: k.Args(), token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
+	lk := &lock{l: l, keys: k, keyArgs: k.Args(), scripts: lockScripts, token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
 	lk.Init(key, owner, o.Owner != "")
 	if err := l.table.Reserve(lk, wait); err != nil {
 		return nil, o, err
@@ -229,7 +235,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 // acquired records a lock that is now held and starts watching its lease.
 // A lock that arrives after Close began is given back.
 func (l *Locker) acquired(ctx context.Context, lk *lock) error {
-	if err := l.table.Add(lk); err != nil {
+	if err := lk.table().Add(lk); err != nil {
 		l.giveBack(ctx, lk, l.nodes, nil)
 		return err
 	}
@@ -265,7 +271,7 @@ type result struct {
 // queues the caller instead, and a failed attempt gives back what it
 // took but keeps the caller queued there.
 func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
-	l.table.Attempted(lk)
+	lk.table().Attempted(lk)
 	if q != nil {
 		c := *q // late replies use it after the caller moved on
 		q = &c
@@ -275,10 +281,13 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
 	if q != nil {
 		args[3], args[4], args[5], args[6] = "1", q.score, q.claim.Milliseconds(), q.attempt
 	}
+	if lk.kind != driver.HoldLock {
+		args = append(args, lk.kind.Letter())
+	}
 	q2 := l.quorum
 	n := len(l.nodes)
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := acquireScript.Run(ctx, nd.send, lk.keyArgs, args...).Int64()
+		v, err := lk.scripts.acquire.Run(ctx, nd.send, lk.keyArgs, args...).Int64()
 		return reply{n: v, err: err}
 	}
 	enough := func(got []reply) bool {
@@ -304,6 +313,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
 		busy      []time.Duration
 		errs      []error
 		uncertain []*node // no reply: the request may have taken the lock
+		upgrade   bool    // a node says that the owner holds a read lock
 	)
 	for _, r := range got {
 		switch {
@@ -311,6 +321,8 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
 			won = append(won, r)
 		case r.err == nil:
 			busy = append(busy, time.Duration(-1-r.n)*time.Millisecond)
+		case redis.HasErrorPrefix(r.err, "DLOCK_UPGRADE"):
+			upgrade = true
 		default:
 			errs = append(errs, fmt.Errorf("%s: %w", l.nodes[r.node].addr, r.err))
 			if !r.definite() {
@@ -347,6 +359,9 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
 			defer l.bg.Done()
 			l.giveBack(ctx, lk, uncertain, q)
 		}()
+	}
+	if upgrade {
+		return result{err: &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: dlock.ErrUpgrade}}
 	}
 	if err := ctx.Err(); err != nil {
 		return result{err: &dlock.NotAcquiredError{Key: lk.Key(), Err: err}, busy: true}
@@ -390,6 +405,9 @@ func (l *Locker) giveBack(ctx context.Context, lk *lock, nodes []*node, q *queue
 	if q != nil {
 		args = []any{lk.token, lk.Owner(), releaseRequeue, q.score, q.claim.Milliseconds(), q.attempt, l.sub, time.Now().UnixMicro()}
 	}
+	if lk.kind != driver.HoldLock {
+		args = append(args, lk.kind.Letter())
+	}
 	var wg sync.WaitGroup
 	for _, nd := range nodes {
 		l.bg.Add(1)
@@ -397,7 +415,7 @@ func (l *Locker) giveBack(ctx context.Context, lk *lock, nodes []*node, q *queue
 			defer l.bg.Done()
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 			defer cancel()
-			releaseScript.Run(rctx, nd.send, lk.keyArgs, args...)
+			lk.scripts.release.Run(rctx, nd.send, lk.keyArgs, args...)
 		})
 	}
 	wg.Wait()

@@ -4,9 +4,5 @@
 -- still ours (else a later holder may have read the counter already).
 -- Returns 1 raised (or already there), 0 not ours.
 if not is_ours(ARGV[1], ARGV[2]) then return 0 end
-local f = tonumber(ARGV[3])
-if (tonumber(redis.call('HGET', meta, 'f')) or 0) < f then
-  redis.call('HSET', meta, 'f', ARGV[3])
-end
-redis.call('PEXPIRE', meta, fence_retention)
+raise_to(meta, ARGV[3])
 return 1

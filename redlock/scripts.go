@@ -7,6 +7,8 @@ import (
 )
 
 var (
+	//go:embed counter.lua
+	counterLua string
 	//go:embed common.lua
 	commonLua string
 	//go:embed acquire.lua
@@ -23,20 +25,54 @@ var (
 	ttlLua string
 	//go:embed force.lua
 	forceLua string
+
+	//go:embed rw.lua
+	rwLua string
+	//go:embed rw_acquire.lua
+	rwAcquireLua string
+	//go:embed rw_release.lua
+	rwReleaseLua string
+	//go:embed rw_raise.lua
+	rwRaiseLua string
 )
 
-// The scripts, each common.lua and its own part, immutable once built.
+// The scripts of a lock: counter.lua, common.lua and each one's own part.
+// A lock's lease and a hold's are renewed and refreshed by the same
+// scripts, on top of package redisnode's lease.lua. All are immutable
+// once built.
 var (
-	acquireScript = redisnode.NewScript(commonLua + acquireLua)
-	releaseScript = redisnode.NewScript(commonLua + releaseLua)
-	raiseScript   = redisnode.NewScript(commonLua + raiseLua)
-	renewScript   = redisnode.NewScript(commonLua + renewLua)
-	refreshScript = redisnode.NewScript(commonLua + refreshLua)
-	ttlScript     = redisnode.NewScript(commonLua + ttlLua)
-	forceScript   = redisnode.NewScript(commonLua + forceLua)
+	acquireScript = redisnode.NewScript(counterLua + commonLua + acquireLua)
+	releaseScript = redisnode.NewScript(counterLua + commonLua + releaseLua)
+	raiseScript   = redisnode.NewScript(counterLua + commonLua + raiseLua)
+	ttlScript     = redisnode.NewScript(counterLua + commonLua + ttlLua)
+	forceScript   = redisnode.NewScript(counterLua + commonLua + forceLua)
+	renewScript   = redisnode.NewScript(redisnode.LeaseLua + renewLua)
+	refreshScript = redisnode.NewScript(redisnode.LeaseLua + refreshLua)
 )
 
-// Release modes of release.lua.
+// The scripts of a read-write lock's holds: counter.lua, rw.lua, package
+// redisnode's shared.lua (the rules that a single Redis server keeps, on
+// each node), and each one's own part.
+var (
+	rwAcquireScript = redisnode.NewScript(counterLua + rwLua + redisnode.SharedLua + rwAcquireLua)
+	rwReleaseScript = redisnode.NewScript(counterLua + rwLua + redisnode.SharedLua + rwReleaseLua)
+	rwRaiseScript   = redisnode.NewScript(counterLua + rwLua + redisnode.SharedLua + rwRaiseLua)
+	downgradeScript = redisnode.NewScript(counterLua + rwLua + redisnode.SharedLua + redisnode.DowngradeLua)
+	rwTTLScript     = redisnode.NewScript(redisnode.SharedTTLLua)
+)
+
+// scriptSet are the scripts of one kind of hold that differ between a
+// lock and a read-write lock's hold.
+type scriptSet struct {
+	acquire, release, raise, ttl *redisnode.Script
+}
+
+var (
+	lockScripts = &scriptSet{acquire: acquireScript, release: releaseScript, raise: raiseScript, ttl: ttlScript}
+	rwScripts   = &scriptSet{acquire: rwAcquireScript, release: rwReleaseScript, raise: rwRaiseScript, ttl: rwTTLScript}
+)
+
+// Release modes of release.lua and rw_release.lua.
 const (
 	releasePlain   = "0" // the holder releases
 	releaseGiveUp  = "1" // a waiter leaves the queue, and gives back a grant it had

@@ -89,7 +89,7 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, res resu
 	if res.busy {
 		failed = nil
 	}
-	l.table.Waiting(lk)
+	lk.table().Waiting(lk)
 	var limit <-chan time.Time
 	end := time.Now().Add(time.Hour)
 	if o.Waiting {
@@ -174,7 +174,7 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, res resu
 				// A node's grant alone is no wake-up: only a majority's
 				// hands the lock over.
 				if l.heldByGrants(lk, grants, records, o) {
-					l.table.Woken(lk, true)
+					lk.table().Woken(lk, true)
 					err := l.fenceGrants(ctx, lk, grants, records)
 					if err == nil {
 						return l.acquired(ctx, lk)
