@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,5 +233,94 @@ func TestNoSemaphore(t *testing.T) {
 	var l any = newLocker(t, shared[:3])
 	if _, ok := l.(dlock.Semaphore); ok {
 		t.Fatalf("%T implements dlock.Semaphore: a majority of independent masters cannot bound permits", l)
+	}
+}
+
+// Readers and writers on four Lockers, each a party of its own (an
+// owner), waiting on one key: a writer is never inside with anyone else, readers do come in together, and every
+// waiter gets its turn.
+func TestRWLockExclusion(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("%dnodes", n), func(t *testing.T) { rwExclusion(t, n) })
+	}
+}
+
+func rwExclusion(t *testing.T, n int) {
+	ctx := context.Background()
+	k := keyFor(t)
+	var (
+		mu               sync.Mutex
+		readers, writers int
+		overlapped       bool // two readers were inside at once
+		errs             []error
+		wg               sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	const rounds = 8
+	for i := range 4 {
+		l := rw(t, newLocker(t, shared[:n]))
+		for _, write := range []bool{false, true} {
+			// each goroutine a party of its own
+			ctx := dlock.ContextWithOwner(ctx, fmt.Sprintf("%s:%d:%v", k, i, write))
+			wg.Go(func() {
+				for range rounds {
+					take := l.RLock
+					if write {
+						take = l.WLock
+					}
+					lk, err := take(ctx, k, dlock.WithWait(time.Minute))
+					if err != nil {
+						fail(fmt.Errorf("Locker %d, write %v: %w", i, write, err))
+						return
+					}
+					mu.Lock()
+					if write {
+						writers++
+						if writers > 1 || readers > 0 {
+							errs = append(errs, fmt.Errorf("a writer inside with %d writers and %d readers", writers, readers))
+						}
+					} else {
+						readers++
+						if writers > 0 {
+							errs = append(errs, fmt.Errorf("a reader inside with %d writers", writers))
+						}
+						overlapped = overlapped || readers > 1
+					}
+					mu.Unlock()
+					time.Sleep(2 * time.Millisecond) // the work under the hold
+					mu.Lock()
+					if write {
+						writers--
+					} else {
+						readers--
+					}
+					mu.Unlock()
+					if err := lk.Unlock(ctx); err != nil {
+						fail(fmt.Errorf("Locker %d, write %v: Unlock: %w", i, write, err))
+						return
+					}
+				}
+			})
+		}
+	}
+	finished := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("readers and writers did not all get their turns")
+	}
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if !overlapped {
+		t.Log("no two readers happened to be inside at once")
 	}
 }
