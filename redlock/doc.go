@@ -63,16 +63,15 @@
 // # No semaphore
 //
 // The Locker is not a [dlock.Semaphore], and no Redlock Locker will be: a
-// majority of independent masters cannot bound the number of permits.
-// Each node can count the permits it granted, but a permit held on a
-// majority shares a node with every other permit only pairwise, and a
-// limit above one lets a node grant to two of them. With 3 nodes and a
-// limit of 2, permits A on nodes {1, 2}, B on {2, 3} and C on {1, 3} give
-// each node exactly 2 holders, and all three hold a majority: 3 permits
-// of 2. (A lock and a write hold are safe for the opposite reason: no
-// node grants them beside another hold, so the node two majorities share
-// refuses one of them.) Use etcd or a single Redis deployment (package
-// redislock) for semaphores.
+// majority of independent masters cannot bound the number of permits. A
+// lock is exclusive because any two majorities share a node, and that
+// node refuses the second holder. A node of a semaphore admits up to the
+// limit, so with a limit above one the shared node no longer refuses:
+// with 3 nodes and a limit of 2, permits A on nodes {1, 2}, B on {2, 3}
+// and C on {1, 3} leave each node with exactly 2 holders, and all three
+// hold a majority: 3 permits of 2. (A write hold is safe for the lock's
+// reason: no node grants it beside another hold.) For semaphores, use
+// etcd (package etcdlock) or one Redis deployment (package redislock).
 //
 // # Watching
 //
