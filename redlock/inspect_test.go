@@ -19,6 +19,7 @@ func TestInspectFenceIsTheHolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lk.Unlock(ctx)
+	onEvery(t, servers, k, true) // the node not waited for has it too
 	// The lock expires on one node, where another party's attempt takes
 	// it, fails on the other two, and gives it back: that node's counter
 	// moved past the holder's fence.
