@@ -41,10 +41,13 @@ type Config struct {
 
 // Locker is the Redlock implementation of dlock.Locker: a lock is held
 // when a majority of N independent Redis masters granted it within its
-// validity. Create it with New or NewConfig; it is safe for concurrent
-// use. It owns the watchdog's two goroutines, one subscription goroutine
-// per node while it has waiters, and the goroutines of requests in
-// flight; Close stops them all.
+// validity. It is also a dlock.RWLocker, a dlock.Watcher and a
+// dlock.Inspector, and its locks are dlock.Lapsers; it is no
+// dlock.Semaphore (see the package doc). Create it with New or NewConfig;
+// it is safe for concurrent use. It owns the watchdog's two goroutines,
+// one subscription goroutine per node while it has waiters or watches,
+// one goroutine per Watch, and the goroutines of requests in flight;
+// Close stops them all.
 type Locker struct {
 	nodes   []*node
 	quorum  int
