@@ -7,7 +7,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STATICCHECK_VERSION = v0.8.2
 STATICCHECK = $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: help demo test deps staticcheck-dep vet bench fuzz lint soak
+.PHONY: help demo test deps staticcheck-dep vet bench fuzz lint soak matrix
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -32,6 +32,11 @@ vet: staticcheck-dep ## gofmt check, go vet and staticcheck over every module
 
 test: deps vet ## install what the tests need, vet, and run every module's tests with -race
 	@for d in $(MODULES); do (cd $$d && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done
+
+matrix: deps ## run the conformance matrix on every backend and write README's table of what works where from it
+	@for d in redislock redlock etcdlock; do \
+	  (cd $$d && DLOCK_MATRIX_UPDATE=1 $(GO) test -count=1 -run '^TestConformance$$' -v . | grep -A6 'dlocktest: the matrix on') || exit 1; done
+	@sed -n '/matrix:begin/,/matrix:end/p' README.md
 
 fuzz: deps ## run each fuzz test for 10s
 	cd internal/redisnode && $(GO) test -run '^$$' -fuzz FuzzSlot -fuzztime 10s .
