@@ -37,7 +37,7 @@ fuzz: deps ## run each fuzz test for 10s
 	cd internal/redisnode && $(GO) test -run '^$$' -fuzz FuzzSlot -fuzztime 10s .
 	cd keytmpl && $(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 10s .
 	cd keytmpl && $(GO) test -run '^$$' -fuzz FuzzKeyInjective -fuzztime 10s .
-	cd otel && $(GO) test -run '^$$' -fuzz FuzzLockName -fuzztime 10s .
+	cd dlockotel && $(GO) test -run '^$$' -fuzz FuzzLockName -fuzztime 10s .
 
 lint: vet ## same as vet
 

@@ -15,6 +15,6 @@
 // runs jobs only on the scheduler whose process leads the election; when
 // the leader goes, another is elected and its scheduler takes over.
 //
-// It is a module of its own (github.com/dlock-go/dlock/gocron), so that
+// It is a module of its own (github.com/dlock-go/dlock/gocronlock), so that
 // dlock's users who do not use gocron never build it.
 package gocronlock

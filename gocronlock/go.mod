@@ -1,4 +1,4 @@
-module github.com/dlock-go/dlock/gocron
+module github.com/dlock-go/dlock/gocronlock
 
 go 1.26.0
 
