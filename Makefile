@@ -15,6 +15,11 @@ help: ## list the targets
 demo: deps ## watch workers contend for one lock (starts its own redis-server)
 	$(GO) run ./cmd/dlock demo
 
+.PHONY: install
+install: ## build the dlock command, stamped with this clone's revision, into GOBIN (default: GOPATH/bin)
+	$(GO) install -ldflags "-X main.version=$$(git describe --tags --match 'v[0-9]*' --always --dirty)" ./cmd/dlock
+	@bin=$$($(GO) env GOBIN); bin=$${bin:-$$($(GO) env GOPATH)/bin}; echo "$$bin/dlock: $$("$$bin/dlock" version)"
+
 deps: ## install redis-server when it is missing (Debian, apt-get)
 	@command -v redis-server >/dev/null || { \
 	  echo "installing redis-server with apt-get"; \
@@ -42,7 +47,7 @@ fuzz: deps ## run each fuzz test for 10s
 	cd internal/redisnode && $(GO) test -run '^$$' -fuzz FuzzSlot -fuzztime 10s .
 	cd keytmpl && $(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 10s .
 	cd keytmpl && $(GO) test -run '^$$' -fuzz FuzzKeyInjective -fuzztime 10s .
-	cd otel && $(GO) test -run '^$$' -fuzz FuzzLockName -fuzztime 10s .
+	cd dlockotel && $(GO) test -run '^$$' -fuzz FuzzLockName -fuzztime 10s .
 
 lint: vet ## same as vet
 
