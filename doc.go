@@ -47,7 +47,7 @@
 //
 // [WithObserver] hands a Locker's events to an [Observer]: each acquisition
 // and how it ended, waits, wake-ups, renewals, releases and losses. The
-// module github.com/dlock-go/dlock/otel records them as OpenTelemetry
+// module github.com/dlock-go/dlock/dlockotel records them as OpenTelemetry
 // metrics and spans; [WithLogger] takes a *slog.Logger for the Locker's
 // log lines.
 package dlock

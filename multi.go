@@ -237,6 +237,32 @@ func (m *MultiLock) release(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// UnlockAfter lets every key lapse d from now (see [Lapser]): the hold
+// ends as released, and each key stays taken until d has passed. It
+// returns an error matching errors.ErrUnsupported, and changes nothing,
+// when a key's lock cannot lapse. A d of zero or less is Unlock.
+func (m *MultiLock) UnlockAfter(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return m.Unlock(ctx)
+	}
+	lapsers := make([]Lapser, len(m.locks))
+	for i, lk := range m.locks {
+		l, ok := lk.(Lapser)
+		if !ok {
+			return &KeyError{Op: "unlock", Key: m.Key(), Err: fmt.Errorf("the lock of %q cannot lapse: %w", lk.Key(), errors.ErrUnsupported)}
+		}
+		lapsers[i] = l
+	}
+	var errs []error
+	for _, l := range lapsers {
+		if err := l.UnlockAfter(ctx, d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.end(&KeyError{Key: m.Key(), Err: ErrNotHeld})
+	return errors.Join(errs...)
+}
+
 // Refresh sets the remaining lease of every key to ttl.
 func (m *MultiLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	var errs []error

@@ -10,8 +10,9 @@ import (
 
 // An Observer watches what a Locker's locks do: every acquisition and how
 // it ended, every release, renewal, loss and wake-up. Set one with
-// [WithObserver]; package dlockotel (module github.com/dlock-go/dlock/otel)
-// turns the events into OpenTelemetry metrics and spans.
+// [WithObserver]; package dlockotel (module
+// github.com/dlock-go/dlock/dlockotel) turns the events into OpenTelemetry
+// metrics and spans.
 //
 // Observe is called synchronously, on the goroutine where the event
 // happened: the caller's for an acquisition, a release by Unlock and a

@@ -26,9 +26,26 @@ type Harness struct {
 	// shorter TTL is refused. Zero means dlock.MinTTL.
 	MinTTL time.Duration
 
-	// Caps lists the optional behaviours the driver has. The subtests of
-	// the others are skipped with a message naming the capability.
+	// Caps lists the optional behaviours of the driver's locks. The
+	// subtests of the others are skipped with a message naming the
+	// capability. What the driver offers beyond the lock (semaphores,
+	// read-write locks, watches, UnlockAfter) it declares itself, through
+	// driver.Supports.
 	Caps Capabilities
+
+	// Backend names the backend in the table of what works where, for
+	// example "Redis, one server". Empty means the name of the test.
+	Backend string
+	// Matrix, when set, counts the cells of the matrix for the table of
+	// what works where (see Matrix.Check).
+	Matrix *Matrix
+}
+
+func (h Harness) backend(t *testing.T) string {
+	if h.Backend != "" {
+		return h.Backend
+	}
+	return t.Name()
 }
 
 // Capabilities is a set of optional behaviours of a driver.
@@ -49,20 +66,11 @@ const (
 	// lock runs out or the server forgets it.
 	LostSignal
 
-	// Semaphore: the Locker is a dlock.Semaphore, whose permits keep the
-	// rules of the Semaphore section (see the package doc).
-	Semaphore
-	// RWLock: the Locker is a dlock.RWLocker, whose read and write locks
-	// keep the rules of the RWLock section.
-	RWLock
-
-	// All is every capability of a lock above: Reentrancy, Fencing,
-	// RetryAfter and LostSignal. The primitives beside the lock,
-	// Semaphore and RWLock, are declared on their own.
+	// All is every capability above.
 	All = Reentrancy | Fencing | RetryAfter | LostSignal
 )
 
-var capNames = []string{"Reentrancy", "Fencing", "RetryAfter", "LostSignal", "Semaphore", "RWLock"}
+var capNames = []string{"Reentrancy", "Fencing", "RetryAfter", "LostSignal"}
 
 // Has reports whether c includes every capability of x.
 func (c Capabilities) Has(x Capabilities) bool { return c&x == x }

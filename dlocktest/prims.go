@@ -79,13 +79,12 @@ func (s *suite) semaphoreOf(t *testing.T, l dlock.Locker) dlock.Semaphore {
 	t.Helper()
 	sem, ok := l.(dlock.Semaphore)
 	if !ok {
-		t.Fatalf("dlocktest: capability Semaphore declared, but %T is not a dlock.Semaphore", l)
+		t.Fatalf("dlocktest: the Locker declares a semaphore, but %T is not a dlock.Semaphore", l)
 	}
 	return sem
 }
 
 func (s *suite) semaphore(t *testing.T) {
-	s.h.need(t, Semaphore)
 	ctx := s.context(t)
 	a, b, c := s.semaphoreOf(t, s.locker(t)), s.semaphoreOf(t, s.locker(t)), s.semaphoreOf(t, s.locker(t))
 	k := key(t)
@@ -141,13 +140,12 @@ func (s *suite) rwOf(t *testing.T, l dlock.Locker) dlock.RWLocker {
 	t.Helper()
 	rw, ok := l.(dlock.RWLocker)
 	if !ok {
-		t.Fatalf("dlocktest: capability RWLock declared, but %T is not a dlock.RWLocker", l)
+		t.Fatalf("dlocktest: the Locker declares a read-write lock, but %T is not a dlock.RWLocker", l)
 	}
 	return rw
 }
 
 func (s *suite) rwLock(t *testing.T) {
-	s.h.need(t, RWLock)
 	ctx := s.context(t)
 	a, b, c := s.rwOf(t, s.locker(t)), s.rwOf(t, s.locker(t)), s.rwOf(t, s.locker(t))
 	k := key(t)

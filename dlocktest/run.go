@@ -15,36 +15,47 @@ import (
 )
 
 // Run runs the whole contract against the driver that h describes, one
-// subtest per rule (see the package doc). It needs nothing but h: every
+// subtest per rule (see the package doc) and one per cell of the matrix,
+// named <kind>/<rule or operation>: kinds lock, permit, read, write and
+// multi (several keys). A cell whose feature the driver declares absent
+// (see driver.Supports) checks that the absence matches
+// errors.ErrUnsupported with a reason. It needs nothing but h: every
 // subtest makes its own Lockers and keys.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	runSuite(t, h, func(s *suite) []subtest {
-		return []subtest{
-			{"Basic", s.basic},
-			{"Busy", s.busy},
-			{"Expiry", s.expiry},
-			{"WaitLimit", s.waitLimit},
-			{"WaitCancel", s.waitCancel},
-			{"WaitHandOver", s.waitHandOver},
-			{"Lost", s.lost},
-			{"DoPanic", s.doPanic},
-			{"DoLost", s.doLost},
-			{"DoClose", s.doClose},
-			{"Reentrancy", s.reentrancy},
-			{"AlreadyHeld", s.alreadyHeld},
-			{"LockerUnlock", s.lockerUnlock},
-			{"Fencing", s.fencing},
-			{"Refresh", s.refresh},
-			{"Close", s.close},
-			{"BadInput", s.badInput},
-			{"Exclusion", s.exclusion},
-			{"Events", s.events},
-			{"MultiKey", s.multiKey},
-			{"Semaphore", s.semaphore},
-			{"RWLock", s.rwLock},
+	s := runSuite(t, h, func(s *suite) []subtest {
+		tests := []subtest{
+			{"lock/Basic", s.basic},
+			{"lock/Busy", s.busy},
+			{"lock/Expiry", s.expiry},
+			{"lock/WaitLimit", s.waitLimit},
+			{"lock/WaitCancel", s.waitCancel},
+			{"lock/WaitHandOver", s.waitHandOver},
+			{"lock/Lost", s.lost},
+			{"lock/DoPanic", s.doPanic},
+			{"lock/DoLost", s.doLost},
+			{"lock/DoClose", s.doClose},
+			{"lock/Reentrancy", s.reentrancy},
+			{"lock/AlreadyHeld", s.alreadyHeld},
+			{"lock/LockerUnlock", s.lockerUnlock},
+			{"lock/Fencing", s.fencing},
+			{"lock/Refresh", s.refresh},
+			{"lock/Close", s.close},
+			{"lock/BadInput", s.badInput},
+			{"lock/Exclusion", s.exclusion},
+			{"lock/Events", s.events},
+			{"multi/Orders", s.multiKey},
 		}
+		l := s.locker(t)
+		if driver.Supports(l, driver.FeatureSemaphore) == nil {
+			tests = append(tests, subtest{"permit/Rules", s.semaphore})
+		}
+		if driver.Supports(l, driver.FeatureRWLock) == nil {
+			tests = append(tests, subtest{"write/Rules", s.rwLock})
+		}
+		return tests
 	})
+	s.runMatrix(t)
 }
 
 type suite struct{ h Harness }
@@ -57,7 +68,7 @@ type subtest struct {
 
 // runSuite runs the subtests that tests lists, on a suite over h, each in
 // parallel with the others.
-func runSuite(t *testing.T, h Harness, tests func(*suite) []subtest) {
+func runSuite(t *testing.T, h Harness, tests func(*suite) []subtest) *suite {
 	t.Helper()
 	if h.New == nil {
 		t.Fatal("dlocktest: Harness.New is nil")
@@ -69,6 +80,7 @@ func runSuite(t *testing.T, h Harness, tests func(*suite) []subtest) {
 			tc.fn(t)
 		})
 	}
+	return s
 }
 
 // locker returns a fresh Locker closed when t ends.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -87,29 +88,37 @@ func newLocker(t testing.TB, cli *clientv3.Client, opts ...dlock.Option) *etcdlo
 	return l
 }
 
+// The etcd driver keeps the contract that every dlock driver keeps. The
+// README's table of what works where is checked against what ran.
 func TestConformance(t *testing.T) {
 	cli := client(t)
-	dlocktest.Run(t, dlocktest.Harness{
-		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
-			l, err := etcdlock.New(cli, opts...)
-			if err != nil {
-				t.Fatalf("etcdlock.New: %v", err)
-			}
-			return l
-		},
-		Lose: func(t *testing.T, key string) {
-			l, err := etcdlock.New(cli)
-			if err != nil {
-				t.Fatalf("etcdlock.New: %v", err)
-			}
-			defer l.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if _, err := cli.Delete(ctx, l.RangeOf(key), clientv3.WithPrefix()); err != nil {
-				t.Fatalf("delete %q: %v", l.RangeOf(key), err)
-			}
-		},
-		MinTTL: time.Second,
-		Caps:   dlocktest.All | dlocktest.Semaphore | dlocktest.RWLock,
+	var m dlocktest.Matrix
+	t.Run("etcd", func(t *testing.T) {
+		dlocktest.Run(t, dlocktest.Harness{
+			New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
+				l, err := etcdlock.New(cli, opts...)
+				if err != nil {
+					t.Fatalf("etcdlock.New: %v", err)
+				}
+				return l
+			},
+			Lose: func(t *testing.T, key string) {
+				l, err := etcdlock.New(cli)
+				if err != nil {
+					t.Fatalf("etcdlock.New: %v", err)
+				}
+				defer l.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if _, err := cli.Delete(ctx, l.RangeOf(key), clientv3.WithPrefix()); err != nil {
+					t.Fatalf("delete %q: %v", l.RangeOf(key), err)
+				}
+			},
+			MinTTL:  time.Second,
+			Caps:    dlocktest.All,
+			Backend: "etcd",
+			Matrix:  &m,
+		})
 	})
+	m.Check(t, filepath.Join("..", "README.md"))
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -138,13 +137,6 @@ func TestClusterWakesWaitersOnEveryShard(t *testing.T) {
 			t.Errorf("shard %d: the waiter was not woken by the release: %v", i, err)
 		}
 	}
-}
-
-// The Redis driver keeps the dlock contract on a Cluster client.
-func TestClusterConformance(t *testing.T) {
-	c := startCluster(t, 3)
-	newClient := func(t *testing.T) redis.UniversalClient { return c.client(t) }
-	dlocktest.Run(t, harness(newClient, dlocktest.All|dlocktest.Semaphore|dlocktest.RWLock, dlock.WithFencing(true)))
 }
 
 // migrate moves slot s from master from to master to (see

@@ -129,7 +129,11 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
 	}
 	if o.Replicas > 0 {
-		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: fmt.Errorf("%w: replica acknowledgement is not available for semaphores and read-write locks", dlock.ErrInvalidOption)}
+		f := driver.FeatureRWLock
+		if k == driver.HoldPermit {
+			f = driver.FeatureSemaphore
+		}
+		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: errNoAckedHolds(f)}
 	}
 	if k == driver.HoldPermit {
 		if err := dlock.CheckLimit(limit); err != nil {

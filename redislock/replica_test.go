@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // With WithReplicaAck, what a holder counts on is on a replica: an
@@ -169,14 +167,6 @@ func TestReplicaAckBadInput(t *testing.T) {
 			t.Errorf("a refused TryLock wrote its key: %d, %v", n, err)
 		}
 	}
-}
-
-// The contract holds with every acquisition acknowledged by a replica.
-func TestReplicaAckConformance(t *testing.T) {
-	m := redistest.Start(t)
-	redistest.StartReplica(t, m)
-	newClient := func(t *testing.T) redis.UniversalClient { return m.Client(t) }
-	dlocktest.Run(t, harness(newClient, dlocktest.All, dlock.WithFencing(true), WithReplicaAck(1, time.Second)))
 }
 
 // A renewal that reaches a master that was demoted to a replica is not

@@ -7,17 +7,8 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
-
-// The Redis driver keeps the dlock contract on a Sentinel failover client.
-func TestSentinelConformance(t *testing.T) {
-	g := redistest.StartSentinel(t, 1, 3)
-	newClient := func(t *testing.T) redis.UniversalClient { return g.Client(t) }
-	dlocktest.Run(t, harness(newClient, dlocktest.All, dlock.WithFencing(true)))
-}
 
 // Through a Sentinel failover, a lock is either kept or reported lost:
 // after the new master is in place, its holder is right about it. The new

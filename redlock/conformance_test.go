@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/dlock-go/dlock"
@@ -10,14 +12,20 @@ import (
 
 // The Redlock driver keeps the contract that every dlock driver keeps, on
 // 3 and on 5 independent masters, with every capability of a lock (its
-// fences grow across the nodes whatever the options say) and the
-// read-write lock. It offers no semaphore (see the package doc).
+// fences grow across the nodes whatever the options say), read-write
+// locks, watches and lapses; it declares that it offers no semaphore (see
+// the package doc). The README's table of what works where is checked
+// against what ran.
 func TestConformance(t *testing.T) {
+	var m dlocktest.Matrix
 	for _, n := range []int{3, 5} {
-		t.Run(map[int]string{3: "3nodes", 5: "5nodes"}[n], func(t *testing.T) {
-			dlocktest.Run(t, harness(shared[:n]))
+		t.Run(fmt.Sprintf("redlock-%d", n), func(t *testing.T) {
+			h := harness(shared[:n])
+			h.Backend, h.Matrix = fmt.Sprintf("Redlock, %d masters", n), &m
+			dlocktest.Run(t, h)
 		})
 	}
+	m.Check(t, filepath.Join("..", "README.md"))
 }
 
 func harness(servers []*redistest.Server) dlocktest.Harness {
@@ -30,6 +38,6 @@ func harness(servers []*redistest.Server) dlocktest.Harness {
 			return l
 		},
 		Lose: func(t *testing.T, key string) { lose(t, servers, key) },
-		Caps: dlocktest.All | dlocktest.RWLock,
+		Caps: dlocktest.All,
 	}
 }

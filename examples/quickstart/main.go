@@ -17,34 +17,24 @@ import (
 )
 
 func main() {
-	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "127.0.0.1:6379")})
-	defer rdb.Close()
 	locker, err := redislock.New(rdb, dlock.WithFencing(true)) // one Locker per process
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer locker.Close() // releases what is still held
+	defer locker.Close() // releases whatever is still held
 
-	lk, err := locker.Lock(ctx, "order:42", dlock.WithWait(5*time.Second))
-	if errors.Is(err, dlock.ErrNotAcquired) {
-		log.Fatal("someone else is working on order 42") // busy is an error value
-	}
-	if err != nil {
-		log.Fatal(err) // Redis could not be reached, a bad key, ...
-	}
-	fmt.Println("working on order 42 with fence", lk.Fence()) // hand the fence to your storage
-	if err := lk.Unlock(ctx); err != nil {
-		log.Fatal(err)
-	}
-
-	// Or let dlock.Do acquire, run and release, also on panic.
-	err = dlock.Do(ctx, locker, "order:42", func(ctx context.Context) error {
-		lk, _ := dlock.LockFrom(ctx) // ctx ends the moment the hold does
-		fmt.Println("paying order 42 with fence", lk.Fence())
+	// Do waits up to 5s for the lock, runs the function while holding it,
+	// and releases it, also on panic. ctx ends the moment the lock is lost.
+	err = dlock.Do(context.Background(), locker, "order:42", func(ctx context.Context) error {
+		lk, _ := dlock.LockFrom(ctx)
+		fmt.Println("paying order 42 with fence", lk.Fence()) // hand the fence to your storage
 		return nil
-	})
+	}, dlock.WithWait(5*time.Second))
+	if errors.Is(err, dlock.ErrNotAcquired) {
+		log.Fatal("someone else is paying order 42") // busy is an error value
+	}
 	if err != nil {
-		log.Fatal(err)
+		log.Fatal(err) // Redis out of reach, a bad key, the lock lost while paying, ...
 	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // scope is the instrumentation scope of the meter and the tracer.
-const scope = "github.com/dlock-go/dlock/otel"
+const scope = "github.com/dlock-go/dlock/dlockotel"
 
 // The attributes of the metrics and spans.
 const (

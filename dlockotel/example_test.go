@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	dlockotel "github.com/dlock-go/dlock/otel"
+	"github.com/dlock-go/dlock/dlockotel"
 	"github.com/dlock-go/dlock/redislock"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"

@@ -3,7 +3,7 @@ package dlockotel_test
 import (
 	"testing"
 
-	dlockotel "github.com/dlock-go/dlock/otel"
+	"github.com/dlock-go/dlock/dlockotel"
 )
 
 var names = []struct{ key, want string }{

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlockotel"
 	"github.com/dlock-go/dlock/internal/redistest"
-	dlockotel "github.com/dlock-go/dlock/otel"
 	"github.com/dlock-go/dlock/redislock"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"

@@ -1,7 +1,9 @@
 // Package gocronlock plugs dlock into gocron v2's scheduler
-// (github.com/go-co-op/gocron/v2), in one line per scheduler:
+// (github.com/go-co-op/gocron/v2, whose package is named gocron):
 //
-//	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(gocronlock.NewLocker(locker, 30*time.Second)))
+//	jobLocker, err := gocronlock.NewLocker(locker, 30*time.Second)
+//	...
+//	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(jobLocker))
 //
 // runs each job at most once per tick across every scheduler that shares
 // the lock store, holding the job's lock for at least 30s from its start
@@ -15,6 +17,6 @@
 // runs jobs only on the scheduler whose process leads the election; when
 // the leader goes, another is elected and its scheduler takes over.
 //
-// It is a module of its own (github.com/dlock-go/dlock/gocron), so that
+// It is a module of its own (github.com/dlock-go/dlock/gocronlock), so that
 // dlock's users who do not use gocron never build it.
 package gocronlock

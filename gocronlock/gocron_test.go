@@ -10,7 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/election"
-	gocronlock "github.com/dlock-go/dlock/gocron"
+	"github.com/dlock-go/dlock/gocronlock"
 	"github.com/dlock-go/dlock/redislock"
 	"github.com/go-co-op/gocron/v2"
 )

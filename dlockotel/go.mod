@@ -1,4 +1,4 @@
-module github.com/dlock-go/dlock/otel
+module github.com/dlock-go/dlock/dlockotel
 
 go 1.26.0
 

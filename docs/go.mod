@@ -1,0 +1,3 @@
+module github.com/dlock-go/dlock/docs
+
+go 1.26.0
