@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // rw returns l as a dlock.RWLocker, or fails t.
@@ -228,11 +230,21 @@ func TestRWLockUnlockAfter(t *testing.T) {
 
 // Redlock offers no semaphore: a majority of independent masters cannot
 // bound the permits (see the package doc), so the Locker must not pass
-// for a dlock.Semaphore.
+// for a dlock.Semaphore, and it declares why.
 func TestNoSemaphore(t *testing.T) {
-	var l any = newLocker(t, shared[:3])
-	if _, ok := l.(dlock.Semaphore); ok {
+	l := newLocker(t, shared[:3])
+	if _, ok := any(l).(dlock.Semaphore); ok {
 		t.Fatalf("%T implements dlock.Semaphore: a majority of independent masters cannot bound permits", l)
+	}
+	err := driver.Supports(l, driver.FeatureSemaphore)
+	var ue *driver.UnsupportedError
+	if !errors.Is(err, errors.ErrUnsupported) || !errors.As(err, &ue) || !strings.Contains(ue.Reason, "majority") {
+		t.Errorf("driver.Supports(semaphore) = %v, want an *UnsupportedError that gives the reason", err)
+	}
+	for _, f := range []driver.Feature{driver.FeatureRWLock, driver.FeatureWatch, driver.FeatureLapse, driver.FeatureInspect} {
+		if err := driver.Supports(l, f); err != nil {
+			t.Errorf("driver.Supports(%v) = %v, want nil", f, err)
+		}
 	}
 }
 
