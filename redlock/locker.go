@@ -57,7 +57,7 @@ type Locker struct {
 
 	quit     chan struct{} // closed by Close: waiters stop waiting
 	table    driver.Table[*lock]
-	rw       driver.Table[*lock] // read and write holds (see RWLock)
+	rw       driver.Table[*lock] // read and write holds (see rwlock.go)
 	watchdog driver.Watchdog[*lock]
 	notify   *notifier
 	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
