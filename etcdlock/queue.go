@@ -31,7 +31,9 @@ import (
 // queue ahead of it, and new ones join behind. An owner's second key takes
 // the place of the owner's first (a reentrant hold is not queued behind a
 // writer that waits for the owner), written by a transaction that checks
-// that the queue did not change since it was read.
+// that the queue did not change since it was read and that the first key
+// is still there: a release of the first key in between would otherwise
+// admit a waiter behind it while the second key took its place.
 //
 // A waiter follows the queue with one watch, keeps its own copy of it, and
 // makes no request until the copy admits it: a release wakes with a
@@ -346,8 +348,8 @@ var errRetry = fmt.Errorf("%w: the queue kept changing", dlock.ErrNotAcquired)
 // in one transaction; a semaphore's limit is written beside it. The key
 // of an owner that has keys in the queue then takes the place of the
 // owner's first key, in a transaction that checks that the queue did not
-// change since it was read; a writer whose owner has a read key gets
-// dlock.ErrUpgrade.
+// change since it was read and that the owner's first key is still there;
+// a writer whose owner has a read key gets dlock.ErrUpgrade.
 func (l *Locker) place(ctx context.Context, c call, h *hold, ls *lease) (*view, entry, error) {
 	base := l.baseOf(c.kind, c.key)
 	from, end := base+"\x00", clientv3.GetPrefixRangeEnd(base)
@@ -378,7 +380,9 @@ func (l *Locker) place(ctx context.Context, c call, h *hold, ls *lease) (*view, 
 		return v, me, nil
 	}
 	for range maxRaces {
-		order := me.create
+		// pred is the owner's key whose place ours takes: the first of
+		// them in the queue.
+		order, pred := me.create, entry{}
 		for _, e := range v.entries {
 			if e.name == me.name || e.owner != c.owner {
 				continue
@@ -387,14 +391,22 @@ func (l *Locker) place(ctx context.Context, c call, h *hold, ls *lease) (*view, 
 				l.forget(ctx, h.name, ls)
 				return nil, entry{}, &dlock.KeyError{Op: "lock", Key: c.key, Err: dlock.ErrUpgrade}
 			}
-			order = min(order, e.order)
+			if e.order < order {
+				order, pred = e.order, e
+			}
 		}
 		if order == me.order {
 			return v, me, nil
 		}
+		// Nothing in the queue was written since the read, and pred is
+		// still there: a key deleted since is no longer in the range, so
+		// only its own create revision tells. Without that check, a key
+		// could take the place of a hold that was released meanwhile,
+		// beside a waiter that the release admitted.
 		val := entryValue(c.kind, order, c.owner)
 		resp, err := l.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(from), "<", v.rev+1).WithRange(end)).
+			If(clientv3.Compare(clientv3.ModRevision(from), "<", v.rev+1).WithRange(end),
+				clientv3.Compare(clientv3.CreateRevision(pred.name), "=", pred.create)).
 			Then(clientv3.OpPut(h.name, val, clientv3.WithLease(ls.id))).
 			Else(clientv3.OpGet(base, clientv3.WithRange(end))).Commit()
 		if err != nil {
