@@ -513,23 +513,27 @@ func (l *Locker) forget(ctx context.Context, name string, ls *lease) {
 	switch {
 	case ls.lost():
 	case ctx.Err() != nil && ls.renew:
-		l.deleteLater(name) // the caller's time is up: do not make it wait
+		l.deleteLater(name, ls) // the caller's time is up: do not make it wait
 	default:
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		if _, derr := l.cli.Delete(rctx, name); derr != nil && ls.renew {
-			l.deleteLater(name)
+			l.deleteLater(name, ls)
 		}
 		cancel()
 	}
 }
 
-// deleteLater deletes, in the background, the etcd key name that an
-// attempt whose reply was lost may have written, after a delete that
-// failed: on a lease that lives on, the key would hold the lock for nobody.
-// It retries until etcd answers or the Locker closes (which revokes the
-// Locker's leases, and their keys with them).
-func (l *Locker) deleteLater(name string) {
+// deleteLater deletes, in the background, the etcd key name on the
+// renewed lease ls, after a delete or a release that etcd did not answer:
+// on a lease that lives on, the key would hold the lock for nobody. The
+// lease is not renewed until the delete lands (see lease.pause), so the
+// key is gone within the lease's TTL either way. It retries, every 100ms
+// and then less often, until etcd answers, the lease ends (and the key with
+// it), or the Locker closes (which revokes its leases).
+func (l *Locker) deleteLater(name string, ls *lease) {
+	resume := ls.pause()
 	l.wg.Go(func() {
+		defer resume()
 		delay := 100 * time.Millisecond
 		t := time.NewTimer(delay)
 		defer t.Stop()
@@ -537,12 +541,44 @@ func (l *Locker) deleteLater(name string) {
 			select {
 			case <-l.ctx.Done():
 				return
+			case <-ls.done:
+				return
 			case <-t.C:
 			}
 			ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
 			_, err := l.cli.Delete(ctx, name)
 			cancel()
 			if err == nil {
+				return
+			}
+			delay = min(2*delay, 2*time.Second)
+			t.Reset(delay)
+		}
+	})
+}
+
+// revokeLater revokes, in the background, the lease ls, which is no longer
+// kept alive and holds a key that a release could not delete: the key
+// lapses with the lease within its TTL, or sooner when a revoke reaches
+// etcd. It retries as deleteLater does, for at most the lease's TTL, or
+// until the Locker closes.
+func (l *Locker) revokeLater(ls *lease) {
+	ctx, cancel := context.WithTimeout(l.ctx, ls.ttl)
+	l.wg.Go(func() {
+		defer cancel()
+		delay := 100 * time.Millisecond
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rctx, rcancel := context.WithTimeout(ctx, releaseTimeout)
+			_, err := l.cli.Revoke(rctx, ls.id)
+			rcancel()
+			if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				return
 			}
 			delay = min(2*delay, 2*time.Second)
