@@ -266,7 +266,7 @@ func (h *hold) release(ctx context.Context, ended error) error {
 func (h *hold) abandon(cause error) error {
 	ls := h.currentLease()
 	if ls.shared {
-		h.l.deleteLater(h.name, ls) // pauses the session before the hold ends
+		h.l.deleteLater(h.name, ls, ls.pause()) // paused before the hold ends
 	}
 	ttl := ls.ttl
 	ended := &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: fmt.Errorf("%w: etcd did not answer the release, so the lock lapses within %v: %w", dlock.ErrNotHeld, ttl, cause)}

@@ -21,6 +21,31 @@ import (
 // releases of Close.
 const releaseTimeout = driver.ReleaseTimeout
 
+// RequestTimeout bounds the requests to etcd that a call with no wait left
+// makes: TryLock and the other single attempts (WithWait(0) too) end with
+// an error when etcd has not answered within it, and a waiting call whose
+// wait ran out spends at most this long cleaning up. The etcd client
+// waits for a connection as long as its context lets it, so without a
+// bound a call would hang while etcd is out of reach. A waiting call's
+// own requests end with its wait (see [Locker.Lock]).
+const RequestTimeout = 5 * time.Second
+
+// The causes of a call's limit, added to the error of a request that the
+// limit cut short.
+var (
+	errNoAnswer = fmt.Errorf("etcd did not answer within %v", RequestTimeout)
+	errWaitOver = errors.New("etcd did not answer before the wait ran out")
+)
+
+// noAnswer returns err, the error of a request made with actx, saying
+// that the call's limit cut it short when it did.
+func noAnswer(actx context.Context, err error) error {
+	if cause := context.Cause(actx); actx.Err() != nil && (cause == errNoAnswer || cause == errWaitOver) && !errors.Is(err, cause) {
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
+}
+
 // maxRaces bounds how often one attempt re-reads the holders after losing a
 // race with another writer to the same key's range before it reports the
 // lock busy.
@@ -39,8 +64,17 @@ type Locker struct {
 	permits driver.Table[*hold] // its permits
 	rw      driver.Table[*hold] // its read and write locks
 
-	mu     sync.Mutex
-	shared *lease // the session of renewed locks with the default TTL
+	mu       sync.Mutex
+	shared   *lease        // the session of renewed locks with the default TTL
+	starting *sessionStart // the start of the session under way, if any
+}
+
+// sessionStart is the start of the Locker's session: the calls that need
+// the session while it starts wait for it, each within its own limit.
+type sessionStart struct {
+	done chan struct{} // closed when ls and err are set
+	ls   *lease
+	err  error
 }
 
 var (
@@ -126,6 +160,13 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 // Lock waits for key until it holds it, ctx ends, the WithWait limit
 // passes, the retry strategy gives up, or the session that would hold the
 // lock ends (then the error matches ErrNotAcquired and ErrLeaseExpired).
+// Every request it makes ends with the wait limit, for its reply may never
+// come: Lock returns within the limit, plus at most RequestTimeout to
+// withdraw from the queue, also while etcd cannot be reached. A wait that
+// ran out returns an error matching ErrNotAcquired, also when etcd did not
+// answer in time; when etcd answered the last attempt with an error
+// before the wait ran out, Lock returns that error instead (a server that
+// refuses is not a busy lock), as the Redis driver does.
 // Waiters watch the key's range in etcd and try again when a hold is
 // deleted; the retry strategy only paces a fallback attempt in case a watch
 // event is missed. With dlock.WithNotify(false) they open no watch and
@@ -153,7 +194,8 @@ func (l *Locker) Unlock(ctx context.Context, key string) error {
 // ErrClosed.
 func (l *Locker) Close() error {
 	// Closed under l.mu, where sharedLease starts the session: a session
-	// started before is revoked here, and none starts after.
+	// recorded before is revoked here, and one started meanwhile is
+	// revoked by its starter, a goroutine of the Locker.
 	l.mu.Lock()
 	hs, ok := l.table.Close()
 	if !ok {
@@ -187,23 +229,67 @@ func (l *Locker) Close() error {
 }
 
 // sharedLease returns the session shared by renewed locks with the
-// Locker's TTL, starting a new one when there is none or it ended.
+// Locker's TTL, starting a new one when there is none or it ended. The
+// Locker starts it, on a goroutine of its own and within RequestTimeout,
+// so that no caller's limit cuts the start short for the others: each
+// caller waits for it until its ctx ends, and a caller with time left
+// starts it again after a start that etcd did not answer.
 func (l *Locker) sharedLease(ctx context.Context) (*lease, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.table.Closed() {
-		return nil, dlock.ErrClosed
+	for {
+		l.mu.Lock()
+		if l.table.Closed() {
+			l.mu.Unlock()
+			return nil, dlock.ErrClosed
+		}
+		if l.shared != nil && !l.shared.lost() {
+			ls := l.shared
+			l.mu.Unlock()
+			return ls, nil
+		}
+		st := l.starting
+		if st == nil {
+			st = &sessionStart{done: make(chan struct{})}
+			l.starting = st
+			l.wg.Go(func() { l.startSession(st) }) // before Close marks the table closed
+		}
+		l.mu.Unlock()
+		select {
+		case <-st.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if st.err != nil && !errors.Is(st.err, errNoAnswer) {
+			return nil, st.err
+		}
 	}
-	if l.shared != nil && !l.shared.lost() {
-		return l.shared, nil
-	}
+}
+
+// startSession grants the Locker's session for st, and records it unless
+// the Locker closed meanwhile (then it revokes it). Close ends the grant.
+func (l *Locker) startSession(st *sessionStart) {
+	defer close(st.done)
+	ctx, cancel := context.WithTimeoutCause(l.ctx, RequestTimeout, errNoAnswer)
+	defer cancel()
 	ls, err := newLease(ctx, l.cli, l.opts.TTL, true, &l.wg, l.onRenew())
-	if err != nil {
-		return nil, err
+	l.mu.Lock()
+	l.starting = nil
+	closed := l.table.Closed()
+	if err == nil && !closed {
+		ls.shared = true
+		l.shared = ls
 	}
-	ls.shared = true
-	l.shared = ls
-	return ls, nil
+	l.mu.Unlock()
+	switch {
+	case err != nil:
+		st.err = noAnswer(ctx, err)
+	case closed:
+		rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
+		ls.close(rctx)
+		rcancel()
+		st.err = dlock.ErrClosed
+	default:
+		st.ls = ls
+	}
 }
 
 // call is one acquisition: its resolved options and state.
@@ -279,15 +365,27 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 	if c.opts.Waiting && c.opts.Wait == 0 {
 		wait = false
 	}
-	ls, done, err := l.session(ctx, c, wait, cancel)
+	// actx ends with the call's limit (see RequestTimeout): every request
+	// made for the call ends with it, for its reply may never come.
+	actx := ctx
+	if !wait || c.opts.Waiting {
+		d, cause := RequestTimeout, errNoAnswer
+		if wait {
+			d, cause = c.opts.Wait, errWaitOver
+		}
+		var acancel context.CancelFunc
+		actx, acancel = context.WithTimeoutCause(ctx, d, cause)
+		defer acancel()
+	}
+	ls, done, err := l.session(ctx, actx, c, wait, cancel)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { done(err == nil) }()
 	if k == driver.HoldLock {
-		return l.attempts(ctx, c, h, ls, wait)
+		return l.attempts(ctx, actx, c, h, ls, wait)
 	}
-	return l.queue(ctx, c, h, ls, wait)
+	return l.queue(ctx, actx, c, h, ls, wait)
 }
 
 // session returns the lease a renewed lock is written with, started before
@@ -296,58 +394,84 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 // or write lock with a pinned lease that waits queues on the Locker's
 // session, and moves to a pinned lease when it is admitted (see queue).
 // The call's context is cancelled when the session ends: a waiter whose
-// session ended must not wait on (etcd-io/etcd#19597). The caller calls
-// done when the call returns, saying whether it acquired; a session of the
-// call's own is revoked when it did not.
-func (l *Locker) session(ctx context.Context, c call, wait bool, cancel context.CancelCauseFunc) (ls *lease, done func(acquired bool), err error) {
+// session ended must not wait on (etcd-io/etcd#19597). The session is
+// started within the call's limit (actx). The caller calls done when the
+// call returns, saying whether it acquired; a session of the call's own
+// is revoked when it did not.
+func (l *Locker) session(ctx, actx context.Context, c call, wait bool, cancel context.CancelCauseFunc) (ls *lease, done func(acquired bool), err error) {
 	if !c.renew && (c.kind == driver.HoldLock || !wait) {
 		return nil, func(bool) {}, nil
 	}
 	if c.opts.TTL == l.opts.TTL || !c.renew {
-		ls, err = l.sharedLease(ctx)
+		ls, err = l.sharedLease(actx)
 	} else {
-		ls, err = newLease(ctx, l.cli, c.opts.TTL, true, &l.wg, l.onRenew())
+		ls, err = newLease(actx, l.cli, c.opts.TTL, true, &l.wg, l.onRenew())
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, dlock.ErrClosed):
 		return nil, nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: fmt.Errorf("start a session: %w", err)}
+	case ctx.Err() == nil && actx.Err() != nil && wait:
+		l.opts.Logger.DebugContext(ctx, "the wait ran out before the session started", "key", c.key, "error", err)
+		return nil, nil, &dlock.NotAcquiredError{Key: c.key}
+	default:
+		return nil, nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: fmt.Errorf("start a session: %w", noAnswer(actx, err))}
 	}
 	stop := context.AfterFunc(ls.ctx, func() { cancel(context.Cause(ls.ctx)) })
 	return ls, func(acquired bool) {
 		stop()
 		if !acquired && !ls.shared {
-			rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
-			ls.close(rctx)
-			rcancel()
+			l.dropLease(actx, ls)
 		}
 	}, nil
 }
 
+// dropLease ends ls, a lease of the call's own that no hold keeps, and
+// revokes it: with actx, the context of the call's requests, while the
+// call has time; in the background when it has none or etcd did not
+// answer (a lease nothing keeps alive lapses within its TTL anyway).
+func (l *Locker) dropLease(actx context.Context, ls *lease) {
+	if actx.Err() == nil {
+		rctx, cancel := context.WithTimeout(actx, releaseTimeout)
+		err := ls.close(rctx)
+		cancel()
+		if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return
+		}
+	}
+	ls.lose(errLeaseClosed)
+	l.revokeLater(ls)
+}
+
 // attempts makes the call's attempts: one, or (wait) as many as its wait
-// allows, each after a release the watch reports or the retry delay.
-func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait bool) (dlock.Lock, error) {
+// allows, each after a release the watch reports or the retry delay. Each
+// attempt is made with actx, which ends with the call's limit.
+func (l *Locker) attempts(ctx, actx context.Context, c call, h *hold, ls *lease, wait bool) (dlock.Lock, error) {
 	var (
-		watch  clientv3.WatchChan
-		limit  <-chan time.Time
-		lsDone <-chan struct{}
-		retry  = c.opts.Retry.Start()
-		b      busy
+		watch   clientv3.WatchChan
+		limit   <-chan time.Time
+		lsDone  <-chan struct{}
+		retry   = c.opts.Retry.Start()
+		b       busy
+		lastErr error // the error of the last attempt, when it failed
 	)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	// An attempt does not outlive the wait: its reply may never come.
-	actx := ctx
-	if c.opts.Waiting {
+	if c.opts.Waiting && wait {
 		t := time.NewTimer(c.opts.Wait)
 		defer t.Stop()
 		limit = t.C
 	}
-	if c.opts.Waiting && wait {
-		var acancel context.CancelFunc
-		actx, acancel = context.WithTimeout(ctx, c.opts.Wait)
-		defer acancel()
-	}
 	if ls != nil {
 		lsDone = ls.done
+	}
+	// giveUp is the error of a wait that ran out: busy, or the last
+	// attempt's error when it could not reach etcd.
+	giveUp := func() error {
+		if lastErr != nil {
+			return &dlock.KeyError{Op: "lock", Key: c.key, Err: lastErr}
+		}
+		return l.notAcquired(ctx, c, b, nil)
 	}
 	for {
 		held, seen, err := l.attempt(actx, c, h, ls)
@@ -358,11 +482,12 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 			if e := l.failed(ctx, actx, c, ls, b, err, wait); e != nil {
 				return nil, e
 			}
+			lastErr = err
 		default:
-			b = seen
+			b, lastErr = seen, nil
 		}
 		if !wait {
-			return nil, l.notAcquired(ctx, c, b, nil)
+			return nil, l.notAcquired(actx, c, b, nil)
 		}
 		h.tbl.Waiting(h)
 		if watch == nil && b.rev > 0 && c.opts.Notify {
@@ -371,7 +496,7 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 		}
 		d, ok := retry.Next()
 		if !ok {
-			return nil, l.notAcquired(ctx, c, b, nil)
+			return nil, giveUp()
 		}
 		t := time.NewTimer(d)
 		select {
@@ -380,7 +505,7 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 			return nil, l.notAcquired(context.WithoutCancel(ctx), c, b, context.Cause(ctx))
 		case <-limit:
 			t.Stop()
-			return nil, l.notAcquired(ctx, c, b, nil)
+			return nil, giveUp()
 		case <-lsDone:
 			t.Stop()
 			return nil, &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
@@ -399,17 +524,26 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 // failed returns the error of a call whose attempt (with actx, on the
 // session ls when not nil) failed with err, having seen b; or nil when a
 // waiter (wait) rides it out (a leader election, a reconnection) and tries
-// again after the retry delay.
+// again after the retry delay. A single attempt that failed (also because
+// its session ended, or etcd did not answer within RequestTimeout) returns
+// its error: etcd out of reach is not a busy lock. A waiter whose session
+// ended gets ErrNotAcquired and the session's end; one whose wait ran out
+// during the attempt gets ErrNotAcquired.
 func (l *Locker) failed(ctx, actx context.Context, c call, ls *lease, b busy, err error, wait bool) error {
 	switch {
+	case ls != nil && ls.lost() && !wait:
+		return &dlock.KeyError{Op: "lock", Key: c.key, Err: ls.err}
 	case ls != nil && ls.lost():
 		return &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
-	case ctx.Err() == nil && actx.Err() != nil:
-		return l.notAcquired(ctx, c, b, nil) // the wait is over
 	case ctx.Err() != nil:
 		return l.notAcquired(context.WithoutCancel(ctx), c, b, context.Cause(ctx))
+	case actx.Err() != nil && wait:
+		// The wait ran out while the attempt was under way: as for a
+		// busy lock, whose reply may come too late as well.
+		l.opts.Logger.DebugContext(ctx, "the wait ran out during an attempt", "key", c.key, "error", err)
+		return l.notAcquired(ctx, c, b, nil)
 	case !wait:
-		return &dlock.KeyError{Key: c.key, Err: err}
+		return &dlock.KeyError{Op: "lock", Key: c.key, Err: noAnswer(actx, err)}
 	}
 	l.opts.Logger.DebugContext(ctx, "attempt failed, waiting on", "key", c.key, "error", err)
 	return nil
@@ -455,9 +589,7 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 	}
 	pinnedFail := func() {
 		if !ls.renew {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			ls.close(rctx)
-			cancel()
+			l.dropLease(ctx, ls)
 		}
 	}
 	p := l.rangeOf(c.key)
@@ -471,8 +603,10 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 	for range maxRaces {
 		resp, err := l.cli.Txn(ctx).If(cmp).Then(put).Else(get).Commit()
 		if err != nil {
-			l.forget(ctx, name, ls)
-			pinnedFail()
+			if ls.renew {
+				l.forget(ctx, name, ls)
+			}
+			pinnedFail() // a key on a pinned lease goes with it
 			return false, busy{}, err
 		}
 		if resp.Succeeded {
@@ -508,32 +642,43 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 // grant that arrives after the caller gave up is given back; in the
 // background when etcd does not answer, for on a lease that lives on the
 // key would hold the lock for nobody. A lost lease is no longer kept
-// alive: its keys go with it.
+// alive: its keys go with it. The delete ends with ctx while ctx lives,
+// or after releaseTimeout.
 func (l *Locker) forget(ctx context.Context, name string, ls *lease) {
 	switch {
 	case ls.lost():
 	case ctx.Err() != nil && ls.renew:
-		l.deleteLater(name, ls) // the caller's time is up: do not make it wait
+		l.deleteLater(name, ls, nil) // the caller's time is up: do not make it wait
 	default:
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		if ctx.Err() != nil {
+			ctx = context.WithoutCancel(ctx)
+		}
+		rctx, cancel := context.WithTimeout(ctx, releaseTimeout)
 		if _, derr := l.cli.Delete(rctx, name); derr != nil && ls.renew {
-			l.deleteLater(name, ls)
+			l.deleteLater(name, ls, ls.pause())
 		}
 		cancel()
 	}
 }
 
 // deleteLater deletes, in the background, the etcd key name on the
-// renewed lease ls, after a delete or a release that etcd did not answer:
-// on a lease that lives on, the key would hold the lock for nobody. The
-// lease is not renewed until the delete lands (see lease.pause), so the
-// key is gone within the lease's TTL either way. It retries, every 100ms
-// and then less often, until etcd answers, the lease ends (and the key with
-// it), or the Locker closes (which revokes its leases).
-func (l *Locker) deleteLater(name string, ls *lease) {
-	resume := ls.pause()
+// renewed lease ls, which an attempt whose caller gave up may have
+// written, or which a delete or a release that etcd did not answer left:
+// on a lease that lives on, the key would hold the lock for nobody. Once a
+// delete failed (resume, from ls.pause, is not nil), the lease is not
+// renewed until the delete lands, so the key is gone within the lease's
+// TTL either way; a first try that etcd answers pauses nothing, so that
+// callers who give up while etcd is well never hold back the session's
+// renewal. It tries after 100ms (a write cut short may still land), then
+// less and less often, until etcd answers, the lease ends (and the key
+// with it), or the Locker closes (which revokes its leases).
+func (l *Locker) deleteLater(name string, ls *lease, resume func()) {
 	l.wg.Go(func() {
-		defer resume()
+		defer func() {
+			if resume != nil {
+				resume()
+			}
+		}()
 		delay := 100 * time.Millisecond
 		t := time.NewTimer(delay)
 		defer t.Stop()
@@ -551,6 +696,9 @@ func (l *Locker) deleteLater(name string, ls *lease) {
 			if err == nil {
 				return
 			}
+			if resume == nil {
+				resume = ls.pause()
+			}
 			delay = min(2*delay, 2*time.Second)
 			t.Reset(delay)
 		}
@@ -567,7 +715,7 @@ func (l *Locker) revokeLater(ls *lease) {
 	l.wg.Go(func() {
 		defer cancel()
 		delay := 100 * time.Millisecond
-		t := time.NewTimer(delay)
+		t := time.NewTimer(0) // at once: the caller did not wait for it
 		defer t.Stop()
 		for {
 			select {

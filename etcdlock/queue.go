@@ -256,21 +256,16 @@ var errGone = fmt.Errorf("%w: the queued key is gone", dlock.ErrNotAcquired)
 // waits (wait) or withdraws it. A pinned lease that waits queues on the
 // session and moves to a lease granted when it is admitted, since its time
 // runs from the acquisition.
-func (l *Locker) queue(ctx context.Context, c call, h *hold, ls *lease, wait bool) (dlock.Lock, error) {
+func (l *Locker) queue(ctx, actx context.Context, c call, h *hold, ls *lease, wait bool) (dlock.Lock, error) {
 	var (
 		limit  <-chan time.Time
 		lsDone <-chan struct{}
 		retry  = c.opts.Retry.Start()
 	)
-	// An attempt does not outlive the wait: its reply may never come.
-	actx := ctx
 	if c.opts.Waiting && wait {
 		t := time.NewTimer(c.opts.Wait)
 		defer t.Stop()
 		limit = t.C
-		var cancel context.CancelFunc
-		actx, cancel = context.WithTimeout(ctx, c.opts.Wait)
-		defer cancel()
 	}
 	if ls != nil {
 		lsDone = ls.done
@@ -291,8 +286,8 @@ func (l *Locker) queue(ctx context.Context, c call, h *hold, ls *lease, wait boo
 			case ok && (c.renew || ls == nil):
 				return l.admit(ctx, h, qls)
 			case !ok && !wait:
-				l.withdraw(ctx, h, qls, ls)
-				return nil, l.notAcquired(ctx, c, busy{lease: first.lease}, nil)
+				l.withdraw(actx, h, qls, ls)
+				return nil, l.notAcquired(actx, c, busy{lease: first.lease}, nil)
 			case !ok:
 				if ok, err = l.await(ctx, c, h, v, me, ls, limit, retry.Next); err != nil && err != errGone {
 					return nil, err
@@ -305,7 +300,7 @@ func (l *Locker) queue(ctx context.Context, c call, h *hold, ls *lease, wait boo
 			}
 		}
 		if ls == nil {
-			l.withdraw(ctx, h, qls, ls)
+			l.withdraw(actx, h, qls, ls)
 		}
 		switch {
 		case err == errRetry && !wait:
@@ -320,10 +315,11 @@ func (l *Locker) queue(ctx context.Context, c call, h *hold, ls *lease, wait boo
 			}
 		}
 		// A waiter rides out a failed round trip and queues again after
-		// the retry delay.
+		// the retry delay; a wait that runs out meanwhile ends with that
+		// round trip's error, for etcd out of reach is not a busy lock.
 		d, ok := retry.Next()
 		if !ok {
-			return nil, l.notAcquired(ctx, c, busy{}, nil)
+			return nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: err}
 		}
 		t := time.NewTimer(d)
 		select {
@@ -332,7 +328,7 @@ func (l *Locker) queue(ctx context.Context, c call, h *hold, ls *lease, wait boo
 			return nil, l.notAcquired(context.WithoutCancel(ctx), c, busy{}, context.Cause(ctx))
 		case <-limit:
 			t.Stop()
-			return nil, l.notAcquired(ctx, c, busy{}, nil)
+			return nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: err}
 		case <-lsDone:
 			t.Stop()
 			return nil, &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
@@ -442,12 +438,17 @@ func (l *Locker) await(ctx context.Context, c call, h *hold, v *view, me entry, 
 	defer func() { stopWatch() }()
 	h.tbl.Waiting(h)
 	giveUp := func(cause error) (bool, error) {
-		l.forget(ctx, h.name, ls)
 		_, first := v.admits(me, c.limit)
 		if cause != nil {
+			l.forget(ctx, h.name, ls)
 			return false, l.notAcquired(context.WithoutCancel(ctx), c, busy{lease: first.lease}, cause)
 		}
-		return false, l.notAcquired(ctx, c, busy{lease: first.lease}, nil)
+		// The wait ran out: withdrawing and the retry-after hint have
+		// one request timeout between them.
+		cctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+		defer cancel()
+		l.forget(cctx, h.name, ls)
+		return false, l.notAcquired(cctx, c, busy{lease: first.lease}, nil)
 	}
 	for {
 		if watch == nil && c.opts.Notify {
@@ -517,9 +518,7 @@ func (l *Locker) confirm(ctx context.Context, c call, h *hold, ls *lease) error 
 	}
 	closePinned := func() {
 		if kls != ls {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			kls.close(rctx)
-			cancel()
+			l.dropLease(ctx, kls)
 		}
 	}
 	resp, err := l.cli.Txn(ctx).
@@ -547,7 +546,7 @@ func (l *Locker) admit(ctx context.Context, h *hold, ls *lease) (dlock.Lock, err
 	h.lease = ls
 	h.mu.Unlock()
 	if err := h.tbl.Add(h); err != nil { // closed: give it back
-		l.withdraw(ctx, h, ls, nil)
+		l.withdraw(context.WithoutCancel(ctx), h, ls, nil)
 		return nil, err
 	}
 	l.wg.Go(h.watch)
@@ -555,13 +554,13 @@ func (l *Locker) admit(ctx context.Context, h *hold, ls *lease) (dlock.Lock, err
 }
 
 // withdraw deletes the key of h from the queue: it revokes ls when it is a
-// pinned lease of the call's own (not the session), else deletes the key.
-func (l *Locker) withdraw(ctx context.Context, h *hold, ls, session *lease) {
+// pinned lease of the call's own (not the session), else deletes the key;
+// with actx, the context of the call's requests, while it lives (see
+// dropLease and forget).
+func (l *Locker) withdraw(actx context.Context, h *hold, ls, session *lease) {
 	if ls != session && !ls.renew {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		ls.close(rctx)
-		cancel()
+		l.dropLease(actx, ls)
 		return
 	}
-	l.forget(ctx, h.name, ls)
+	l.forget(actx, h.name, ls)
 }

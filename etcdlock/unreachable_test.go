@@ -15,7 +15,7 @@ import (
 )
 
 // requestTimeout bounds a request of a call that has no wait left.
-const requestTimeout = 5 * time.Second
+const requestTimeout = etcdlock.RequestTimeout
 
 // takeFunc is one way to acquire a key.
 type takeFunc func(ctx context.Context, l *etcdlock.Locker, key string) (dlock.Lock, error)
@@ -64,8 +64,10 @@ func unreachableTakes(wait time.Duration) []unreachableTake {
 
 // returnsWithin runs take under a context of a minute and fails the test
 // unless it returns within limit + requestTimeout + slack, with an error
-// that names the key and does not say the lock is busy: a server out of
-// reach is not a busy lock (as with the Redis driver).
+// that names the key: for a wait that ran out (limit > 0), one that
+// matches ErrNotAcquired and is no context error; for a single attempt,
+// a *dlock.KeyError that does not say the lock is busy, for a server out
+// of reach is not a busy lock (as with the Redis driver).
 func returnsWithin(t *testing.T, limit time.Duration, take func(ctx context.Context) (dlock.Lock, error), key string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -80,7 +82,11 @@ func returnsWithin(t *testing.T, limit time.Duration, take func(ctx context.Cont
 			t.Fatal("acquired with etcd out of reach")
 		}
 		var ke *dlock.KeyError
-		if !errors.As(r.err, &ke) || ke.Key != key || errors.Is(r.err, dlock.ErrNotAcquired) {
+		var na *dlock.NotAcquiredError
+		switch {
+		case limit > 0 && (!errors.As(r.err, &na) || na.Key != key || errors.Is(r.err, context.DeadlineExceeded)):
+			t.Errorf("error %v, want a *dlock.NotAcquiredError for %q that is no context error", r.err, key)
+		case limit == 0 && (!errors.As(r.err, &ke) || ke.Key != key || errors.Is(r.err, dlock.ErrNotAcquired)):
 			t.Errorf("error %v, want a *dlock.KeyError for %q that is not ErrNotAcquired", r.err, key)
 		}
 		t.Logf("returned after %v: %v", time.Since(start), r.err)
@@ -186,8 +192,8 @@ func TestUnreachableServerStopped(t *testing.T) {
 		if el := r.ret.Sub(r.start); el > r.limit+requestTimeout+slack {
 			t.Errorf("%s returned %v after the call, past its limit %v + %v + %v: %v", r.name, el, r.limit, requestTimeout, slack, r.err)
 		}
-		if r.err == nil {
-			t.Errorf("%s acquired with the server stopped", r.name)
+		if !errors.Is(r.err, dlock.ErrNotAcquired) {
+			t.Errorf("%s: %v, want ErrNotAcquired when the wait ran out", r.name, r.err)
 		}
 		t.Logf("%s: returned %v after the call (the server stopping from %v after it): %v", r.name, r.ret.Sub(r.start), stopping.Sub(r.start), r.err)
 	}
