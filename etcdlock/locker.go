@@ -153,6 +153,8 @@ func escape(key string) string {
 }
 
 // TryLock makes one attempt to acquire key. See [dlock.Locker.TryLock].
+// When etcd does not answer within RequestTimeout, it returns the
+// request's error, which does not match ErrNotAcquired.
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
 	return l.acquire(ctx, key, false, opts)
 }
