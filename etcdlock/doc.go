@@ -75,21 +75,22 @@
 // by key name). Close releases every hold of the Locker, revokes its
 // session, and stops its goroutines.
 //
-// A release that etcd does not answer (a partition, a server down) has an
-// unknown outcome. Unlock returns the error, and the hold ends all the
-// same, released: Done closes and Err matches [dlock.ErrNotHeld] and the
-// error, so [dlock.Do] and [dlock.Guard], which do not retry, leave no
-// hold behind. Its key lapses within its TTL of the failed release: a
-// lease of the hold's own is no longer kept alive (and is revoked in the
-// background); a key on the Locker's session is deleted in the background,
-// retried until etcd answers, and the session is not renewed while that
-// delete is pending. Once etcd answers, the delete lands and the renewal
-// held back is sent at once, so the Locker keeps its session and its other
-// holds; if etcd answers keep-alives but never the delete, the session
-// runs out, and its other holds are lost with it, rather than keep the
-// key for nobody. A Refresh on a session held back so returns an error.
-// The hot path pays nothing for this: no request is added to an
-// acquisition or a release that etcd answers.
+// A release that etcd does not answer (a partition, a server down) before
+// its context ends has an unknown outcome. Unlock returns the error, and
+// the hold ends all the same, released: Done closes and Err matches
+// [dlock.ErrNotHeld] and the error, so [dlock.Do] and [dlock.Guard],
+// which do not retry, leave no hold behind. Its key lapses within its TTL
+// of the failed release: a lease of the hold's own is no longer kept
+// alive (and is revoked in the background); a key on the Locker's session
+// is deleted in the background, retried until etcd answers or Close, and
+// the session is not renewed while that delete is pending. Once etcd
+// answers, the delete lands and the renewal held back is sent at once, so
+// the Locker keeps its session and its other holds; if etcd answers
+// keep-alives but never the delete, the session runs out, and its other
+// holds are lost with it, rather than keep the key for nobody. A Refresh
+// on a session held back so returns an error. The hot path pays nothing
+// for this: no request is added to an acquisition or a release that etcd
+// answers.
 //
 // # Waiting
 //

@@ -198,10 +198,10 @@ func (h *hold) follow(ctx context.Context, ls *lease, from int64) (deleted bool)
 // revision, so that a late or repeated Unlock never deletes a newer hold
 // (the flaw reported in etcd-io/etcd#22082). It returns ErrNotHeld after a
 // release, and the LostError when the lock was lost. When etcd does not
-// answer, the release's outcome is unknown: Unlock returns the client's
-// error, and the hold ends all the same (Done closes, Err matches
-// ErrNotHeld and that error) and lapses within its TTL, for nothing
-// renews it any more (see the package doc, Release).
+// answer before ctx ends, the release's outcome is unknown: Unlock returns
+// the client's error, and the hold ends all the same (Done closes, Err
+// matches ErrNotHeld and that error) and lapses within its TTL, for
+// nothing renews it any more (see the package doc, Release).
 func (h *hold) Unlock(ctx context.Context) error {
 	if err := h.Check(); err != nil {
 		return err
@@ -255,8 +255,9 @@ func (h *hold) release(ctx context.Context, ended error) error {
 	return nil
 }
 
-// abandon ends h, whose release etcd did not answer (cause): its key may
-// still be there, on a lease that would keep it for nobody. The key is
+// abandon ends h, whose release's outcome is unknown (cause: etcd did not
+// answer, or the caller's context ended first): its key may still be
+// there, on a lease that would keep it for nobody. The key is
 // left to lapse: a lease of the hold's own is no longer kept alive, and is
 // revoked in the background; on the Locker's session, the key is deleted
 // in the background, and the session is not renewed until that delete
@@ -269,7 +270,7 @@ func (h *hold) abandon(cause error) error {
 		h.l.deleteLater(h.name, ls, ls.pause()) // paused before the hold ends
 	}
 	ttl := ls.ttl
-	ended := &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: fmt.Errorf("%w: etcd did not answer the release, so the lock lapses within %v: %w", dlock.ErrNotHeld, ttl, cause)}
+	ended := &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: fmt.Errorf("%w: the release's outcome is unknown, so the lock lapses within %v: %w", dlock.ErrNotHeld, ttl, cause)}
 	if h.tbl.End(h, ended) {
 		// Read after the end, as end does: a Refresh may have moved the
 		// hold to a lease of its own.
@@ -278,7 +279,7 @@ func (h *hold) abandon(cause error) error {
 			h.l.revokeLater(own)
 		}
 	}
-	return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: fmt.Errorf("etcd did not answer; the lock lapses within %v: %w", ttl, cause)}
+	return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: fmt.Errorf("the release's outcome is unknown; the lock lapses within %v: %w", ttl, cause)}
 }
 
 // errReleaseUnknown is the Err of a lease that a hold whose release etcd
