@@ -21,31 +21,6 @@ import (
 // releases of Close.
 const releaseTimeout = driver.ReleaseTimeout
 
-// RequestTimeout bounds the requests to etcd that a call with no wait left
-// makes: TryLock and the other single attempts (WithWait(0) too) end with
-// an error when etcd has not answered within it, and a waiting call whose
-// wait ran out spends at most this long cleaning up. The etcd client
-// waits for a connection as long as its context lets it, so without a
-// bound a call would hang while etcd is out of reach. A waiting call's
-// own requests end with its wait (see [Locker.Lock]).
-const RequestTimeout = 5 * time.Second
-
-// The causes of a call's limit, added to the error of a request that the
-// limit cut short.
-var (
-	errNoAnswer = fmt.Errorf("etcd did not answer within %v", RequestTimeout)
-	errWaitOver = errors.New("etcd did not answer before the wait ran out")
-)
-
-// noAnswer returns err, the error of a request made with actx, saying
-// that the call's limit cut it short when it did.
-func noAnswer(actx context.Context, err error) error {
-	if cause := context.Cause(actx); actx.Err() != nil && (cause == errNoAnswer || cause == errWaitOver) && !errors.Is(err, cause) {
-		return fmt.Errorf("%w: %w", cause, err)
-	}
-	return err
-}
-
 // maxRaces bounds how often one attempt re-reads the holders after losing a
 // race with another writer to the same key's range before it reports the
 // lock busy.
@@ -67,14 +42,6 @@ type Locker struct {
 	mu       sync.Mutex
 	shared   *lease        // the session of renewed locks with the default TTL
 	starting *sessionStart // the start of the session under way, if any
-}
-
-// sessionStart is the start of the Locker's session: the calls that need
-// the session while it starts wait for it, each within its own limit.
-type sessionStart struct {
-	done chan struct{} // closed when ls and err are set
-	ls   *lease
-	err  error
 }
 
 var (
@@ -230,70 +197,6 @@ func (l *Locker) Close() error {
 	return err
 }
 
-// sharedLease returns the session shared by renewed locks with the
-// Locker's TTL, starting a new one when there is none or it ended. The
-// Locker starts it, on a goroutine of its own and within RequestTimeout,
-// so that no caller's limit cuts the start short for the others: each
-// caller waits for it until its ctx ends, and a caller with time left
-// starts it again after a start that etcd did not answer.
-func (l *Locker) sharedLease(ctx context.Context) (*lease, error) {
-	for {
-		l.mu.Lock()
-		if l.table.Closed() {
-			l.mu.Unlock()
-			return nil, dlock.ErrClosed
-		}
-		if l.shared != nil && !l.shared.lost() {
-			ls := l.shared
-			l.mu.Unlock()
-			return ls, nil
-		}
-		st := l.starting
-		if st == nil {
-			st = &sessionStart{done: make(chan struct{})}
-			l.starting = st
-			l.wg.Go(func() { l.startSession(st) }) // before Close marks the table closed
-		}
-		l.mu.Unlock()
-		select {
-		case <-st.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if st.err != nil && !errors.Is(st.err, errNoAnswer) {
-			return nil, st.err
-		}
-	}
-}
-
-// startSession grants the Locker's session for st, and records it unless
-// the Locker closed meanwhile (then it revokes it). Close ends the grant.
-func (l *Locker) startSession(st *sessionStart) {
-	defer close(st.done)
-	ctx, cancel := context.WithTimeoutCause(l.ctx, RequestTimeout, errNoAnswer)
-	defer cancel()
-	ls, err := newLease(ctx, l.cli, l.opts.TTL, true, &l.wg, l.onRenew())
-	l.mu.Lock()
-	l.starting = nil
-	closed := l.table.Closed()
-	if err == nil && !closed {
-		ls.shared = true
-		l.shared = ls
-	}
-	l.mu.Unlock()
-	switch {
-	case err != nil:
-		st.err = noAnswer(ctx, err)
-	case closed:
-		rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
-		ls.close(rctx)
-		rcancel()
-		st.err = dlock.ErrClosed
-	default:
-		st.ls = ls
-	}
-}
-
 // call is one acquisition: its resolved options and state.
 type call struct {
 	key, owner    string
@@ -388,61 +291,6 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 		return l.attempts(ctx, actx, c, h, ls, wait)
 	}
 	return l.queue(ctx, actx, c, h, ls, wait)
-}
-
-// session returns the lease a renewed lock is written with, started before
-// the first attempt; a pinned lease is granted at each attempt instead,
-// since its time runs from the grant (ls is then nil). A permit or a read
-// or write lock with a pinned lease that waits queues on the Locker's
-// session, and moves to a pinned lease when it is admitted (see queue).
-// The call's context is cancelled when the session ends: a waiter whose
-// session ended must not wait on (etcd-io/etcd#19597). The session is
-// started within the call's limit (actx). The caller calls done when the
-// call returns, saying whether it acquired; a session of the call's own
-// is revoked when it did not.
-func (l *Locker) session(ctx, actx context.Context, c call, wait bool, cancel context.CancelCauseFunc) (ls *lease, done func(acquired bool), err error) {
-	if !c.renew && (c.kind == driver.HoldLock || !wait) {
-		return nil, func(bool) {}, nil
-	}
-	if c.opts.TTL == l.opts.TTL || !c.renew {
-		ls, err = l.sharedLease(actx)
-	} else {
-		ls, err = newLease(actx, l.cli, c.opts.TTL, true, &l.wg, l.onRenew())
-	}
-	switch {
-	case err == nil:
-	case errors.Is(err, dlock.ErrClosed):
-		return nil, nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: fmt.Errorf("start a session: %w", err)}
-	case ctx.Err() == nil && actx.Err() != nil && wait:
-		l.opts.Logger.DebugContext(ctx, "the wait ran out before the session started", "key", c.key, "error", err)
-		return nil, nil, &dlock.NotAcquiredError{Key: c.key}
-	default:
-		return nil, nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: fmt.Errorf("start a session: %w", noAnswer(actx, err))}
-	}
-	stop := context.AfterFunc(ls.ctx, func() { cancel(context.Cause(ls.ctx)) })
-	return ls, func(acquired bool) {
-		stop()
-		if !acquired && !ls.shared {
-			l.dropLease(actx, ls)
-		}
-	}, nil
-}
-
-// dropLease ends ls, a lease of the call's own that no hold keeps, and
-// revokes it: with actx, the context of the call's requests, while the
-// call has time; in the background when it has none or etcd did not
-// answer (a lease nothing keeps alive lapses within its TTL anyway).
-func (l *Locker) dropLease(actx context.Context, ls *lease) {
-	if actx.Err() == nil {
-		rctx, cancel := context.WithTimeout(actx, releaseTimeout)
-		err := ls.close(rctx)
-		cancel()
-		if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return
-		}
-	}
-	ls.lose(errLeaseClosed)
-	l.revokeLater(ls)
 }
 
 // attempts makes the call's attempts: one, or (wait) as many as its wait
@@ -637,102 +485,4 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 	}
 	pinnedFail()
 	return false, b, nil
-}
-
-// forget deletes the etcd key name, which a write whose reply was lost may
-// have put on ls, or which a waiter leaves: by its unique name, so that a
-// grant that arrives after the caller gave up is given back; in the
-// background when etcd does not answer, for on a lease that lives on the
-// key would hold the lock for nobody. A lost lease is no longer kept
-// alive: its keys go with it. The delete ends with ctx while ctx lives,
-// or after releaseTimeout.
-func (l *Locker) forget(ctx context.Context, name string, ls *lease) {
-	switch {
-	case ls.lost():
-	case ctx.Err() != nil && ls.renew:
-		l.deleteLater(name, ls, nil) // the caller's time is up: do not make it wait
-	default:
-		if ctx.Err() != nil {
-			ctx = context.WithoutCancel(ctx)
-		}
-		rctx, cancel := context.WithTimeout(ctx, releaseTimeout)
-		if _, derr := l.cli.Delete(rctx, name); derr != nil && ls.renew {
-			l.deleteLater(name, ls, ls.pause())
-		}
-		cancel()
-	}
-}
-
-// deleteLater deletes, in the background, the etcd key name on the
-// renewed lease ls, which an attempt whose caller gave up may have
-// written, or which a delete or a release that etcd did not answer left:
-// on a lease that lives on, the key would hold the lock for nobody. Once a
-// delete failed (resume, from ls.pause, is not nil), the lease is not
-// renewed until the delete lands, so the key is gone within the lease's
-// TTL either way; a first try that etcd answers pauses nothing, so that
-// callers who give up while etcd is well never hold back the session's
-// renewal. It tries after 100ms (a write cut short may still land), then
-// less and less often, until etcd answers, the lease ends (and the key
-// with it), or the Locker closes (which revokes its leases).
-func (l *Locker) deleteLater(name string, ls *lease, resume func()) {
-	l.wg.Go(func() {
-		defer func() {
-			if resume != nil {
-				resume()
-			}
-		}()
-		delay := 100 * time.Millisecond
-		t := time.NewTimer(delay)
-		defer t.Stop()
-		for {
-			select {
-			case <-l.ctx.Done():
-				return
-			case <-ls.done:
-				return
-			case <-t.C:
-			}
-			ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
-			_, err := l.cli.Delete(ctx, name)
-			cancel()
-			if err == nil {
-				return
-			}
-			if resume == nil {
-				resume = ls.pause()
-			}
-			delay = min(2*delay, 2*time.Second)
-			t.Reset(delay)
-		}
-	})
-}
-
-// revokeLater revokes, in the background, the lease ls, which is no longer
-// kept alive and holds a key that a release could not delete: the key
-// lapses with the lease within its TTL, or sooner when a revoke reaches
-// etcd. It retries as deleteLater does, for at most the lease's TTL, or
-// until the Locker closes.
-func (l *Locker) revokeLater(ls *lease) {
-	ctx, cancel := context.WithTimeout(l.ctx, ls.ttl)
-	l.wg.Go(func() {
-		defer cancel()
-		delay := 100 * time.Millisecond
-		t := time.NewTimer(0) // at once: the caller did not wait for it
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			rctx, rcancel := context.WithTimeout(ctx, releaseTimeout)
-			_, err := l.cli.Revoke(rctx, ls.id)
-			rcancel()
-			if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				return
-			}
-			delay = min(2*delay, 2*time.Second)
-			t.Reset(delay)
-		}
-	})
 }
