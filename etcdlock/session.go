@@ -105,7 +105,11 @@ func (l *Locker) session(ctx, actx context.Context, c call, wait bool, cancel co
 	case err == nil:
 	case errors.Is(err, dlock.ErrClosed):
 		return nil, nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: fmt.Errorf("start a session: %w", err)}
-	case ctx.Err() == nil && actx.Err() != nil && wait:
+	case ctx.Err() != nil && wait:
+		// A waiting call whose context ended: as when it ends during the
+		// wait (dlock.Locker.Lock).
+		return nil, nil, &dlock.NotAcquiredError{Key: c.key, Err: context.Cause(ctx)}
+	case actx.Err() != nil && wait:
 		l.opts.Logger.DebugContext(ctx, "the wait ran out before the session started", "key", c.key, "error", err)
 		return nil, nil, &dlock.NotAcquiredError{Key: c.key}
 	default:
