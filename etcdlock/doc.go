@@ -24,8 +24,9 @@
 // deadline passes without a renewal. A lease that ends for any reason,
 // locally or in etcd, is no longer kept alive, so the keys on it go with it
 // within its TTL; a key that an attempt whose reply was lost may have
-// written on a live lease is deleted, in the background until etcd answers;
-// a lease granted too late to be of use is revoked.
+// written on a live lease is deleted, in the background until etcd answers,
+// and once such a delete has failed the lease is not renewed until it
+// lands (see Release); a lease granted too late to be of use is revoked.
 //
 // etcd leases are whole seconds: a TTL below one second is an error
 // matching [dlock.ErrInvalidTTL], and a fractional TTL is rounded up
@@ -74,6 +75,23 @@
 // by key name). Close releases every hold of the Locker, revokes its
 // session, and stops its goroutines.
 //
+// A release that etcd does not answer (a partition, a server down) before
+// its context ends has an unknown outcome. Unlock returns the error, and
+// the hold ends all the same, released: Done closes and Err matches
+// [dlock.ErrNotHeld] and the error, so [dlock.Do] and [dlock.Guard],
+// which do not retry, leave no hold behind. Its key lapses within its TTL
+// of the failed release: a lease of the hold's own is no longer kept
+// alive (and is revoked in the background); a key on the Locker's session
+// is deleted in the background, retried until etcd answers or Close, and
+// the session is not renewed while that delete is pending. Once etcd
+// answers, the delete lands and the renewal held back is sent at once, so
+// the Locker keeps its session and its other holds; if etcd answers
+// keep-alives but never the delete, the session runs out, and its other
+// holds are lost with it, rather than keep the key for nobody. A Refresh
+// on a session held back so returns an error. The hot path pays nothing
+// for this: no request is added to an acquisition or a release that etcd
+// answers.
+//
 // # Waiting
 //
 // Lock watches the key's range and tries again when a hold is deleted; the
@@ -81,9 +99,24 @@
 // waiter whose session ends (its lease expired, or etcd could not be
 // reached within it) returns at once with an error matching
 // [dlock.ErrNotAcquired] and [dlock.ErrLeaseExpired], instead of waiting
-// on (etcd-io/etcd#19597). While etcd cannot be reached, a call waits for the
-// client to reconnect until its context ends. There is no fair mode:
-// WithFair(true) is an error matching [dlock.ErrInvalidOption].
+// on (etcd-io/etcd#19597). There is no fair mode: WithFair(true) is an
+// error matching [dlock.ErrInvalidOption].
+//
+// # When etcd cannot be reached
+//
+// The etcd client waits for a connection as long as a request's context
+// lets it, so every request a call makes ends with the call's limit. A
+// Lock with [dlock.WithWait] returns by its wait limit, plus at most
+// [RequestTimeout] (5s) to withdraw its key from the queue, with an error
+// matching [dlock.ErrNotAcquired], also when etcd did not answer in time
+// (as when a busy lock's answer comes too late); a Lock without one waits,
+// riding out the outage, until its context ends. TryLock and every other
+// single attempt (WithWait(0) too) return within one RequestTimeout with
+// the failed request's error, a *[dlock.KeyError] that does not match
+// ErrNotAcquired: a server out of reach is not a busy lock, as with the
+// Redis driver. The Locker's session is started by the Locker itself,
+// within one RequestTimeout, so that a short wait that runs out does not
+// cut the start short for the calls that come after it.
 //
 // # Semaphores and read-write locks
 //

@@ -52,6 +52,10 @@ type lease struct {
 
 	mu       sync.Mutex
 	deadline time.Time // the local deadline, as the keeper last set it
+	// paused counts the keys on the lease whose delete is pending (see
+	// pause): the keeper renews the lease only while there are none.
+	paused  int
+	resumed chan struct{} // wakes the keeper when paused drops to 0
 }
 
 // newLease grants a lease of ttl (whole seconds) and starts its keeper,
@@ -74,7 +78,7 @@ func newLease(ctx context.Context, cli *clientv3.Client, ttl time.Duration, rene
 		cancel()
 		return nil, fmt.Errorf("%w: lease %x was granted after its local deadline", dlock.ErrLeaseExpired, int64(g.ID))
 	}
-	ls := &lease{cli: cli, id: g.ID, ttl: ttl, renew: renew, renewed: renewed, done: make(chan struct{}), reset: make(chan time.Time, 1)}
+	ls := &lease{cli: cli, id: g.ID, ttl: ttl, renew: renew, renewed: renewed, done: make(chan struct{}), reset: make(chan time.Time, 1), resumed: make(chan struct{}, 1)}
 	ls.ctx, ls.ctxStop = context.WithCancelCause(context.Background())
 	kctx, stop := context.WithCancel(context.Background())
 	ls.stop = stop
@@ -90,7 +94,8 @@ func retryDelay(ttl time.Duration) time.Duration {
 
 // keep is the lease's goroutine. A renewed lease is kept alive by one
 // KeepAliveOnce every ttl/3 (sooner after a failure), each bounded by the
-// local deadline; a pinned lease only has its deadline watched.
+// local deadline, except while it is paused; a pinned lease only has its
+// deadline watched.
 func (ls *lease) keep(ctx context.Context, start, deadline time.Time) {
 	next := deadline
 	if ls.renew {
@@ -113,17 +118,22 @@ func (ls *lease) keep(ctx context.Context, start, deadline time.Time) {
 			}
 			timer.Reset(time.Until(next))
 			continue
+		case <-ls.resumed:
+			timer.Reset(time.Until(next)) // at once when a renewal was held back
+			continue
 		case <-timer.C:
 		}
 		if !time.Now().Before(deadline) {
-			if lastErr != nil {
+			if ls.isPaused() {
+				ls.lose(fmt.Errorf("%w: lease %x: not renewed while a key on it waited for a delete that etcd did not answer", dlock.ErrLeaseExpired, int64(ls.id)))
+			} else if lastErr != nil {
 				ls.lose(fmt.Errorf("%w: lease %x: no keep-alive reached etcd in time: %w", dlock.ErrLeaseExpired, int64(ls.id), lastErr))
 			} else {
 				ls.lose(fmt.Errorf("%w: lease %x of %v ran out", dlock.ErrLeaseExpired, int64(ls.id), ls.ttl))
 			}
 			return
 		}
-		if !ls.renew {
+		if !ls.renew || ls.isPaused() {
 			timer.Reset(time.Until(deadline))
 			continue
 		}
@@ -155,6 +165,41 @@ func (ls *lease) keep(ctx context.Context, start, deadline time.Time) {
 		}
 		timer.Reset(time.Until(next))
 	}
+}
+
+// pause holds back the renewal of the lease until resume is called (once
+// for each pause): a key on it that a release or an attempt left behind,
+// whose delete etcd did not answer, must not be kept alive for nobody.
+// While the delete is pending the lease is not renewed, so that it runs
+// out, and the key with it, unless the delete lands first; when it does,
+// the renewal that was held back is sent at once. A keep-alive already
+// in flight when pause is called still counts.
+func (ls *lease) pause() (resume func()) {
+	ls.mu.Lock()
+	ls.paused++
+	ls.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			ls.mu.Lock()
+			ls.paused--
+			n := ls.paused
+			ls.mu.Unlock()
+			if n == 0 {
+				select {
+				case ls.resumed <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+}
+
+// isPaused reports whether a pause holds back the lease's renewal.
+func (ls *lease) isPaused() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.paused > 0
 }
 
 // noteDeadline records the local deadline that the keeper keeps.

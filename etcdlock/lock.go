@@ -197,8 +197,11 @@ func (h *hold) follow(ctx context.Context, ls *lease, from int64) (deleted bool)
 // Unlock deletes the hold's key in a transaction that compares its create
 // revision, so that a late or repeated Unlock never deletes a newer hold
 // (the flaw reported in etcd-io/etcd#22082). It returns ErrNotHeld after a
-// release, the LostError when the lock was lost, and the client's error,
-// holding on, when etcd cannot be reached: the call can be repeated.
+// release, and the LostError when the lock was lost. When etcd does not
+// answer before ctx ends, the release's outcome is unknown: Unlock returns
+// the client's error, and the hold ends all the same (Done closes, Err
+// matches ErrNotHeld and that error) and lapses within its TTL, for
+// nothing renews it any more (see the package doc, Release).
 func (h *hold) Unlock(ctx context.Context) error {
 	if err := h.Check(); err != nil {
 		return err
@@ -238,8 +241,9 @@ func (h *hold) release(ctx context.Context, ended error) error {
 			// The key went while we could not learn whether we deleted
 			// it: either way it is no longer held.
 			h.lose(fmt.Errorf("%w: the etcd key of revision %d was deleted", dlock.ErrOwnershipLost, h.rev))
+			return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
 		}
-		return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
+		return h.abandon(err)
 	}
 	if !resp.Succeeded {
 		h.lose(fmt.Errorf("%w: the etcd key of revision %d is gone", dlock.ErrOwnershipLost, h.rev))
@@ -250,6 +254,37 @@ func (h *hold) release(ctx context.Context, ended error) error {
 	}
 	return nil
 }
+
+// abandon ends h, whose release's outcome is unknown (cause: etcd did not
+// answer, or the caller's context ended first): its key may still be
+// there, on a lease that would keep it for nobody. The key is
+// left to lapse: a lease of the hold's own is no longer kept alive, and is
+// revoked in the background; on the Locker's session, the key is deleted
+// in the background, and the session is not renewed until that delete
+// lands (see lease.pause). Either way the key is gone within the lease's
+// TTL. The hold ends released, its Err matching dlock.ErrNotHeld and
+// cause; abandon returns the release's error.
+func (h *hold) abandon(cause error) error {
+	ls := h.currentLease()
+	if ls.shared {
+		h.l.deleteLater(h.name, ls, ls.pause()) // paused before the hold ends
+	}
+	ttl := ls.ttl
+	ended := &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: fmt.Errorf("%w: the release's outcome is unknown, so the lock lapses within %v: %w", dlock.ErrNotHeld, ttl, cause)}
+	if h.tbl.End(h, ended) {
+		// Read after the end, as end does: a Refresh may have moved the
+		// hold to a lease of its own.
+		if own := h.currentLease(); !own.shared {
+			own.lose(errReleaseUnknown)
+			h.l.revokeLater(own)
+		}
+	}
+	return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: fmt.Errorf("the release's outcome is unknown; the lock lapses within %v: %w", ttl, cause)}
+}
+
+// errReleaseUnknown is the Err of a lease that a hold whose release etcd
+// did not answer no longer keeps alive.
+var errReleaseUnknown = errors.New("dlock: lease given up after a release that etcd did not answer")
 
 // Refresh checks that the lock is still held and gives it a lease of ttl
 // (rounded up to whole seconds, at least one second). When ttl is the
@@ -266,6 +301,9 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	old := h.currentLease()
 	if ttl == old.ttl {
+		if old.isPaused() {
+			return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: errPaused}
+		}
 		t0 := time.Now()
 		if _, err := h.l.cli.KeepAliveOnce(ctx, old.id); err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -314,6 +352,10 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	return nil
 }
+
+// errPaused is the error of a Refresh of a hold on a session whose renewal
+// waits for a delete (see lease.pause).
+var errPaused = errors.New("dlock: the session is not renewed until etcd answers the delete of a key that a failed release left on it; try again")
 
 // check confirms that the hold's key is still the one it created.
 func (h *hold) check(ctx context.Context) error {

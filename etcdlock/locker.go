@@ -39,8 +39,9 @@ type Locker struct {
 	permits driver.Table[*hold] // its permits
 	rw      driver.Table[*hold] // its read and write locks
 
-	mu     sync.Mutex
-	shared *lease // the session of renewed locks with the default TTL
+	mu       sync.Mutex
+	shared   *lease        // the session of renewed locks with the default TTL
+	starting *sessionStart // the start of the session under way, if any
 }
 
 var (
@@ -119,6 +120,8 @@ func escape(key string) string {
 }
 
 // TryLock makes one attempt to acquire key. See [dlock.Locker.TryLock].
+// When etcd does not answer within RequestTimeout, it returns the
+// request's error, which does not match ErrNotAcquired.
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
 	return l.acquire(ctx, key, false, opts)
 }
@@ -126,6 +129,13 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 // Lock waits for key until it holds it, ctx ends, the WithWait limit
 // passes, the retry strategy gives up, or the session that would hold the
 // lock ends (then the error matches ErrNotAcquired and ErrLeaseExpired).
+// Every request it makes ends with the wait limit, for its reply may never
+// come: Lock returns within the limit, plus at most RequestTimeout to
+// withdraw from the queue, also while etcd cannot be reached. A wait that
+// ran out returns an error matching ErrNotAcquired, also when etcd did not
+// answer in time; when etcd answered the last attempt with an error
+// before the wait ran out, Lock returns that error instead (a server that
+// refuses is not a busy lock), as the Redis driver does.
 // Waiters watch the key's range in etcd and try again when a hold is
 // deleted; the retry strategy only paces a fallback attempt in case a watch
 // event is missed. With dlock.WithNotify(false) they open no watch and
@@ -153,7 +163,8 @@ func (l *Locker) Unlock(ctx context.Context, key string) error {
 // ErrClosed.
 func (l *Locker) Close() error {
 	// Closed under l.mu, where sharedLease starts the session: a session
-	// started before is revoked here, and none starts after.
+	// recorded before is revoked here, and one started meanwhile is
+	// revoked by its starter, a goroutine of the Locker.
 	l.mu.Lock()
 	hs, ok := l.table.Close()
 	if !ok {
@@ -184,26 +195,6 @@ func (l *Locker) Close() error {
 	}
 	l.wg.Wait()
 	return err
-}
-
-// sharedLease returns the session shared by renewed locks with the
-// Locker's TTL, starting a new one when there is none or it ended.
-func (l *Locker) sharedLease(ctx context.Context) (*lease, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.table.Closed() {
-		return nil, dlock.ErrClosed
-	}
-	if l.shared != nil && !l.shared.lost() {
-		return l.shared, nil
-	}
-	ls, err := newLease(ctx, l.cli, l.opts.TTL, true, &l.wg, l.onRenew())
-	if err != nil {
-		return nil, err
-	}
-	ls.shared = true
-	l.shared = ls
-	return ls, nil
 }
 
 // call is one acquisition: its resolved options and state.
@@ -279,75 +270,58 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 	if c.opts.Waiting && c.opts.Wait == 0 {
 		wait = false
 	}
-	ls, done, err := l.session(ctx, c, wait, cancel)
+	// actx ends with the call's limit (see RequestTimeout): every request
+	// made for the call ends with it, for its reply may never come.
+	actx := ctx
+	if !wait || c.opts.Waiting {
+		d, cause := RequestTimeout, errNoAnswer
+		if wait {
+			d, cause = c.opts.Wait, errWaitOver
+		}
+		var acancel context.CancelFunc
+		actx, acancel = context.WithTimeoutCause(ctx, d, cause)
+		defer acancel()
+	}
+	ls, done, err := l.session(ctx, actx, c, wait, cancel)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { done(err == nil) }()
 	if k == driver.HoldLock {
-		return l.attempts(ctx, c, h, ls, wait)
+		return l.attempts(ctx, actx, c, h, ls, wait)
 	}
-	return l.queue(ctx, c, h, ls, wait)
-}
-
-// session returns the lease a renewed lock is written with, started before
-// the first attempt; a pinned lease is granted at each attempt instead,
-// since its time runs from the grant (ls is then nil). A permit or a read
-// or write lock with a pinned lease that waits queues on the Locker's
-// session, and moves to a pinned lease when it is admitted (see queue).
-// The call's context is cancelled when the session ends: a waiter whose
-// session ended must not wait on (etcd-io/etcd#19597). The caller calls
-// done when the call returns, saying whether it acquired; a session of the
-// call's own is revoked when it did not.
-func (l *Locker) session(ctx context.Context, c call, wait bool, cancel context.CancelCauseFunc) (ls *lease, done func(acquired bool), err error) {
-	if !c.renew && (c.kind == driver.HoldLock || !wait) {
-		return nil, func(bool) {}, nil
-	}
-	if c.opts.TTL == l.opts.TTL || !c.renew {
-		ls, err = l.sharedLease(ctx)
-	} else {
-		ls, err = newLease(ctx, l.cli, c.opts.TTL, true, &l.wg, l.onRenew())
-	}
-	if err != nil {
-		return nil, nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: fmt.Errorf("start a session: %w", err)}
-	}
-	stop := context.AfterFunc(ls.ctx, func() { cancel(context.Cause(ls.ctx)) })
-	return ls, func(acquired bool) {
-		stop()
-		if !acquired && !ls.shared {
-			rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
-			ls.close(rctx)
-			rcancel()
-		}
-	}, nil
+	return l.queue(ctx, actx, c, h, ls, wait)
 }
 
 // attempts makes the call's attempts: one, or (wait) as many as its wait
-// allows, each after a release the watch reports or the retry delay.
-func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait bool) (dlock.Lock, error) {
+// allows, each after a release the watch reports or the retry delay. Each
+// attempt is made with actx, which ends with the call's limit.
+func (l *Locker) attempts(ctx, actx context.Context, c call, h *hold, ls *lease, wait bool) (dlock.Lock, error) {
 	var (
-		watch  clientv3.WatchChan
-		limit  <-chan time.Time
-		lsDone <-chan struct{}
-		retry  = c.opts.Retry.Start()
-		b      busy
+		watch   clientv3.WatchChan
+		limit   <-chan time.Time
+		lsDone  <-chan struct{}
+		retry   = c.opts.Retry.Start()
+		b       busy
+		lastErr error // the error of the last attempt, when it failed
 	)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	// An attempt does not outlive the wait: its reply may never come.
-	actx := ctx
-	if c.opts.Waiting {
+	if c.opts.Waiting && wait {
 		t := time.NewTimer(c.opts.Wait)
 		defer t.Stop()
 		limit = t.C
 	}
-	if c.opts.Waiting && wait {
-		var acancel context.CancelFunc
-		actx, acancel = context.WithTimeout(ctx, c.opts.Wait)
-		defer acancel()
-	}
 	if ls != nil {
 		lsDone = ls.done
+	}
+	// giveUp is the error of a wait that ran out: busy, or the last
+	// attempt's error when it could not reach etcd.
+	giveUp := func() error {
+		if lastErr != nil {
+			return &dlock.KeyError{Op: "lock", Key: c.key, Err: lastErr}
+		}
+		return l.notAcquired(ctx, c, b, nil)
 	}
 	for {
 		held, seen, err := l.attempt(actx, c, h, ls)
@@ -358,11 +332,12 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 			if e := l.failed(ctx, actx, c, ls, b, err, wait); e != nil {
 				return nil, e
 			}
+			lastErr = err
 		default:
-			b = seen
+			b, lastErr = seen, nil
 		}
 		if !wait {
-			return nil, l.notAcquired(ctx, c, b, nil)
+			return nil, l.notAcquired(actx, c, b, nil)
 		}
 		h.tbl.Waiting(h)
 		if watch == nil && b.rev > 0 && c.opts.Notify {
@@ -371,7 +346,7 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 		}
 		d, ok := retry.Next()
 		if !ok {
-			return nil, l.notAcquired(ctx, c, b, nil)
+			return nil, giveUp()
 		}
 		t := time.NewTimer(d)
 		select {
@@ -380,7 +355,7 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 			return nil, l.notAcquired(context.WithoutCancel(ctx), c, b, context.Cause(ctx))
 		case <-limit:
 			t.Stop()
-			return nil, l.notAcquired(ctx, c, b, nil)
+			return nil, giveUp()
 		case <-lsDone:
 			t.Stop()
 			return nil, &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
@@ -399,17 +374,26 @@ func (l *Locker) attempts(ctx context.Context, c call, h *hold, ls *lease, wait 
 // failed returns the error of a call whose attempt (with actx, on the
 // session ls when not nil) failed with err, having seen b; or nil when a
 // waiter (wait) rides it out (a leader election, a reconnection) and tries
-// again after the retry delay.
+// again after the retry delay. A single attempt that failed (also because
+// its session ended, or etcd did not answer within RequestTimeout) returns
+// its error: etcd out of reach is not a busy lock. A waiter whose session
+// ended gets ErrNotAcquired and the session's end; one whose wait ran out
+// during the attempt gets ErrNotAcquired.
 func (l *Locker) failed(ctx, actx context.Context, c call, ls *lease, b busy, err error, wait bool) error {
 	switch {
+	case ls != nil && ls.lost() && !wait:
+		return &dlock.KeyError{Op: "lock", Key: c.key, Err: ls.err}
 	case ls != nil && ls.lost():
 		return &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
-	case ctx.Err() == nil && actx.Err() != nil:
-		return l.notAcquired(ctx, c, b, nil) // the wait is over
 	case ctx.Err() != nil:
 		return l.notAcquired(context.WithoutCancel(ctx), c, b, context.Cause(ctx))
+	case actx.Err() != nil && wait:
+		// The wait ran out while the attempt was under way: as for a
+		// busy lock, whose reply may come too late as well.
+		l.opts.Logger.DebugContext(ctx, "the wait ran out during an attempt", "key", c.key, "error", err)
+		return l.notAcquired(ctx, c, b, nil)
 	case !wait:
-		return &dlock.KeyError{Key: c.key, Err: err}
+		return &dlock.KeyError{Op: "lock", Key: c.key, Err: noAnswer(actx, err)}
 	}
 	l.opts.Logger.DebugContext(ctx, "attempt failed, waiting on", "key", c.key, "error", err)
 	return nil
@@ -455,9 +439,7 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 	}
 	pinnedFail := func() {
 		if !ls.renew {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			ls.close(rctx)
-			cancel()
+			l.dropLease(ctx, ls)
 		}
 	}
 	p := l.rangeOf(c.key)
@@ -471,8 +453,10 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 	for range maxRaces {
 		resp, err := l.cli.Txn(ctx).If(cmp).Then(put).Else(get).Commit()
 		if err != nil {
-			l.forget(ctx, name, ls)
-			pinnedFail()
+			if ls.renew {
+				l.forget(ctx, name, ls)
+			}
+			pinnedFail() // a key on a pinned lease goes with it
 			return false, busy{}, err
 		}
 		if resp.Succeeded {
@@ -501,52 +485,4 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 	}
 	pinnedFail()
 	return false, b, nil
-}
-
-// forget deletes the etcd key name, which a write whose reply was lost may
-// have put on ls, or which a waiter leaves: by its unique name, so that a
-// grant that arrives after the caller gave up is given back; in the
-// background when etcd does not answer, for on a lease that lives on the
-// key would hold the lock for nobody. A lost lease is no longer kept
-// alive: its keys go with it.
-func (l *Locker) forget(ctx context.Context, name string, ls *lease) {
-	switch {
-	case ls.lost():
-	case ctx.Err() != nil && ls.renew:
-		l.deleteLater(name) // the caller's time is up: do not make it wait
-	default:
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		if _, derr := l.cli.Delete(rctx, name); derr != nil && ls.renew {
-			l.deleteLater(name)
-		}
-		cancel()
-	}
-}
-
-// deleteLater deletes, in the background, the etcd key name that an
-// attempt whose reply was lost may have written, after a delete that
-// failed: on a lease that lives on, the key would hold the lock for nobody.
-// It retries until etcd answers or the Locker closes (which revokes the
-// Locker's leases, and their keys with them).
-func (l *Locker) deleteLater(name string) {
-	l.wg.Go(func() {
-		delay := 100 * time.Millisecond
-		t := time.NewTimer(delay)
-		defer t.Stop()
-		for {
-			select {
-			case <-l.ctx.Done():
-				return
-			case <-t.C:
-			}
-			ctx, cancel := context.WithTimeout(l.ctx, releaseTimeout)
-			_, err := l.cli.Delete(ctx, name)
-			cancel()
-			if err == nil {
-				return
-			}
-			delay = min(2*delay, 2*time.Second)
-			t.Reset(delay)
-		}
-	})
 }

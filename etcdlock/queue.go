@@ -31,7 +31,9 @@ import (
 // queue ahead of it, and new ones join behind. An owner's second key takes
 // the place of the owner's first (a reentrant hold is not queued behind a
 // writer that waits for the owner), written by a transaction that checks
-// that the queue did not change since it was read.
+// that the queue did not change since it was read and that the first key
+// is still there: a release of the first key in between would otherwise
+// admit a waiter behind it while the second key took its place.
 //
 // A waiter follows the queue with one watch, keeps its own copy of it, and
 // makes no request until the copy admits it: a release wakes with a
@@ -254,21 +256,16 @@ var errGone = fmt.Errorf("%w: the queued key is gone", dlock.ErrNotAcquired)
 // waits (wait) or withdraws it. A pinned lease that waits queues on the
 // session and moves to a lease granted when it is admitted, since its time
 // runs from the acquisition.
-func (l *Locker) queue(ctx context.Context, c call, h *hold, ls *lease, wait bool) (dlock.Lock, error) {
+func (l *Locker) queue(ctx, actx context.Context, c call, h *hold, ls *lease, wait bool) (dlock.Lock, error) {
 	var (
 		limit  <-chan time.Time
 		lsDone <-chan struct{}
 		retry  = c.opts.Retry.Start()
 	)
-	// An attempt does not outlive the wait: its reply may never come.
-	actx := ctx
 	if c.opts.Waiting && wait {
 		t := time.NewTimer(c.opts.Wait)
 		defer t.Stop()
 		limit = t.C
-		var cancel context.CancelFunc
-		actx, cancel = context.WithTimeout(ctx, c.opts.Wait)
-		defer cancel()
 	}
 	if ls != nil {
 		lsDone = ls.done
@@ -289,8 +286,8 @@ func (l *Locker) queue(ctx context.Context, c call, h *hold, ls *lease, wait boo
 			case ok && (c.renew || ls == nil):
 				return l.admit(ctx, h, qls)
 			case !ok && !wait:
-				l.withdraw(ctx, h, qls, ls)
-				return nil, l.notAcquired(ctx, c, busy{lease: first.lease}, nil)
+				l.withdraw(actx, h, qls, ls)
+				return nil, l.notAcquired(actx, c, busy{lease: first.lease}, nil)
 			case !ok:
 				if ok, err = l.await(ctx, c, h, v, me, ls, limit, retry.Next); err != nil && err != errGone {
 					return nil, err
@@ -303,7 +300,7 @@ func (l *Locker) queue(ctx context.Context, c call, h *hold, ls *lease, wait boo
 			}
 		}
 		if ls == nil {
-			l.withdraw(ctx, h, qls, ls)
+			l.withdraw(actx, h, qls, ls)
 		}
 		switch {
 		case err == errRetry && !wait:
@@ -318,10 +315,11 @@ func (l *Locker) queue(ctx context.Context, c call, h *hold, ls *lease, wait boo
 			}
 		}
 		// A waiter rides out a failed round trip and queues again after
-		// the retry delay.
+		// the retry delay; a wait that runs out meanwhile ends with that
+		// round trip's error, for etcd out of reach is not a busy lock.
 		d, ok := retry.Next()
 		if !ok {
-			return nil, l.notAcquired(ctx, c, busy{}, nil)
+			return nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: err}
 		}
 		t := time.NewTimer(d)
 		select {
@@ -330,7 +328,7 @@ func (l *Locker) queue(ctx context.Context, c call, h *hold, ls *lease, wait boo
 			return nil, l.notAcquired(context.WithoutCancel(ctx), c, busy{}, context.Cause(ctx))
 		case <-limit:
 			t.Stop()
-			return nil, l.notAcquired(ctx, c, busy{}, nil)
+			return nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: err}
 		case <-lsDone:
 			t.Stop()
 			return nil, &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
@@ -346,8 +344,8 @@ var errRetry = fmt.Errorf("%w: the queue kept changing", dlock.ErrNotAcquired)
 // in one transaction; a semaphore's limit is written beside it. The key
 // of an owner that has keys in the queue then takes the place of the
 // owner's first key, in a transaction that checks that the queue did not
-// change since it was read; a writer whose owner has a read key gets
-// dlock.ErrUpgrade.
+// change since it was read and that the owner's first key is still there;
+// a writer whose owner has a read key gets dlock.ErrUpgrade.
 func (l *Locker) place(ctx context.Context, c call, h *hold, ls *lease) (*view, entry, error) {
 	base := l.baseOf(c.kind, c.key)
 	from, end := base+"\x00", clientv3.GetPrefixRangeEnd(base)
@@ -378,7 +376,9 @@ func (l *Locker) place(ctx context.Context, c call, h *hold, ls *lease) (*view, 
 		return v, me, nil
 	}
 	for range maxRaces {
-		order := me.create
+		// pred is the owner's key whose place ours takes: the first of
+		// them in the queue.
+		order, pred := me.create, entry{}
 		for _, e := range v.entries {
 			if e.name == me.name || e.owner != c.owner {
 				continue
@@ -387,14 +387,22 @@ func (l *Locker) place(ctx context.Context, c call, h *hold, ls *lease) (*view, 
 				l.forget(ctx, h.name, ls)
 				return nil, entry{}, &dlock.KeyError{Op: "lock", Key: c.key, Err: dlock.ErrUpgrade}
 			}
-			order = min(order, e.order)
+			if e.order < order {
+				order, pred = e.order, e
+			}
 		}
 		if order == me.order {
 			return v, me, nil
 		}
+		// Nothing in the queue was written since the read, and pred is
+		// still there: a key deleted since is no longer in the range, so
+		// only its own create revision tells. Without that check, a key
+		// could take the place of a hold that was released meanwhile,
+		// beside a waiter that the release admitted.
 		val := entryValue(c.kind, order, c.owner)
 		resp, err := l.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(from), "<", v.rev+1).WithRange(end)).
+			If(clientv3.Compare(clientv3.ModRevision(from), "<", v.rev+1).WithRange(end),
+				clientv3.Compare(clientv3.CreateRevision(pred.name), "=", pred.create)).
 			Then(clientv3.OpPut(h.name, val, clientv3.WithLease(ls.id))).
 			Else(clientv3.OpGet(base, clientv3.WithRange(end))).Commit()
 		if err != nil {
@@ -430,12 +438,17 @@ func (l *Locker) await(ctx context.Context, c call, h *hold, v *view, me entry, 
 	defer func() { stopWatch() }()
 	h.tbl.Waiting(h)
 	giveUp := func(cause error) (bool, error) {
-		l.forget(ctx, h.name, ls)
 		_, first := v.admits(me, c.limit)
 		if cause != nil {
+			l.forget(ctx, h.name, ls)
 			return false, l.notAcquired(context.WithoutCancel(ctx), c, busy{lease: first.lease}, cause)
 		}
-		return false, l.notAcquired(ctx, c, busy{lease: first.lease}, nil)
+		// The wait ran out: withdrawing and the retry-after hint have
+		// one request timeout between them.
+		cctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+		defer cancel()
+		l.forget(cctx, h.name, ls)
+		return false, l.notAcquired(cctx, c, busy{lease: first.lease}, nil)
 	}
 	for {
 		if watch == nil && c.opts.Notify {
@@ -505,9 +518,7 @@ func (l *Locker) confirm(ctx context.Context, c call, h *hold, ls *lease) error 
 	}
 	closePinned := func() {
 		if kls != ls {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			kls.close(rctx)
-			cancel()
+			l.dropLease(ctx, kls)
 		}
 	}
 	resp, err := l.cli.Txn(ctx).
@@ -535,7 +546,7 @@ func (l *Locker) admit(ctx context.Context, h *hold, ls *lease) (dlock.Lock, err
 	h.lease = ls
 	h.mu.Unlock()
 	if err := h.tbl.Add(h); err != nil { // closed: give it back
-		l.withdraw(ctx, h, ls, nil)
+		l.withdraw(context.WithoutCancel(ctx), h, ls, nil)
 		return nil, err
 	}
 	l.wg.Go(h.watch)
@@ -543,13 +554,13 @@ func (l *Locker) admit(ctx context.Context, h *hold, ls *lease) (dlock.Lock, err
 }
 
 // withdraw deletes the key of h from the queue: it revokes ls when it is a
-// pinned lease of the call's own (not the session), else deletes the key.
-func (l *Locker) withdraw(ctx context.Context, h *hold, ls, session *lease) {
+// pinned lease of the call's own (not the session), else deletes the key;
+// with actx, the context of the call's requests, while it lives (see
+// dropLease and forget).
+func (l *Locker) withdraw(actx context.Context, h *hold, ls, session *lease) {
 	if ls != session && !ls.renew {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		ls.close(rctx)
-		cancel()
+		l.dropLease(actx, ls)
 		return
 	}
-	l.forget(ctx, h.name, ls)
+	l.forget(actx, h.name, ls)
 }
