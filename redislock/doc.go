@@ -56,7 +56,10 @@
 // A subscription follows its slot: one that a master refuses (MOVED) or
 // ends because the slot moved away is made again on the slot's new master.
 // A held lock's renewals and release follow the slot too, through the
-// client's MOVED and ASK redirections, also while the slot migrates.
+// client's MOVED and ASK redirections, also while the slot migrates. With
+// WithReplicaAck, whose writes go with WAIT to the master's own
+// connection, the driver follows them itself: after ASK the write goes to
+// the importing master with ASKING, and WAIT there, in one round trip.
 // Requires Redis 7.0 or later (SPUBLISH, and SET with both NX and GET, by
 // which a re-sent attempt recognises its own token).
 //
