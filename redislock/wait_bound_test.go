@@ -115,11 +115,22 @@ func TestWaitBoundedStoppedServer(t *testing.T) {
 	case <-time.After(time.Until(begin.Add(bound))):
 		t.Fatalf("Lock with WithWait(%v) had not returned %v after it began", limit, bound)
 	}
+	other := keyFor(t)
 	err := returnsWithin(t, RequestTimeout+boundSlack, "TryLock", func() error {
-		_, err := waiter.TryLock(ctx, keyFor(t))
+		_, err := waiter.TryLock(ctx, other)
 		return err
 	})
 	if err == nil || errors.Is(err, dlock.ErrNotAcquired) {
 		t.Errorf("TryLock: %v, want an error that is not ErrNotAcquired", err)
 	}
+	// The requests left on the wire run once the server continues, and
+	// what they took is given back: the waiter's place in the queue, and
+	// the lock the TryLock took.
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	c := s.Client(t)
+	eventually(t, 5*time.Second, "the abandoned requests given back", func() bool {
+		return c.ZCard(ctx, "{dlock:lock:"+key+"}:q").Val() == 0 && c.Exists(ctx, "dlock:lock:"+other).Val() == 0
+	})
 }
