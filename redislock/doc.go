@@ -27,6 +27,14 @@
 // keys of their own make a few round trips instead of 128, and the client
 // and the server spend a fraction of the CPU (see bench/RESULTS.md).
 //
+// # Timeouts
+//
+// An acquisition waits for the reply to each of its requests at most
+// RequestTimeout (2s), whatever the client's own timeouts and retries: a
+// TryLock returns within it, and a Lock with dlock.WithWait within its
+// limit plus RequestTimeout, also when the server is out of reach or
+// stopped. A request left unanswered is given back once it ends.
+//
 // # Keys and wire compatibility
 //
 // A lock on key K is the string "<prefix>:lock:<K>" holding the token, so

@@ -15,9 +15,12 @@ import (
 )
 
 // Locker is the Redis implementation of dlock.Locker. Create it with New;
-// it is safe for concurrent use. It owns up to three goroutines, started
-// when first needed and stopped by Close: the watchdog's scheduler and
-// renewer, and the subscriber that wakes waiters.
+// it is safe for concurrent use. Its goroutines start when first needed
+// and stop at Close: the watchdog's scheduler and renewer, the subscriber
+// that wakes waiters, and the workers that send acquisitions' requests,
+// one per request under way, which end 10s after their last (see
+// RequestTimeout); Close waits for the requests whose callers stopped
+// waiting, and their give-backs.
 type Locker struct {
 	client redis.UniversalClient
 	send   redisnode.Processor // the client, or a coalescer in front of it
