@@ -27,6 +27,14 @@
 // keys of their own make a few round trips instead of 128, and the client
 // and the server spend a fraction of the CPU (see bench/RESULTS.md).
 //
+// # Timeouts
+//
+// An acquisition waits for the reply to each of its requests at most
+// RequestTimeout (2s), whatever the client's own timeouts and retries: a
+// TryLock returns within it, and a Lock with dlock.WithWait within its
+// limit plus RequestTimeout, also when the server is out of reach or
+// stopped. A request left unanswered is given back once it ends.
+//
 // # Keys and wire compatibility
 //
 // A lock on key K is the string "<prefix>:lock:<K>" holding the token, so
@@ -56,7 +64,10 @@
 // A subscription follows its slot: one that a master refuses (MOVED) or
 // ends because the slot moved away is made again on the slot's new master.
 // A held lock's renewals and release follow the slot too, through the
-// client's MOVED and ASK redirections, also while the slot migrates.
+// client's MOVED and ASK redirections, also while the slot migrates. With
+// WithReplicaAck, whose writes go with WAIT to the master's own
+// connection, the driver follows them itself: after ASK the write goes to
+// the importing master with ASKING, and WAIT there, in one round trip.
 // Requires Redis 7.0 or later (SPUBLISH, and SET with both NX and GET, by
 // which a re-sent attempt recognises its own token).
 //

@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"time"
 
@@ -203,20 +202,20 @@ func (l *Locker) acquireHold(ctx context.Context, k kind, key string, limit int,
 // attemptHold is attempt for a hold: one call of shared_acquire.lua.
 func (l *Locker) attemptHold(ctx context.Context, lk *lock, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
 	sent := time.Now()
+	deadline := sent.Add(lk.requestTimeout())
 	fenced := "0"
 	if lk.fenced {
 		fenced = "1"
 	}
-	r, err := holdAcquireScript.Run(ctx, l.send, lk.keyArgs[:], lk.tokenArg, lk.ttl.Milliseconds(), lk.ownerArg,
-		int(mode), claim.Milliseconds(), n, fenced, l.sub, lk.kind.Letter(), lk.limit).Int64()
+	r, err := l.run(ctx, deadline, l.send, holdAcquireScript, lk.keyArgs[:], []any{lk.tokenArg, lk.ttl.Milliseconds(), lk.ownerArg,
+		int(mode), claim.Milliseconds(), n, fenced, l.sub, lk.kind.Letter(), lk.limit}, lk).Int64()
 	if err != nil {
-		if mode&modeWait != 0 || !errors.As(err, new(redis.Error)) {
-			l.giveBack(ctx, lk) // the reply was lost, or a waiter leaves its queue
+		upgrade := redis.HasErrorPrefix(err, "DLOCK_UPGRADE")
+		err = l.failed(ctx, lk, mode, deadline, false, err) // the reply was lost, or a waiter leaves its queue
+		if upgrade {
+			err = &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: dlock.ErrUpgrade}
 		}
-		if redis.HasErrorPrefix(err, "DLOCK_UPGRADE") {
-			err = dlock.ErrUpgrade
-		}
-		return false, 0, &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: err}
+		return false, 0, err
 	}
 	if r < 0 {
 		return false, time.Duration(-1-r) * time.Millisecond, nil

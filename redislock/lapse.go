@@ -11,10 +11,15 @@ var _ dlock.Lapser = (*lock)(nil)
 
 // UnlockAfter lets the lock lapse d from now instead of deleting it: one
 // round trip, a token-checked PEXPIRE (refresh.lua). See [dlock.Lapser].
+// A hold of a semaphore or a read-write lock lapses the same way: its
+// member's score (the end of its lease) becomes now + d, so the store
+// counts it until then, and the set and its holds live at least as long;
+// the next script that touches the key after d drops it.
+//
 // The watchdog stops renewing the lock first; a renewal already on the
 // wire may land after the PEXPIRE, and then the lock lapses a full TTL
-// from that renewal instead, never sooner than d. A d below a millisecond
-// is Unlock.
+// from that renewal instead: later than d when d is below the TTL, sooner
+// when d is above it. A d below a millisecond is Unlock.
 func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
 	if d < time.Millisecond {
 		return lk.Unlock(ctx)
@@ -26,7 +31,7 @@ func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
 	}
 	lk.l.watchdog.Releasing(lk)
 	sent := time.Now()
-	n, err := refreshScript.Run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, d.Milliseconds()).Int64()
+	n, err := refreshScript.Run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.leaseArg(d)).Int64()
 	if err != nil {
 		// Redis may have set the lease to d: the local deadline becomes
 		// the shorter of the two, where the watchdog ends the handle as

@@ -15,9 +15,12 @@ import (
 )
 
 // Locker is the Redis implementation of dlock.Locker. Create it with New;
-// it is safe for concurrent use. It owns up to three goroutines, started
-// when first needed and stopped by Close: the watchdog's scheduler and
-// renewer, and the subscriber that wakes waiters.
+// it is safe for concurrent use. Its goroutines start when first needed
+// and stop at Close: the watchdog's scheduler and renewer, the subscriber
+// that wakes waiters, and the workers that send acquisitions' requests,
+// one per request under way, which end 10s after their last (see
+// RequestTimeout); Close waits for the requests whose callers stopped
+// waiting, and their give-backs.
 type Locker struct {
 	client redis.UniversalClient
 	send   redisnode.Processor // the client, or a coalescer in front of it
@@ -30,6 +33,7 @@ type Locker struct {
 
 	ttlArg any // the default TTL in ms, boxed once
 
+	reqs      sender // runs acquisitions' requests, so that their callers wait no longer than their bound
 	watchdog  driver.Watchdog[*lock]
 	oneServer bool // the client talks to one server: a renewal batch is one script call
 	notify    *notifier
@@ -75,6 +79,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 		return nil, err
 	}
 	l.holds.init(l)
+	l.reqs.init()
 	l.notify = newNotifier(client, l.log)
 	l.sub = driver.NewToken()[:8]
 	return l, nil
@@ -169,6 +174,7 @@ func (l *Locker) close(release bool) error {
 	l.holds.wait()
 	l.watchdog.Stop()
 	l.notify.stop()
+	l.reqs.close() // and the requests their callers left, with their give-backs
 	return errors.Join(errs...)
 }
 
@@ -223,7 +229,7 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 		l.hookAcquired()
 	}
 	if err := lk.table().Add(lk); err != nil {
-		l.giveBack(ctx, lk)
+		l.giveBack(ctx, lk, time.Now().Add(giveBackTimeout))
 		return nil, err
 	}
 	// The first renewal falls due when a third of what is left of the
@@ -250,6 +256,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 	}
 	l.table.Attempted(lk)
 	sent := time.Now()
+	deadline := sent.Add(lk.requestTimeout())
 	ttl := l.ttlArg
 	if lk.ttl != l.opts.TTL {
 		ttl = lk.ttl.Milliseconds()
@@ -265,21 +272,20 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 		// SET NX GET answers nil when it set, else the current value: our
 		// own token when this is a re-sent attempt whose first run set it.
 		set := redis.NewStringCmd(ctx, "set", lk.keyArgs[0], lk.tokenArg, "px", ttl, "nx", "get")
-		_ = p.Process(ctx, set) // the error is set's
-		switch err = set.Err(); {
+		switch err = l.process(ctx, deadline, p, set, lk); {
 		case err == redis.Nil:
 			err = nil
 		case err == nil && set.Val() != lk.token:
 			return false, 0, nil
 		}
 	case mode == modeTry && lk.Owner() == "":
-		r, err = tryScript.Run(ctx, p, lk.keyArgs[:2], lk.tokenArg, ttl).Int64()
+		r, err = l.run(ctx, deadline, p, tryScript, lk.keyArgs[:2], []any{lk.tokenArg, ttl}, lk).Int64()
 	default:
 		fenced := "0"
 		if lk.fenced {
 			fenced = "1"
 		}
-		r, err = acquireScript.Run(ctx, p, lk.keyArgs[:], lk.tokenArg, ttl, lk.ownerArg, int(mode), claim.Milliseconds(), n, fenced, l.sub).Int64()
+		r, err = l.run(ctx, deadline, p, acquireScript, lk.keyArgs[:], []any{lk.tokenArg, ttl, lk.ownerArg, int(mode), claim.Milliseconds(), n, fenced, l.sub}, lk).Int64()
 	}
 	taken := false // but not where a failover would keep it
 	if err == nil && r >= 0 && ack != nil {
@@ -287,15 +293,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 		taken = err != nil
 	}
 	if err != nil {
-		if taken || !errors.As(err, new(redis.Error)) || mode&modeWait != 0 {
-			// The reply was lost (a timeout, a cancelled context, a broken
-			// connection): the attempt may have taken the lock. Give it
-			// back, as a semaphore gives back a grant that arrives after
-			// cancellation. A waiter that gets an error reply leaves the
-			// queue it joined earlier: a grant to it would block the key.
-			l.giveBack(ctx, lk)
-		}
-		return false, 0, &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: err}
+		return false, 0, l.failed(ctx, lk, mode, deadline, taken, err)
 	}
 	if r < 0 {
 		return false, time.Duration(-1-r) * time.Millisecond, nil
@@ -305,6 +303,29 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 	return true, 0, nil
 }
 
+// failed is the error of an attempt of lk in mode, bounded by deadline,
+// that failed with err (taken: it took the lock, which replicas did not
+// acknowledge). The reply was lost (a timeout, a cancelled context, a
+// broken connection) or never waited for: the attempt may have taken the
+// lock. It is given back, as a semaphore gives back a grant that arrives
+// after cancellation: by the worker that ends an attempt its caller no
+// longer waits for, else here, waited for until deadline at the latest. A
+// waiter that gets an error reply leaves the queue it joined earlier: a
+// grant to it would block the key.
+func (l *Locker) failed(ctx context.Context, lk *lock, mode attemptMode, deadline time.Time, taken bool, err error) error {
+	var nr *noReplyError
+	if !errors.As(err, &nr) && (taken || !errors.As(err, new(redis.Error)) || mode&modeWait != 0) {
+		if gerr := l.giveBack(ctx, lk, deadline); gerr != nil {
+			err = errors.Join(err, gerr)
+		}
+	}
+	return &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: err}
+}
+
+// requestTimeout bounds each request of an acquisition of lk: see
+// RequestTimeout.
+func (lk *lock) requestTimeout() time.Duration { return RequestTimeout + lk.ack.timeout }
+
 // giveBackTimeout bounds a give-back. It need not wait for the reply of a
 // server that does not answer: once written, the release runs after the
 // attempt it undoes. It goes straight to the client, not through the
@@ -313,9 +334,34 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 const giveBackTimeout = 500 * time.Millisecond
 
 // giveBack releases whatever an interrupted attempt of lk may hold, and
-// takes it out of the wait queue.
-func (l *Locker) giveBack(ctx context.Context, lk *lock) {
+// takes it out of the wait queue: a request of giveBackTimeout, waited for
+// until by at the latest. When it stops waiting first, it returns a
+// *noReplyError whose settled channel closes when the give-back ended:
+// lk's next attempt must not overtake it.
+func (l *Locker) giveBack(ctx context.Context, lk *lock, by time.Time) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+	r := l.reqs.get(rctx, l.client)
+	r.cancel = cancel
+	r.keys = lk.keyArgs[:]
+	if lk.kind != driver.HoldLock {
+		r.script, r.args = holdReleaseScript, append(r.argBuf[:0], lk.tokenArg, "1")
+	} else {
+		r.script, r.args = releaseScript, append(r.argBuf[:0], lk.tokenArg, lk.ownerArg, "1")
+	}
+	if by.After(time.Now().Add(giveBackTimeout)) {
+		by = time.Now().Add(giveBackTimeout)
+	}
+	if err := l.reqs.send(r, by); err != nil {
+		return err
+	}
+	l.reqs.put(r)
+	return nil
+}
+
+// giveBackNow is giveBack on the caller's goroutine, waited for until the
+// client gives up: what a worker does after an attempt its caller left.
+func (l *Locker) giveBackNow(ctx context.Context, lk *lock) {
+	rctx, cancel := context.WithTimeout(ctx, giveBackTimeout)
 	defer cancel()
 	if lk.kind != driver.HoldLock {
 		holdReleaseScript.Run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, "1")

@@ -89,7 +89,7 @@ func (l *Locker) TryLockMulti(ctx context.Context, keys []string, opts ...dlock.
 			// here.
 			for _, rest := range locks[i+1:] {
 				l.table.Remove(rest)
-				l.giveBack(ctx, rest)
+				l.giveBack(ctx, rest, time.Now().Add(giveBackTimeout))
 			}
 			return nil, err
 		}
@@ -140,15 +140,20 @@ func (l *Locker) attemptAll(ctx context.Context, locks []*lock) error {
 		args = append(args, lk.tokenArg)
 	}
 	sent := time.Now()
-	reply, err := lockAllScript.Run(ctx, l.send, keys, args...).Int64Slice()
+	deadline := sent.Add(RequestTimeout)
+	reply, err := l.runAll(ctx, deadline, l.send, lockAllScript, keys, args, locks).Int64Slice()
 	if err == nil && (len(reply) < 2 || reply[0] < 0 || reply[0] > int64(len(locks)) || reply[0] == 0 && len(reply) != 1+len(locks)) {
 		err = fmt.Errorf("lock_all.lua answered %v", reply)
 	}
 	if err != nil {
-		if !errors.As(err, new(redis.Error)) {
+		if !errors.As(err, new(*noReplyError)) && !errors.As(err, new(redis.Error)) {
+			// The reply was lost: the call may have run. (One whose reply
+			// was not waited for is given back by its worker.)
+			var gerrs []error
 			for _, lk := range locks {
-				l.giveBack(ctx, lk) // the reply was lost: the call may have run
+				gerrs = append(gerrs, l.giveBack(ctx, lk, deadline))
 			}
+			err = errors.Join(append([]error{err}, gerrs...)...)
 		}
 		return &dlock.KeyError{Op: "lock", Key: first.Key(), Err: err}
 	}

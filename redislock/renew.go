@@ -132,8 +132,8 @@ func (l *Locker) renewScript(ctx context.Context, args [][]any, ack replicaAck) 
 
 // renewNodes renews a batch of locks of a Cluster that asks replicas (ack):
 // one pipeline per master of refresh.lua calls followed by WAIT, sent to
-// the masters at once. A lock whose slot moved is answered MOVED, and
-// renewed again soon, once the client read the new topology.
+// the masters at once. A lock whose slot migrates or moved is renewed
+// where its keys are, with WAIT there (see sendAcked).
 func (l *Locker) renewNodes(ctx context.Context, args [][]any, ack replicaAck) ([]byte, []error, []ackResult) {
 	codes := make([]byte, len(args))
 	errs := make([]error, len(args))
@@ -151,26 +151,15 @@ func (l *Locker) renewNodes(ctx context.Context, args [][]any, ack replicaAck) (
 	var wg sync.WaitGroup
 	for node, batch := range on {
 		wg.Go(func() {
-			cmds := make([]*redis.Cmd, len(batch))
-			var wait *redis.IntCmd
-			for try := 0; try < 2; try++ {
-				pipe := node.Pipeline()
-				for j, i := range batch {
-					cmds[j] = redis.NewCmd(ctx, args[i]...)
-					_ = pipe.Process(ctx, cmds[j])
-				}
-				wait = ack.wait(ctx)
-				_ = pipe.Process(ctx, wait)
-				_, _ = pipe.Exec(ctx) // every command has its own error
-				if try > 0 || !redisnode.IsNoScript(cmds[0].Err()) || refreshScript.Load(ctx, node) != nil {
-					break
-				}
-			}
-			replicas, werr := wait.Result()
+			cmds := make([]redis.Cmder, len(batch))
 			for j, i := range batch {
-				n, err := cmds[j].Int64()
+				cmds[j] = redis.NewCmd(ctx, args[i]...)
+			}
+			res := sendAcked(ctx, cc, node, cmds, ack, refreshScript)
+			for j, i := range batch {
+				n, err := cmds[j].(*redis.Cmd).Int64()
 				reloadAfter(cc, err)
-				codes[i], errs[i], acks[i] = '0'+byte(n), err, ackResult{replicas, werr}
+				codes[i], errs[i], acks[i] = '0'+byte(n), err, res[j]
 			}
 		})
 	}

@@ -111,8 +111,9 @@ func (a replicaAck) wait(ctx context.Context) *redis.IntCmd {
 
 // acker sends each command with WAIT after it on the same connection, in
 // one pipeline (one round trip), to the master of the command's first key,
-// and keeps WAIT's answer about the last one. It is a processor for one
-// call: script.run falls back to EVAL through it with the same WAIT.
+// following the redirections of a slot that migrates (see sendAcked), and
+// keeps WAIT's answer about the last one. It is a processor for one call:
+// script.run falls back to EVAL through it with the same WAIT.
 type acker struct {
 	client redis.UniversalClient
 	ack    replicaAck
@@ -122,18 +123,15 @@ type acker struct {
 }
 
 func (a *acker) Process(ctx context.Context, cmd redis.Cmder) error {
-	pipe, err := pipelineFor(ctx, a.client, firstKey(cmd.Args()))
+	node, err := masterFor(ctx, a.client, firstKey(cmd.Args()))
 	if err != nil {
 		cmd.SetErr(err)
 		a.err = err
 		return err
 	}
-	wait := a.ack.wait(ctx)
-	_ = pipe.Process(ctx, cmd)
-	_ = pipe.Process(ctx, wait)
-	_, _ = pipe.Exec(ctx) // each command has its own error
+	r := sendAcked(ctx, a.client, node, []redis.Cmder{cmd}, a.ack, nil)[0]
 	reloadAfter(a.client, cmd.Err())
-	a.replicas, a.err = wait.Result()
+	a.replicas, a.err = r.replicas, r.err
 	return cmd.Err()
 }
 
@@ -141,18 +139,15 @@ func (a *acker) Process(ctx context.Context, cmd redis.Cmder) error {
 // else why not.
 func (a *acker) check() error { return ackResult{a.replicas, a.err}.check(a.ack) }
 
-// pipelineFor returns a pipeline on the connection of the server that
-// holds key: the client's own for one server, its master's on a Cluster
-// (a Cluster pipeline would send a keyless WAIT to any node).
-func pipelineFor(ctx context.Context, client redis.UniversalClient, key string) (redis.Pipeliner, error) {
+// masterFor returns the client of the server that holds key: the client
+// itself for one server, its master's on a Cluster (a Cluster pipeline
+// would send a keyless WAIT to any node). checkAck made sure that client
+// is one of the two.
+func masterFor(ctx context.Context, client redis.UniversalClient, key string) (*redis.Client, error) {
 	if cc, ok := client.(*redis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		return node.Pipeline(), nil
+		return cc.MasterForKey(ctx, key)
 	}
-	return client.Pipeline(), nil
+	return client.(*redis.Client), nil
 }
 
 // firstKey is the first key of one of the driver's commands: a script's

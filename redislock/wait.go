@@ -48,11 +48,18 @@ import (
 // Locker keeps its own subscriptions, and hears only the grants made to
 // its own waiters.
 //
-// A waiting Lock rides out attempts whose replies are lost, and the
-// refusals of a failover or a slot migration (CLUSTERDOWN, TRYAGAIN,
-// READONLY, LOADING, MASTERDOWN), trying again until its wait ends; it
-// then returns the last such error rather than a busy one. Any other error
-// ends it at once. Each failed attempt gives back what it may have taken.
+// A waiting Lock rides out attempts whose replies are lost or late (see
+// RequestTimeout), and the refusals of a failover or a slot migration
+// (CLUSTERDOWN, TRYAGAIN, READONLY, LOADING, MASTERDOWN), trying again
+// until its wait ends; its error then matches dlock.ErrNotAcquired and
+// the last such error too, so that a server out of reach is not taken for
+// a busy lock. Any other error ends it at once. Each failed attempt gives
+// back what it may have taken, before the next attempt.
+//
+// With a wait limit (dlock.WithWait), Lock returns within the limit, which
+// counts from the call, plus RequestTimeout: no attempt begins after the
+// limit, no request is waited for longer than RequestTimeout, and leaving
+// the queue is waited for no longer than the rest of that bound.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
 	lk, o, err := l.prepare(ctx, key, opts, true)
 	if err != nil {
@@ -85,11 +92,21 @@ type waiter struct {
 	queued     bool          // an attempt joined the queue
 	retryAfter time.Duration // the holder's remaining lease, as the last attempt saw it
 	failed     error         // the last attempt's error, when it failed and the wait went on
+
+	end time.Time // the wait's limit; zero: none
+	// settling, when not nil, closes once a request of the waiter that
+	// it stopped waiting for ended, and what it may have taken was given
+	// back: until then the waiter neither attempts nor takes a grant, for
+	// the give-back would undo them.
+	settling <-chan struct{}
 }
 
 func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, error) {
 	single := o.Waiting && o.Wait == 0 // WithWait(0): one attempt, like TryLock
 	w := &waiter{l: l, lk: lk, o: o, unwatch: func() {}}
+	if o.Waiting {
+		w.end = time.Now().Add(o.Wait) // the limit counts from the call
+	}
 	defer func() { w.unwatch() }()
 	base := modeTry
 	if o.Fair {
@@ -123,14 +140,13 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 	}
 	l.table.Waiting(lk)
 	var limit <-chan time.Time
-	var end time.Time
 	if o.Waiting {
-		t := time.NewTimer(o.Wait)
+		t := time.NewTimer(time.Until(w.end))
 		defer t.Stop()
-		limit, end = t.C, time.Now().Add(o.Wait)
+		limit = t.C
 	}
 	if w.wake == nil {
-		w.watch(ctx, end)
+		w.watch(ctx, w.end)
 	}
 
 	backoff := o.Retry.Start()
@@ -140,10 +156,10 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 	// subscribing: a release in between is then never missed.
 	delay, again := o.Retry.Max, !w.queued
 	for {
-		if again {
+		if again && w.settling == nil {
 			var ok bool
-			if delay, ok = backoff.Next(); !ok {
-				return nil, w.giveUp(ctx)
+			if delay, ok = backoff.Next(); !ok || w.ended() {
+				return nil, w.giveUp(ctx) // no attempt begins after the limit
 			}
 			held, err := w.attempt(ctx, w.queue, delay)
 			w.failed = nil
@@ -166,11 +182,13 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 		sleep.Reset(delay)
 		select {
 		case g := <-w.wake:
-			handoff := l.granted(lk, g, w.n, w.sent, w.claim, o)
+			handoff := w.settling == nil && l.granted(lk, g, w.n, w.sent, w.claim, o)
 			l.table.Woken(lk, handoff)
 			if handoff {
 				return l.acquired(ctx, lk)
 			}
+		case <-w.settling: // nil unless settling: then it may attempt again
+			w.settling = nil
 		case <-sleep.C:
 		case <-limit:
 			return nil, w.giveUp(ctx)
@@ -197,35 +215,56 @@ func (w *waiter) watch(ctx context.Context, end time.Time) {
 }
 
 // attempt makes one attempt in mode; one that joins the queue is numbered
-// and keeps its place for the claim window of a sleep of delay.
+// and keeps its place for the claim window of a sleep of delay. A failed
+// attempt gave back what it may have taken, and left the queue: a grant
+// made to it is void, and its number is passed, so that a wake-up that
+// names it is not taken for a grant. When the attempt, or its give-back,
+// was not waited for to the end, the waiter is settling until it ended.
 func (w *waiter) attempt(ctx context.Context, mode attemptMode, delay time.Duration) (held bool, err error) {
 	if mode&modeWait != 0 {
 		w.n, w.claim, w.queued = w.n+1, claimFor(delay), true
 	}
 	w.sent = time.Now()
 	held, w.retryAfter, err = w.l.attempt(ctx, w.lk, mode, w.claim, w.n)
+	if err != nil {
+		w.n++
+		if nr := (*noReplyError)(nil); errors.As(err, &nr) {
+			w.settling = nr.settled
+		}
+	}
 	return held, err
 }
+
+// ended reports whether the wait's limit has passed.
+func (w *waiter) ended() bool { return !w.end.IsZero() && !time.Now().Before(w.end) }
 
 // busy is the error of a wait that ended without the lock.
 func (w *waiter) busy(cause error) error {
 	return &dlock.NotAcquiredError{Key: w.lk.Key(), RetryAfter: w.retryAfter, Err: cause}
 }
 
-// leave ends the wait without the lock: it leaves the queue, if it joined.
+// leave ends the wait without the lock: it leaves the queue, if it joined
+// and no request it stopped waiting for will (see settling). The
+// give-back is waited for no longer than giveBackTimeout, nor past the
+// wait's limit plus RequestTimeout; it goes on meanwhile.
 func (w *waiter) leave(ctx context.Context, cause error) error {
-	if w.queued {
-		w.l.giveBack(ctx, w.lk)
+	if w.queued && w.settling == nil {
+		by := time.Now().Add(giveBackTimeout)
+		if !w.end.IsZero() && w.end.Add(w.lk.requestTimeout()).Before(by) {
+			by = w.end.Add(w.lk.requestTimeout())
+		}
+		w.l.giveBack(ctx, w.lk, by)
 	}
 	return w.busy(cause)
 }
 
-// giveUp ends a wait that ran out: busy, or the last attempt's error when
-// it failed, so that a server out of reach is not reported as a busy lock.
+// giveUp ends a wait that ran out: busy, with the last attempt's error as
+// its cause when it failed, so that a server out of reach is not reported
+// as a busy lock only.
 func (w *waiter) giveUp(ctx context.Context) error {
 	err := w.leave(ctx, nil)
 	if w.failed != nil {
-		return w.failed
+		return w.busy(w.failed)
 	}
 	return err
 }

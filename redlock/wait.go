@@ -38,10 +38,19 @@ import (
 //     common order.
 //
 // A waiting Lock rides out attempts that too few nodes answered
-// (ErrNoQuorum) within its wait, and returns that error rather than a
-// busy one when its wait ends on it. With dlock.WithNotify(false) a
-// waiter neither subscribes nor queues: it polls at the pace of its retry
+// (ErrNoQuorum) within its wait. When its wait ends, the error matches
+// dlock.ErrNotAcquired, and the last attempt's failure (ErrNoQuorum) too
+// when the wait ended on one. With dlock.WithNotify(false) a waiter
+// neither subscribes nor queues: it polls at the pace of its retry
 // strategy.
+//
+// A Lock with a wait limit (dlock.WithWait) returns within the limit plus
+// the per-node timeout (Config.NodeTimeout), however the nodes fail: no
+// attempt begins after the limit, an attempt waits for each node at most
+// the per-node timeout, and the waiter's leaving the queues is waited for
+// no longer. (An attempt that took a minority of the nodes gives them back
+// before the next one, for at most a second; that give-back can add to
+// the bound when such an attempt ends past the limit.)
 func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
 	lk, o, err := l.prepare(ctx, key, opts, true)
 	if err != nil {
@@ -64,11 +73,12 @@ type attemptRecord struct {
 }
 
 func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) error {
+	begin := time.Now()                // the wait limit counts from here
 	single := o.Waiting && o.Wait == 0 // WithWait(0): one attempt, like TryLock
 	if !single && o.Notify && l.notify.ready(l.channel(lk)) {
 		// A hot key: the Locker is subscribed already, so the first
 		// attempt may join the queue at once.
-		return l.queue(ctx, lk, o, result{busy: true})
+		return l.queue(ctx, lk, o, begin, result{busy: true})
 	}
 	res := l.attempt(ctx, lk, nil)
 	switch {
@@ -79,12 +89,12 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) error {
 	case single || !res.busy && !errors.Is(res.err, ErrNoQuorum):
 		return res.err
 	}
-	return l.queue(ctx, lk, o, res)
+	return l.queue(ctx, lk, o, begin, res)
 }
 
-// queue is the waiting part of wait, after a first attempt with result
-// res that neither took the lock nor ended the wait.
-func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, res result) error {
+// queue is the waiting part of wait, begun at begin, after a first
+// attempt with result res that neither took the lock nor ended the wait.
+func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, begin time.Time, res result) error {
 	failed := res.err
 	if res.busy {
 		failed = nil
@@ -93,9 +103,10 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, res resu
 	var limit <-chan time.Time
 	end := time.Now().Add(time.Hour)
 	if o.Waiting {
-		t := time.NewTimer(o.Wait)
+		end = begin.Add(o.Wait)
+		t := time.NewTimer(time.Until(end))
 		defer t.Stop()
-		limit, end = t.C, time.Now().Add(o.Wait)
+		limit = t.C
 	}
 	notify := o.Notify
 	var (
@@ -114,9 +125,31 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, res resu
 		defer unwatch()
 		q = &queueing{score: time.Now().UnixMicro()}
 	}
+	timeout := l.nodeTimeout(lk.ttl)
 	leave := func() {
-		if q != nil {
-			l.giveBack(ctx, lk, l.nodes, nil) // out of every queue, and any grant given back
+		if q == nil {
+			return
+		}
+		// Out of every queue, and any grant given back: waited for at
+		// most the per-node timeout, and not past the wait's limit plus
+		// it; the give-back goes on in the background (Close waits for
+		// it), and no later request of this waiter can overtake it.
+		by := time.Now().Add(timeout)
+		if o.Waiting && end.Add(timeout).Before(by) {
+			by = end.Add(timeout)
+		}
+		done := make(chan struct{})
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			defer close(done)
+			l.giveBack(ctx, lk, l.nodes, nil)
+		}()
+		t := time.NewTimer(time.Until(by))
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
 		}
 	}
 	backoff := o.Retry.Start()
@@ -124,14 +157,20 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, res resu
 	defer sleep.Stop()
 	fallbacks := 0
 	retryAfter := res.retryAfter
+	// giveUp ends a wait that ran out: busy, or, when the last attempt
+	// failed, that failure (ErrNoQuorum) as the cause of a busy error, so
+	// that the error matches both dlock.ErrNotAcquired and the failure.
+	giveUp := func() error {
+		leave()
+		return &dlock.NotAcquiredError{Key: lk.Key(), RetryAfter: retryAfter, Err: failed}
+	}
 	for {
+		if o.Waiting && !time.Now().Before(end) {
+			return giveUp() // no attempt begins after the limit
+		}
 		delay, ok := backoff.Next()
 		if !ok {
-			leave()
-			if failed != nil {
-				return failed
-			}
-			return &dlock.NotAcquiredError{Key: lk.Key(), RetryAfter: retryAfter}
+			return giveUp()
 		}
 		if q != nil {
 			// queued waiters back off: the release wakes them
@@ -196,11 +235,7 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, res resu
 			case <-sleep.C:
 				break sleeping
 			case <-limit:
-				leave()
-				if failed != nil {
-					return failed
-				}
-				return &dlock.NotAcquiredError{Key: lk.Key(), RetryAfter: retryAfter}
+				return giveUp()
 			case <-ctx.Done():
 				leave()
 				return &dlock.NotAcquiredError{Key: lk.Key(), Err: ctx.Err(), RetryAfter: retryAfter}
