@@ -52,11 +52,12 @@ type Run struct {
 //
 // opts apply to the acquisition, and the lease it gets is the longer of
 // the one they set (dlock.WithTTL, else the Locker's) and holdAtLeast:
-// the store then keeps the key until the hold ends, counted from the
-// moment before the acquisition was sent, even if nothing renews or
-// releases it after that, and the watchdog renews that lease while the job
-// runs. A job that refreshes its lock (dlock.Lock.Refresh) to a shorter
-// lease gives that up.
+// the store then keeps the key for holdAtLeast from the moment the
+// acquisition was sent even if nothing renews or releases it after that,
+// and the watchdog renews that lease while the job runs. A job that
+// refreshes its lock (dlock.Lock.Refresh) to a shorter lease gives that
+// up. The hold that Unlock keeps after a job that returned counts from the
+// moment the acquisition returned.
 func TryRun(ctx context.Context, l dlock.Locker, key string, holdAtLeast time.Duration, opts ...dlock.Option) (*Run, error) {
 	if l == nil {
 		return nil, dlock.ErrNilClient
@@ -67,12 +68,11 @@ func TryRun(ctx context.Context, l dlock.Locker, key string, holdAtLeast time.Du
 	if holdAtLeast > 0 {
 		opts = append(opts[:len(opts):len(opts)], leaseAtLeast(holdAtLeast))
 	}
-	until := time.Now().Add(holdAtLeast) // the lease counts from after now
 	lk, err := l.TryLock(dlock.ContextWithOwner(ctx, ""), key, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Run{lk: lk, until: until}, nil
+	return &Run{lk: lk, until: time.Now().Add(holdAtLeast)}, nil
 }
 
 // leaseAtLeast lengthens an acquisition's lease to at least d: placed
