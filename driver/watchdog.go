@@ -95,7 +95,9 @@ type WatchdogConfig[L Leased] struct {
 // A renewal the server refuses loses the lease at once. Leases have
 // generations: a Refresh that comes while a renewal is on the wire starts a
 // new one, and the renewal can then only shorten the lease, for the server
-// applied the two in an order nobody knows.
+// applied the two in an order nobody knows; the lease is renewed again as
+// soon as that renewal's reply comes, at the Refresh's TTL, whose cadence
+// the renewals keep from then on.
 //
 // The zero Watchdog is not usable: call Init. Its goroutines start with the
 // first lease and end with Stop.
@@ -425,15 +427,21 @@ func (w *Watchdog[L]) renew(batch []L) {
 		switch {
 		case err == nil:
 			ls.lastErr = nil
-			if d := w.cfg.Drift.Deadline(sent, ttl); ls.gen == gens[i] {
+			d := w.cfg.Drift.Deadline(sent, ttl)
+			if ls.gen == gens[i] {
 				ls.deadline = d
-			} else if d.Before(ls.deadline) {
-				// a Refresh came while this renewal was on the wire: the
+				ls.due = sent.Add(ttl / 3)
+			} else {
+				// A Refresh came while this renewal was on the wire: the
 				// server applied the two in an unknown order, so the
-				// shorter lease is the one to count on
-				ls.deadline = d
+				// shorter lease is the one to count on, and the server
+				// may keep the renewal's TTL rather than the Refresh's.
+				// Renew at once, for the lease the holder asked last.
+				if d.Before(ls.deadline) {
+					ls.deadline = d
+				}
+				ls.due = now
 			}
-			ls.due = sent.Add(ttl / 3)
 			if ls.releasing || ls.deadline.Before(ls.due) {
 				ls.due = ls.deadline
 			}
@@ -450,7 +458,7 @@ func (w *Watchdog[L]) renew(batch []L) {
 			}
 			nfail++
 			ls.lastErr = err
-			ls.due = now.Add(min(max(ttl/20, 10*time.Millisecond), time.Second))
+			ls.due = now.Add(min(max(ls.ttl/20, 10*time.Millisecond), time.Second))
 			if ls.due.After(ls.deadline) {
 				ls.due = ls.deadline
 			}

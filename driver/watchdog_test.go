@@ -386,3 +386,52 @@ func TestWatchdogTellsRenewals(t *testing.T) {
 		}
 	})
 }
+
+// A Refresh that shortens the lease while a renewal of the old TTL is on
+// the wire: the renewal's reply, landing after the Refresh, neither puts
+// the longer deadline back nor leaves the lease to expire at the new
+// deadline. Renewals go on at the new TTL's cadence, and the lease lives.
+func TestWatchdogRenewalLandingAfterShorterRefresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder(func(*lease) error { return nil })
+		r.block = make(chan struct{})
+		w := r.watchdog(t)
+		lk := &lease{name: "a"}
+		const ttl, short = 3 * time.Second, 150 * time.Millisecond
+		w.Add(lk, time.Now(), ttl, true)
+		time.Sleep(time.Second) // the first renewal is on the wire, blocked
+		synctest.Wait()
+		if !w.Renewing(lk) {
+			t.Fatal("Renewing = false while a renewal is on the wire")
+		}
+		w.Refreshed(lk, time.Now(), short, true)
+		refreshed := time.Since(r.t0)
+		time.Sleep(10 * time.Millisecond) // the renewal's reply lands after the Refresh
+		close(r.block)
+		time.Sleep(20 * short)
+		synctest.Wait()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if at, ok := r.lost["a"]; ok {
+			t.Fatalf("lost at %v (%v after Refresh(%v)): %v; want renewed at the new TTL", at, at-refreshed, short, r.causes["a"])
+		}
+		var after []time.Duration
+		for _, at := range r.renewed["a"] {
+			if at > refreshed {
+				after = append(after, at)
+			}
+		}
+		// every short/3 = 50ms, up to short/10 early, for 20 short leases
+		if len(after) < 55 || len(after) > 70 {
+			t.Errorf("%d renewals in the %v after Refresh(%v), want about 60: %v", len(after), 20*short, short, after)
+		}
+		for i := 1; i < len(after); i++ {
+			if d := after[i] - after[i-1]; d > short/3 {
+				t.Fatalf("renewals %v and %v after the Refresh are %v apart, want at most %v", after[i-1], after[i], d, short/3)
+			}
+		}
+		if d := time.Until(w.Deadline(lk)); d <= 0 || d > short {
+			t.Errorf("deadline %v from now, want in (0, %v]", d, short)
+		}
+	})
+}

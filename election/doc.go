@@ -42,5 +42,7 @@
 // [RunOnce] runs a function if no other process is running it, and keeps
 // the key taken for at least a given time after it started (ShedLock's
 // lockAtLeastFor), so that hosts whose clocks disagree by less than that
-// run one tick's job once between them.
+// run one tick's job once between them, even if the process dies in the
+// middle of the job. [TryRun] takes that lock alone, for a scheduler that
+// runs the job itself (package gocronlock's Locker does).
 package election

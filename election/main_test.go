@@ -7,7 +7,9 @@ import (
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
-// TestMain starts the redis-server that the Examples use.
+// server is the redis-server of the tests and Examples; TestMain starts it.
+var server *redistest.Server
+
 func TestMain(m *testing.M) {
-	os.Exit(redistest.Main(m, nil))
+	os.Exit(redistest.Main(m, func(s *redistest.Server) { server = s }))
 }

@@ -1,0 +1,92 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/election"
+	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/dlock-go/dlock/redislock"
+	"github.com/redis/go-redis/v9"
+)
+
+// newLocker returns a Locker over client, closed when t ends.
+func newLocker(t *testing.T, client redis.UniversalClient, opts ...dlock.Option) *redislock.Locker {
+	t.Helper()
+	l, err := redislock.New(client, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// keyFor returns a key of this test's own, fresh for each run of it.
+func keyFor(t *testing.T) string {
+	return strings.ReplaceAll(t.Name(), "/", ":") + ":" + driver.NewToken()[:8]
+}
+
+// A host that dies in the middle of a job, its Locker cut from the server
+// so that it can neither renew nor release, leaves the key taken for
+// holdAtLeast from the job's start, not one TTL after its last renewal:
+// another host whose clock fires the same tick 2s later does not run it,
+// and a host after the hold does.
+func TestRunOnceHoldsAfterDeathMidJob(t *testing.T) {
+	ctx := context.Background()
+	const ttl, hold = time.Second, 4 * time.Second
+	proxy := redistest.StartProxy(t, server)
+	dying := newLocker(t, proxy.Client(t), dlock.WithTTL(ttl))
+	other := newLocker(t, server.Client(t), dlock.WithTTL(ttl))
+	key := keyFor(t)
+
+	start := time.Now()
+	running := make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- election.RunOnce(ctx, dying, key, hold, func(ctx context.Context) error {
+			close(running)
+			<-ctx.Done() // the job would run on; a dead host never returns
+			return context.Cause(ctx)
+		})
+	}()
+	select {
+	case <-running:
+	case err := <-first:
+		t.Fatalf("the first host's RunOnce = %v before its job ran", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first host's job did not start")
+	}
+	proxy.Cut() // the first host is gone
+
+	ran := 0
+	job := func(context.Context) error { ran++; return nil }
+	for _, at := range []time.Duration{2 * time.Second, hold - 500*time.Millisecond} {
+		time.Sleep(time.Until(start.Add(at))) // another host's clock, later
+		err := election.RunOnce(ctx, other, key, hold, job)
+		if time.Since(start) >= hold {
+			continue // too late to tell: this machine stalled past the hold
+		}
+		if !errors.Is(err, dlock.ErrNotAcquired) || ran != 0 {
+			t.Fatalf("RunOnce on another host %v after the job began, within the hold: %v, ran %d times; want ErrNotAcquired and no run",
+				time.Since(start).Round(time.Millisecond), err, ran)
+		}
+	}
+
+	time.Sleep(time.Until(start.Add(hold + 500*time.Millisecond)))
+	if err := election.RunOnce(ctx, other, key, 0, job); err != nil || ran != 1 {
+		t.Fatalf("RunOnce on another host after the hold: %v, ran %d times; want one run", err, ran)
+	}
+	select {
+	case err := <-first:
+		if !errors.Is(err, dlock.ErrLockLost) {
+			t.Errorf("the cut host's RunOnce = %v, want its loss", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the cut host's job was never told of its loss")
+	}
+}
