@@ -102,16 +102,22 @@ func (r *Run) end(ctx context.Context, release func() error) error {
 		return release()
 	}
 	if lapser, ok := r.lk.(dlock.Lapser); ok && r.lk.Err() == nil {
-		if err := lapser.UnlockAfter(context.WithoutCancel(ctx), rest); err != nil {
+		err := lapser.UnlockAfter(context.WithoutCancel(ctx), rest)
+		switch {
+		case errors.Is(err, errors.ErrUnsupported):
+			// A lock of several keys, one of which cannot lapse: hold on.
+		case err != nil:
 			// Not released: the lock lapses (its handle ends) by itself,
 			// and a guard stops watching it then.
 			return err
+		default:
+			// The hold ended as released: release now only stops
+			// watching it.
+			if err := release(); errors.Is(err, dlock.ErrLockLost) {
+				return err
+			}
+			return nil
 		}
-		// The hold ended as released: release now only stops watching it.
-		if err := release(); errors.Is(err, dlock.ErrLockLost) {
-			return err
-		}
-		return nil
 	}
 	t := time.NewTimer(rest)
 	defer t.Stop()
