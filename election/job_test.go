@@ -90,3 +90,47 @@ func TestRunOnceHoldsAfterDeathMidJob(t *testing.T) {
 		t.Fatal("the cut host's job was never told of its loss")
 	}
 }
+
+// plainLocks is a Locker whose locks cannot lapse: it hides UnlockAfter.
+type plainLocks struct{ dlock.Locker }
+
+type plainLock struct{ dlock.Lock }
+
+func (p plainLocks) TryLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
+	lk, err := p.Locker.TryLock(ctx, key, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return plainLock{lk}, nil
+}
+
+// bothKeys is a Locker whose lock of key is the lock of two keys.
+type bothKeys struct{ dlock.Locker }
+
+func (b bothKeys) TryLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
+	return dlock.TryLockAll(ctx, b.Locker, []string{key + ":1", key + ":2"}, opts...)
+}
+
+// A job whose lock is several keys that cannot lapse (a dlock.MultiLock is
+// a Lapser only when its keys' locks are) is held until the hold ends, as
+// a lock without UnlockAfter is, rather than failing after the job ran.
+func TestRunOnceOfKeysThatCannotLapse(t *testing.T) {
+	ctx := context.Background()
+	l := bothKeys{plainLocks{newLocker(t, server.Client(t))}}
+	k := keyFor(t)
+	const hold = 300 * time.Millisecond
+	start := time.Now()
+	ran := 0
+	if err := election.RunOnce(ctx, l, k, hold, func(context.Context) error { ran++; return nil }); err != nil || ran != 1 {
+		t.Fatalf("RunOnce: %v, ran %d times", err, ran)
+	}
+	if took := time.Since(start); took < hold {
+		t.Errorf("RunOnce returned %v after it began; want it to hold the keys for %v", took, hold)
+	}
+	other := newLocker(t, server.Client(t))
+	lk, err := other.TryLock(ctx, k+":1")
+	if err != nil {
+		t.Fatalf("the key after the hold: %v", err)
+	}
+	lk.Unlock(ctx)
+}
