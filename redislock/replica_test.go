@@ -150,6 +150,40 @@ func TestReplicaAck(t *testing.T) {
 		wantShortWait(t, within(t, got, 5*time.Second, "the waiter's end"))
 		gone(t, key)
 	})
+	// A permit and the read and write sides of a read-write lock are
+	// acknowledged as a lock is: taken where the replica has them, given
+	// back when it does not acknowledge them.
+	holds := []struct {
+		name string
+		of   func(l *Locker) dlock.Locker
+		ns   string
+	}{
+		{"permit", func(l *Locker) dlock.Locker { return dlock.Permits(l, 2) }, "sem"},
+		{"read", func(l *Locker) dlock.Locker { return dlock.RLocker(l) }, "rw"},
+		{"write", func(l *Locker) dlock.Locker { return dlock.WLocker(l) }, "rw"},
+	}
+	for _, h := range holds {
+		t.Run(h.name, func(t *testing.T) {
+			key := keyFor(t)
+			set := "dlock:" + h.ns + ":" + key
+			lk, err := h.of(l).TryLock(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := replica.ZCard(ctx, set).Result(); err != nil || n != 1 {
+				t.Errorf("the replica has %d holds, %v; want the hold the moment TryLock returned", n, err)
+			}
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			pause(t)
+			_, err = h.of(l).TryLock(ctx, key)
+			wantShort(t, err)
+			if n, err := raw.ZCard(ctx, set).Result(); err != nil || n != 0 {
+				t.Errorf("the master keeps %d holds after a shortfall, %v; want none", n, err)
+			}
+		})
+	}
 }
 
 // WithReplicaAck refuses values it cannot keep, changing nothing.
