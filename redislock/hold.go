@@ -127,12 +127,8 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 	if err != nil {
 		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
 	}
-	if o.Replicas > 0 {
-		f := driver.FeatureRWLock
-		if k == driver.HoldPermit {
-			f = driver.FeatureSemaphore
-		}
-		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: errNoAckedHolds(f)}
+	if err := checkAck(l.client, o); err != nil {
+		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
 	}
 	if k == driver.HoldPermit {
 		if err := dlock.CheckLimit(limit); err != nil {
@@ -157,6 +153,7 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 	lk.ownerArg = owner
 	lk.kind, lk.limit = k, int32(limit)
 	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
+	lk.ack = replicaAck{o.Replicas, o.ReplicaTimeout}
 	if k == driver.HoldWrite && owner == "" {
 		// This Locker's own read hold would make the writer wait on
 		// itself: say so rather than ErrAlreadyHeld.
@@ -207,11 +204,21 @@ func (l *Locker) attemptHold(ctx context.Context, lk *lock, mode attemptMode, cl
 	if lk.fenced {
 		fenced = "1"
 	}
-	r, err := l.run(ctx, deadline, l.send, holdAcquireScript, lk.keyArgs[:], []any{lk.tokenArg, lk.ttl.Milliseconds(), lk.ownerArg,
+	p, ack := l.send, (*acker)(nil)
+	if lk.ack.n > 0 {
+		ack = &acker{client: l.client, ack: lk.ack}
+		p = ack
+	}
+	r, err := l.run(ctx, deadline, p, holdAcquireScript, lk.keyArgs[:], []any{lk.tokenArg, lk.ttl.Milliseconds(), lk.ownerArg,
 		int(mode), claim.Milliseconds(), n, fenced, l.sub, lk.kind.Letter(), lk.limit}, lk).Int64()
+	taken := false // but not where a failover would keep it
+	if err == nil && r >= 0 && ack != nil {
+		err = ack.check()
+		taken = err != nil
+	}
 	if err != nil {
 		upgrade := redis.HasErrorPrefix(err, "DLOCK_UPGRADE")
-		err = l.failed(ctx, lk, mode, deadline, false, err) // the reply was lost, or a waiter leaves its queue
+		err = l.failed(ctx, lk, mode, deadline, taken, err) // the reply was lost, or a waiter leaves its queue
 		if upgrade {
 			err = &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: dlock.ErrUpgrade}
 		}
