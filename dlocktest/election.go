@@ -17,7 +17,8 @@ import (
 // RunElection runs the rules of package election against the driver that
 // h describes; its Lockers must implement dlock.Inspector, dlock.Watcher
 // and (for RunOnce's lapse) give locks that implement dlock.Lapser, as
-// both of dlock's drivers do. One subtest per rule:
+// every driver of dlock does (see the table of what works where in the
+// README). One subtest per rule:
 //
 //   - OneLeader: four campaigners, each on a Locker of its own, campaign
 //     again and again; never two lead at once, and each epoch is accepted
