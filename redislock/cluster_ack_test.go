@@ -40,8 +40,10 @@ func TestClusterReplicaAckThroughMigration(t *testing.T) {
 	c := startClusterReplicas(t, 3, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const ttl = 600 * time.Millisecond // renewed every 200ms
-	l := lockerOf(t, c.client(t), WithReplicaAck(1, 150*time.Millisecond), dlock.WithTTL(ttl))
+	// Renewed every 500ms; an acknowledgement may take 400ms, for a
+	// machine loaded by -race and parallel tests.
+	const ttl = 1500 * time.Millisecond
+	l := lockerOf(t, c.client(t), WithReplicaAck(1, 400*time.Millisecond), dlock.WithTTL(ttl))
 	other := lockerOf(t, c.client(t))
 	key := c.keyOn(t, 0)
 	slot := redisnode.Slot("dlock:lock:" + key)
@@ -51,14 +53,14 @@ func TestClusterReplicaAckThroughMigration(t *testing.T) {
 	}
 	held := []dlock.Lock{lk}
 	used := []string{key}
-	// outlive waits past three renewal periods and more, failing if a
+	// outlive waits past three renewal periods and a half, failing if a
 	// hold ends meanwhile.
 	outlive := func(stage string) {
 		t.Helper()
 		select {
 		case <-lk.Done():
 			t.Fatalf("%s: the hold ended: %v", stage, lk.Err())
-		case <-time.After(5 * ttl / 3):
+		case <-time.After(7 * ttl / 6):
 		}
 		for _, h := range held {
 			if err := h.Err(); err != nil {
