@@ -92,10 +92,17 @@ func (b *backendFlags) connect(e *env, name string, opts ...dlock.Option) (backe
 	if err != nil {
 		return nil, usageError(e, name, "%v", err)
 	}
+	var be backend
+	var code int
 	if store == useEtcd {
-		return b.connectEtcd(e, name, opts...)
+		be, code = b.connectEtcd(e, name, opts...)
+	} else {
+		be, code = b.connectRedis(e, name, opts...)
 	}
-	return b.connectRedis(e, name, opts...)
+	if be != nil && e.wrapBackend != nil {
+		be = e.wrapBackend(be)
+	}
+	return be, code
 }
 
 // redisBackend is a connected Redis client and the Locker over it.

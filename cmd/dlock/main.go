@@ -48,6 +48,9 @@ type env struct {
 	getenv         func(string) string
 	// signals delivers SIGINT, SIGTERM and SIGHUP sent to dlock.
 	signals <-chan os.Signal
+	// wrapBackend, when not nil, stands in for each backend dlock opens:
+	// the tests' way to take features away from a store.
+	wrapBackend func(backend) backend
 }
 
 func main() {
