@@ -145,6 +145,10 @@ released after CMD exits. If dlock itself is killed, CMD gets SIGTERM
 
 With --etcd, the lease is whole seconds: --ttl must be at least 1s, and a
 fractional one is rounded up (1.5s becomes 2s); --fair is not available.
+A flag the store cannot honour is refused before CMD runs, with exit 2 and
+one line saying why: --limit on Redlock, whose independent masters cannot
+bound permits, or --hold-at-least, --shared or --exclusive where the
+driver does not offer UnlockAfter or read-write locks.
 
 Exit codes: CMD's own; 2 usage; 69 Redis or etcd unreachable; 75 busy; 76
 lock lost; 77 login or TLS refused; 78 configuration refused; 126 CMD not
@@ -218,7 +222,8 @@ sit where commands rarely go.
            unlock: the lock was not held
   2        usage error: unknown command or flag, missing KEY or CMD, --ttl
            below 100ms (1s on etcd), malformed URL or endpoint, --redis
-           with --etcd
+           with --etcd, a flag the store cannot honour (--limit on
+           Redlock)
   69       Redis or etcd could not be reached within the dial timeout, or
            failed while dlock acquired the lock (EX_UNAVAILABLE)
   77       Redis or etcd refused the login: a wrong user or password, or

@@ -192,7 +192,7 @@ func cmdStatus(e *env, args []string) int {
 	if code != 0 {
 		return code
 	}
-	be, code := f.backend.connect(e, "status")
+	be, code := f.backend.connect(e, "status", []need{inspection("status")})
 	if be == nil {
 		return code
 	}
@@ -273,7 +273,7 @@ func cmdList(e *env, args []string) int {
 	if _, err := driver.ParsePattern(pattern); err != nil { // before connecting: it is the same error on every store
 		return usageError(e, "ls", "PATTERN: %v", trimDlock(err))
 	}
-	be, code := f.backend.connect(e, "ls")
+	be, code := f.backend.connect(e, "ls", []need{inspection("ls")})
 	if be == nil {
 		return code
 	}
@@ -358,7 +358,7 @@ func cmdUnlock(e *env, args []string) int {
 	if !force {
 		return usageError(e, "unlock", "refusing to delete the lock %q without --force: its holder may still be working (see `dlock status %s`)", key, key)
 	}
-	be, code := f.backend.connect(e, "unlock")
+	be, code := f.backend.connect(e, "unlock", []need{inspection("unlock")})
 	if be == nil {
 		return code
 	}

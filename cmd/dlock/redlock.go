@@ -81,50 +81,47 @@ func parseRedlockURL(raw, password string) ([]*redis.Options, error) {
 	return opts, nil
 }
 
-// connectRedlock opens a client per node and checks that a majority of
-// them answers within the dial timeout.
-func (b *backendFlags) connectRedlock(e *env, name, raw string, opts ...dlock.Option) (backend, int) {
+// openRedlock opens a client per node, and returns the Locker over them
+// with the check that a majority of them answers within the dial timeout.
+func (b *backendFlags) openRedlock(e *env, name, raw string, opts ...dlock.Option) (backend, func() int, int) {
 	nodes, err := parseRedlockURL(raw, e.getenv("DLOCK_REDIS_PASSWORD"))
 	if err != nil {
-		return nil, usageError(e, name, "%v", err)
+		return nil, nil, usageError(e, name, "%v", err)
 	}
 	clients := make([]redis.UniversalClient, len(nodes))
 	addrs := make([]string, len(nodes))
 	for i, o := range nodes {
 		clients[i], addrs[i] = redis.NewClient(o), o.Addr
 	}
-	closeAll := func() {
+	locker, err := redlock.New(clients, append([]dlock.Option{dlock.WithPrefix(b.prefix)}, opts...)...)
+	if err != nil {
 		for _, c := range clients {
 			c.Close()
 		}
+		return nil, nil, usageError(e, name, "%v", trimDlock(err))
 	}
-	locker, err := redlock.New(clients, append([]dlock.Option{dlock.WithPrefix(b.prefix)}, opts...)...)
-	if err != nil {
-		closeAll()
-		return nil, usageError(e, name, "%v", trimDlock(err))
+	ping := func() int {
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			errs []error
+		)
+		for i, c := range clients {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), nodes[i].DialTimeout)
+				defer cancel()
+				if err := c.Ping(ctx).Err(); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("%s: %w", addrs[i], err))
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(nodes)-len(errs) < locker.Quorum() {
+			return refused(e, "Redlock", strings.Join(addrs, ","), redisRefusal(errs[0]), errors.Join(errs...))
+		}
+		return 0
 	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for i, c := range clients {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), nodes[i].DialTimeout)
-			defer cancel()
-			if err := c.Ping(ctx).Err(); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", addrs[i], err))
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if len(nodes)-len(errs) < locker.Quorum() {
-		locker.Close()
-		closeAll()
-		err := errors.Join(errs...)
-		return nil, refused(e, "Redlock", strings.Join(addrs, ","), redisRefusal(errs[0]), err)
-	}
-	return &redlockBackend{Locker: locker, clients: clients}, 0
+	return &redlockBackend{Locker: locker, clients: clients}, ping, 0
 }

@@ -73,7 +73,7 @@ func cmdTop(e *env, args []string) int {
 	if !once && !tty {
 		return usageError(e, "top", "standard input and output are not a terminal: use --once for one table")
 	}
-	be, code := backend.connect(e, "top")
+	be, code := backend.connect(e, "top", []need{inspection("top")})
 	if be == nil {
 		return code
 	}
