@@ -26,9 +26,9 @@ var commands []*command // filled by init: the table refers to help, which reads
 func init() {
 	commands = []*command{
 		{"run", "[flags] KEY -- CMD [ARGS...]", "run CMD while holding the lock KEY", runHelp, cmdRun},
-		{"status", "[flags] KEY", "show whether KEY is held, its lease, fence and owner", statusHelp, jsonErrors(cmdStatus)},
-		{"ls", "[flags] [PATTERN]", "list the held locks (SCAN, never KEYS)", lsHelp, jsonErrors(cmdList)},
-		{"top", "[flags] [PATTERN]", "watch the held locks, refreshed every second", topHelp, cmdTop},
+		{"status", "[flags] KEY", "show what is held of KEY: state, owner, holds, lease, fence", statusHelp, jsonErrors(cmdStatus)},
+		{"ls", "[flags] [PATTERN]", "list the held locks, semaphores and read-write locks", lsHelp, jsonErrors(cmdList)},
+		{"top", "[flags] [PATTERN]", "watch what dlock ls lists, refreshed every second", topHelp, cmdTop},
 		{"unlock", "--force [flags] KEY", "delete a stuck lock, whoever holds it", unlockHelp, jsonErrors(cmdUnlock)},
 		{"leader", "[flags] KEY", "print the leader of the election on KEY (--watch: follow it)", leaderHelp, jsonErrors(cmdLeader)},
 		{"demo", "", "watch workers contend for one lock on a private Redis", demoHelp, cmdDemo},
@@ -155,35 +155,46 @@ lock lost; 77 login or TLS refused; 78 configuration refused; 126 CMD not
 executable; 127 CMD not found; 128+N signal N. See dlock help exit-codes.`
 
 const statusHelp = `
-Prints whether KEY is held, its remaining lease (ttl), its fencing counter
-(the fence of its latest fenced acquisition: run fences every one), its
-owner when it is an owner's reentrant lock, and the waiters queued for it.
-It never prints tokens. --json prints one object with the fields key, held,
-owner, holds, ttl_ms (-1: no expiry), fence and waiters.
-
-When KEY's semaphore (dlock run --limit) or read-write lock (--shared,
---exclusive) is held or waited for, status adds a line for each:
-the permits out of the limit, or the readers and writer, their longest
-lease, the fence and the waiters (--json: the objects "semaphore" and
-"rwlock", with the fields above and "limit" or "readers").
+Prints what is held of KEY, as a table with the columns of dlock ls and
+dlock top: a row for KEY's lock, and one for its semaphore (dlock run
+--limit) and its read-write lock (--shared, --exclusive) when they are
+held or waited for. The lock's row is left out when it is free and
+another row shows. It never prints tokens. --json prints the rows as an
+array of objects, as dlock ls --json does.
 
 etcd keeps no fence of a free lock and does not count a lock's waiters:
-status prints "-" for them (--json: fence 0 and no waiters field). The
-waiters of a semaphore or read-write lock are keys in etcd, and counted. etcd leases are
-whole seconds, truncated: a ttl of 0s means less than a second is left.`
+the table shows "-" for them (--json: fence 0 and no waiters field); it
+counts the waiters of a semaphore or read-write lock. etcd leases are
+whole seconds, truncated: a TTL of 0ms means less than a second is left.
+See dlock help ls for the columns.`
+
+// tableHelp describes the columns of status, ls and top.
+const tableHelp = `The columns are the same in status, ls and top, and name the fields of
+--json in lower case (ttl_ms for TTL):
+
+  KEY      the key
+  KIND     lock, semaphore (dlock run --limit) or rwlock (--shared,
+           --exclusive)
+  STATE    free, held, or full: a semaphore with every permit out
+  OWNER    the owner id of an owner's lock (--owner), else -
+  HOLDS    a lock's holds (an owner's lock may have several); a
+           semaphore's permits out of its limit, 2/3; a read-write
+           lock's readers and writer, 3r or 1w (--json: holds, limit,
+           readers)
+  TTL      the remaining lease, the longest among a semaphore's or a
+           read-write lock's holds; "never" for a key with no expiry
+  FENCE    the fence of the latest acquisition (run fences every one)
+  WAITERS  the callers queued for it; "-" where the store does not
+           count them`
 
 const lsHelp = `
-Lists the held locks whose key matches PATTERN (Redis glob syntax on both
-stores; default all), with their remaining lease, fence, owner and waiters.
-On Redis it walks the keyspace with SCAN, never KEYS, so it does not block
-a busy server; on etcd it reads the prefix's range in pages of 500 keys and
-prints "-" for the waiters. --json prints one object per lock, with the
-fields of dlock status --json.
+Lists the held locks, semaphores and read-write locks whose key matches
+PATTERN (Redis glob syntax on both stores; default all), a row for each,
+sorted by key. On Redis it walks the keyspace with SCAN, never KEYS, so it
+does not block a busy server; on etcd it reads the prefix's range in pages
+of 500 keys. --json prints an array of objects, one per row.
 
-It lists the held semaphores and read-write locks too, with a KIND
-column: their HOLDS are the permits out of the limit (2/3), or the
-holds and readers among them ("3 (3 r)": three readers). --json adds
-"kind" ("semaphore" or "rwlock") and "limit" or "readers" to them.`
+` + tableHelp
 
 const unlockHelp = `
 Deletes KEY's lock whoever holds it (on etcd, every hold of it, in one

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +47,7 @@ func TestRedlockStatusAndLs(t *testing.T) {
 	s[1].Kill()
 	res := dlockIn(t, []string{"status", "--redis", url, "--json", "report"})
 	var j lockJSON
-	if err := json.Unmarshal([]byte(res.stdout), &j); err != nil || !j.Held || j.Fence != lk.Fence() || j.TTLms <= 0 || j.TTLms > 20000 {
+	if err := unmarshalRow(res.stdout, &j); err != nil || !j.Held || j.Fence != lk.Fence() || j.TTLms <= 0 || j.TTLms > 20000 {
 		t.Fatalf("status over Redlock with a node down: exit %d, %+v (%v), stderr %q", res.code, j, err, res.stderr)
 	}
 	res = dlockIn(t, []string{"ls", "--redis", url})
@@ -60,7 +59,7 @@ func TestRedlockStatusAndLs(t *testing.T) {
 	}
 	res = dlockIn(t, []string{"status", "--redis", url, "--json", "report"})
 	j = lockJSON{}
-	if err := json.Unmarshal([]byte(res.stdout), &j); err != nil || j.Held {
+	if err := unmarshalRow(res.stdout, &j); err != nil || j.Held {
 		t.Fatalf("status of a released key over Redlock: %+v (%v)", j, err)
 	}
 
