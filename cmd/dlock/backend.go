@@ -161,6 +161,12 @@ func (b *backendFlags) openRedis(e *env, name string, opts ...dlock.Option) (bac
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.dialTimeout)
 		defer cancel()
 		if err := client.Ping(ctx).Err(); err != nil {
+			if cfg.failover != nil && errors.Is(err, redis.Nil) {
+				// A sentinel answered GET-MASTER-ADDR-BY-NAME with nil.
+				fmt.Fprintf(e.stderr, "dlock: the sentinels at %s know no master named %q: check master_name in the URL\n",
+					strings.Join(cfg.failover.SentinelAddrs, ","), cfg.failover.MasterName)
+				return exitConfig
+			}
 			if ctx.Err() != nil {
 				err = fmt.Errorf("no answer within %v", cfg.dialTimeout)
 			}
@@ -252,30 +258,34 @@ func parseURLForms(raw string) (*redisConfig, error) {
 	}
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return nil, errors.New(`missing scheme: want redis://, rediss://, unix://, redis+sentinel:// or redis+cluster://`)
+		return nil, errors.New("missing scheme: want " + schemeList())
 	}
-	base, kind, _ := strings.Cut(scheme, "+")
-	switch kind {
-	case "":
+	form, ok := schemeForm(scheme)
+	if !ok {
+		return nil, fmt.Errorf("unknown URL scheme %q: want %s", scheme, schemeList())
+	}
+	base, _, _ := strings.Cut(scheme, "+")
+	switch form {
+	case formServer:
 		o, err := redis.ParseURL(raw)
 		if err != nil {
 			return nil, err
 		}
 		return &redisConfig{simple: o}, nil
-	case "sentinel":
+	case formSentinel:
 		o, err := redis.ParseFailoverURL(base + "://" + rest)
 		if err != nil {
 			return nil, err
 		}
 		return &redisConfig{failover: o}, nil
-	case "cluster":
+	case formCluster:
 		o, err := redis.ParseClusterURL(base + "://" + rest)
 		if err != nil {
 			return nil, err
 		}
 		return &redisConfig{cluster: o}, nil
 	}
-	return nil, fmt.Errorf("unknown URL scheme %q", scheme)
+	return nil, fmt.Errorf("a %s:// URL names Redlock's servers, not one store", scheme) // openRedis takes them first
 }
 
 // hostPort reads the address of one more Cluster node in a comma list:

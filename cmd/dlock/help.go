@@ -79,7 +79,7 @@ func lookupTopic(name string) *topic {
 	return nil
 }
 
-const examples = `  dlock demo                                 # a private redis-server, workers contending, a crash recovered
+const examples = `  dlock demo                                 # a private redis-server, workers contending, a paused holder fenced off
   dlock run nightly-report -- ./report.sh    # fails at once (exit 75) when another host runs it
   dlock run --wait 5m --ttl 30s migrate -- ./migrate up
   dlock run --limit 3 --wait forever encode -- ./encode.sh   # at most 3 at once, across hosts
@@ -218,10 +218,11 @@ lock again at the latest when the leader's lease would have run out.
 const demoHelp = `
 Starts a private redis-server on a free loopback port (or, when none is
 installed, an in-process stand-in, and says so), then shows workers
-contending for one key: acquisitions, hand-offs, a holder that crashes
-mid-job and the lock recovered when its lease runs out, and fencing tokens
-rising so that the crashed holder's late write is refused. It takes under
-10 seconds and stops everything it started.`
+contending for one key: acquisitions, hand-offs, a holder that freezes
+mid-job (as in a long GC pause) and the lock recovered when its lease runs
+out, and fencing tokens rising so that the paused holder's late write,
+when it wakes up, is refused. It takes under 10 seconds and stops
+everything it started.`
 
 const exitCodesHelp = `
 dlock run passes CMD's own exit code through, so the codes of dlock itself
@@ -242,7 +243,8 @@ sit where commands rarely go.
            with etcd failed: a certificate of an unknown authority, or a
            client certificate missing or refused (EX_NOPERM)
   78       Redis refused the configuration: a database number the server
-           does not have (EX_CONFIG)
+           does not have, or a master name the sentinels do not know
+           (EX_CONFIG)
   75       the lock is busy (every permit out, for --limit), or --wait
            ran out (EX_TEMPFAIL; --conflict-exit-code)
   76       the lock was lost while CMD ran (--lost-exit-code)

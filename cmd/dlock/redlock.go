@@ -15,7 +15,9 @@ import (
 // isRedlockURL reports whether a --redis URL names independent masters
 // for Redlock: redis+redlock:// or rediss+redlock://.
 func isRedlockURL(raw string) bool {
-	return strings.HasPrefix(raw, "redis+redlock://") || strings.HasPrefix(raw, "rediss+redlock://")
+	scheme, _, ok := strings.Cut(raw, "://")
+	form, known := schemeForm(scheme)
+	return ok && known && form == formRedlock
 }
 
 // redlockBackend is a Redlock Locker over independent masters.
