@@ -44,16 +44,17 @@ func TestSentinelUnknownMaster(t *testing.T) {
 // them is taken.
 func TestMissingSchemeListsAll(t *testing.T) {
 	addr := closedPort(t)
+	const quick = "dial_timeout=1s"
 	urls := map[string]string{ // a URL of each scheme, of servers that are down
-		"redis":           "redis://" + addr,
-		"rediss":          "rediss://" + addr,
-		"unix":            "unix://" + t.TempDir() + "/none.sock",
-		"redis+sentinel":  "redis+sentinel://" + addr + "?master_name=m",
-		"rediss+sentinel": "rediss+sentinel://" + addr + "?master_name=m",
-		"redis+cluster":   "redis+cluster://" + addr,
-		"rediss+cluster":  "rediss+cluster://" + addr,
-		"redis+redlock":   "redis+redlock://" + addr + "," + addr + "," + addr,
-		"rediss+redlock":  "rediss+redlock://" + addr + "," + addr + "," + addr,
+		"redis":           "redis://" + addr + "?" + quick,
+		"rediss":          "rediss://" + addr + "?" + quick,
+		"unix":            "unix://" + t.TempDir() + "/none.sock?" + quick,
+		"redis+sentinel":  "redis+sentinel://" + addr + "?master_name=m&" + quick,
+		"rediss+sentinel": "rediss+sentinel://" + addr + "?master_name=m&" + quick,
+		"redis+cluster":   "redis+cluster://" + addr + "?" + quick,
+		"rediss+cluster":  "rediss+cluster://" + addr + "?" + quick,
+		"redis+redlock":   "redis+redlock://" + addr + "?" + quick + "," + addr + "," + addr,
+		"rediss+redlock":  "rediss+redlock://" + addr + "?" + quick + "," + addr + "," + addr,
 	}
 	res := dlockIn(t, []string{"status", "--redis", addr, "k"})
 	var listed []string
@@ -71,8 +72,8 @@ func TestMissingSchemeListsAll(t *testing.T) {
 	}
 	for s, url := range urls {
 		res := dlockIn(t, []string{"status", "--redis", url, "k"})
-		if res.code != exitUnavailable {
-			t.Errorf("scheme %s (%s): exit %d, stderr %q; want %d: taken, and the server down", s, url, res.code, res.stderr, exitUnavailable)
+		if res.code != exitUnavailable || !oneLineWith(res.stderr, "dlock: cannot reach ") {
+			t.Errorf("scheme %s (%s): exit %d, stderr %q; want %d and one line: taken, and the server down", s, url, res.code, res.stderr, exitUnavailable)
 		}
 	}
 }
