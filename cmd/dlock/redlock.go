@@ -113,6 +113,9 @@ func (b *backendFlags) openRedlock(e *env, name, raw string, opts ...dlock.Optio
 				ctx, cancel := context.WithTimeout(context.Background(), nodes[i].DialTimeout)
 				defer cancel()
 				if err := c.Ping(ctx).Err(); err != nil {
+					if ctx.Err() != nil {
+						err = fmt.Errorf("no answer within %v", nodes[i].DialTimeout)
+					}
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("%s: %w", addrs[i], err))
 					mu.Unlock()
@@ -121,7 +124,11 @@ func (b *backendFlags) openRedlock(e *env, name, raw string, opts ...dlock.Optio
 		}
 		wg.Wait()
 		if len(nodes)-len(errs) < locker.Quorum() {
-			return refused(e, "Redlock", strings.Join(addrs, ","), redisRefusal(errs[0]), errors.Join(errs...))
+			msgs := make([]string, len(errs))
+			for i, err := range errs {
+				msgs[i] = err.Error()
+			}
+			return refused(e, "Redlock", strings.Join(addrs, ","), redisRefusal(errs[0]), errors.New(strings.Join(msgs, "; "))) // one line
 		}
 		return 0
 	}
