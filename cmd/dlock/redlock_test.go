@@ -60,7 +60,7 @@ func TestRedlockStatusAndLs(t *testing.T) {
 	res = dlockIn(t, []string{"status", "--redis", url, "--json", "report"})
 	j = lockJSON{}
 	if err := unmarshalRow(res.stdout, &j); err != nil || j.Held {
-		t.Fatalf("status of a released key over Redlock: %+v (%v)", j, err)
+		t.Fatalf("status of a released key over Redlock: exit %d, %+v (%v), stderr %q", res.code, j, err, res.stderr)
 	}
 
 	// Two of three down: no majority to read, and dlock says so.
@@ -93,5 +93,45 @@ func TestParseRedlockURL(t *testing.T) {
 		} else if strings.Contains(err.Error(), "secret") {
 			t.Errorf("%q: the error shows the password: %v", bad, err)
 		}
+	}
+}
+
+// pausing is a backend whose Inspect first stops servers for a while.
+type pausing struct {
+	backend
+	stop func()
+}
+
+func (p pausing) Inspect(ctx context.Context, key string) (dlock.Info, error) {
+	p.stop()
+	return p.backend.Inspect(ctx, key)
+}
+
+// read_timeout in a Redlock URL bounds each request to one node, rather
+// than being cut to the driver's default of 100ms: with two of three
+// nodes stopped for 500ms as status reads them, status with
+// read_timeout=5s waits for them.
+func TestRedlockReadTimeout(t *testing.T) {
+	s, _ := redlockServers(t)
+	url := "redis+redlock://" + s[0].Addr() + "?read_timeout=5s," + s[1].Addr() + "," + s[2].Addr()
+	resume := func() {
+		for _, srv := range s[1:] {
+			srv.Resume()
+		}
+	}
+	t.Cleanup(resume)
+	stop := func() {
+		for _, srv := range s[1:] {
+			if err := srv.Pause(); err != nil {
+				t.Error(err)
+			}
+		}
+		time.AfterFunc(500*time.Millisecond, resume) // the fault's length, not a wait for an event
+	}
+	res := dlockInEnv(t, []string{"status", "--redis", url, "k"}, func(e *env) {
+		e.wrapBackend = func(be backend) backend { return pausing{be, stop} }
+	})
+	if res.code != 0 {
+		t.Errorf("status with two of three nodes stopped for 500ms and read_timeout=5s: exit %d, stderr %q", res.code, res.stderr)
 	}
 }
