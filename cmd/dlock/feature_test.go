@@ -11,7 +11,6 @@ import (
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/syncbuf"
-	"github.com/dlock-go/dlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -89,11 +88,7 @@ func TestRedlockRefusesWhatItLacks(t *testing.T) {
 	for i, srv := range s {
 		clients[i] = srv.Client(t)
 	}
-	l, err := redlock.New(clients)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := newRedlock(t, clients)
 	dir := t.TempDir()
 
 	marker := filepath.Join(dir, "limit")

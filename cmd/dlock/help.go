@@ -274,7 +274,8 @@ $DLOCK_REDIS_PASSWORD, and is never printed. The forms:
 
 rediss+sentinel://, rediss+cluster:// and rediss+redlock:// add TLS. OPTIONS are go-redis's
 URL options, such as dial_timeout=2s (default 5s), read_timeout=1s and
-max_retries=2. --prefix (default "dlock") is the namespace of the keys: KEY
+max_retries=2. With Redlock, read_timeout also bounds each request to one
+node (default 100ms there; at most half the lease). --prefix (default "dlock") is the namespace of the keys: KEY
 is stored as PREFIX:lock:KEY.`
 
 const etcdHelp = `

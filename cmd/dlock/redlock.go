@@ -83,6 +83,17 @@ func parseRedlockURL(raw, password string) ([]*redis.Options, error) {
 	return opts, nil
 }
 
+// redlockConfig is the Config of a Locker over clients, whose options are
+// nodes: a read_timeout in the URL bounds each request to one node (the
+// longest of them, when nodes differ), else the driver's default does.
+func redlockConfig(clients []redis.UniversalClient, nodes []*redis.Options) redlock.Config {
+	cfg := redlock.Config{Clients: clients}
+	for _, o := range nodes {
+		cfg.NodeTimeout = max(cfg.NodeTimeout, o.ReadTimeout) // negative: go-redis's "none", left to the default
+	}
+	return cfg
+}
+
 // openRedlock opens a client per node, and returns the Locker over them
 // with the check that a majority of them answers within the dial timeout.
 func (b *backendFlags) openRedlock(e *env, name, raw string, opts ...dlock.Option) (backend, func() int, int) {
@@ -95,7 +106,7 @@ func (b *backendFlags) openRedlock(e *env, name, raw string, opts ...dlock.Optio
 	for i, o := range nodes {
 		clients[i], addrs[i] = redis.NewClient(o), o.Addr
 	}
-	locker, err := redlock.New(clients, append([]dlock.Option{dlock.WithPrefix(b.prefix)}, opts...)...)
+	locker, err := redlock.NewConfig(redlockConfig(clients, nodes), append([]dlock.Option{dlock.WithPrefix(b.prefix)}, opts...)...)
 	if err != nil {
 		for _, c := range clients {
 			c.Close()
