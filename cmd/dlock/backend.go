@@ -84,18 +84,41 @@ type backend interface {
 	close()
 }
 
-// connect opens the lock store and checks that it answers within the
-// dial timeout. It prints one line and returns an exit code when it
-// cannot.
-func (b *backendFlags) connect(e *env, name string, opts ...dlock.Option) (backend, int) {
+// connect opens the lock store, refuses what it cannot honour of needs,
+// and checks that it answers within the dial timeout. It prints one line
+// and returns an exit code when it cannot: exitUsage for an unmet need,
+// before anything is sent to the store.
+func (b *backendFlags) connect(e *env, name string, needs []need, opts ...dlock.Option) (backend, int) {
 	store, err := b.store(e)
 	if err != nil {
 		return nil, usageError(e, name, "%v", err)
 	}
+	var (
+		be   backend
+		ping func() int
+		code int
+	)
 	if store == useEtcd {
-		return b.connectEtcd(e, name, opts...)
+		be, ping, code = b.openEtcd(e, name, opts...)
+	} else {
+		be, ping, code = b.openRedis(e, name, opts...)
 	}
-	return b.connectRedis(e, name, opts...)
+	if be == nil {
+		return nil, code
+	}
+	if e.wrapBackend != nil {
+		be = e.wrapBackend(be)
+	}
+	if line := unmet(be, needs); line != "" {
+		be.close()
+		fmt.Fprintf(e.stderr, "dlock: %s\n", line)
+		return nil, exitUsage
+	}
+	if code := ping(); code != 0 {
+		be.close()
+		return nil, code
+	}
+	return be, 0
 }
 
 // redisBackend is a connected Redis client and the Locker over it.
@@ -111,9 +134,9 @@ func (b *redisBackend) close() {
 	b.client.Close()
 }
 
-// connectRedis opens the Redis backend and checks that Redis answers
-// within the dial timeout.
-func (b *backendFlags) connectRedis(e *env, name string, opts ...dlock.Option) (backend, int) {
+// openRedis opens the Redis backend, and returns it with the check that
+// Redis answers within the dial timeout.
+func (b *backendFlags) openRedis(e *env, name string, opts ...dlock.Option) (backend, func() int, int) {
 	raw := b.url
 	if raw == "" {
 		raw = e.getenv("DLOCK_REDIS_URL")
@@ -122,29 +145,36 @@ func (b *backendFlags) connectRedis(e *env, name string, opts ...dlock.Option) (
 		raw = defaultRedisURL
 	}
 	if isRedlockURL(raw) {
-		return b.connectRedlock(e, name, raw, opts...)
+		return b.openRedlock(e, name, raw, opts...)
 	}
 	cfg, err := parseRedisURL(raw, e.getenv("DLOCK_REDIS_PASSWORD"))
 	if err != nil {
-		return nil, usageError(e, name, "%v", err)
+		return nil, nil, usageError(e, name, "%v", err)
 	}
 	client := cfg.client()
 	locker, err := redislock.New(client, append([]dlock.Option{dlock.WithPrefix(b.prefix)}, opts...)...)
 	if err != nil {
 		client.Close()
-		return nil, usageError(e, name, "%v", trimDlock(err))
+		return nil, nil, usageError(e, name, "%v", trimDlock(err))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.dialTimeout)
-	defer cancel()
-	if err := client.Ping(ctx).Err(); err != nil {
-		locker.Close()
-		client.Close()
-		if ctx.Err() != nil {
-			err = fmt.Errorf("no answer within %v", cfg.dialTimeout)
+	ping := func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.dialTimeout)
+		defer cancel()
+		if err := client.Ping(ctx).Err(); err != nil {
+			if cfg.failover != nil && errors.Is(err, redis.Nil) {
+				// A sentinel answered GET-MASTER-ADDR-BY-NAME with nil.
+				fmt.Fprintf(e.stderr, "dlock: the sentinels at %s know no master named %q: check master_name in the URL\n",
+					strings.Join(cfg.failover.SentinelAddrs, ","), cfg.failover.MasterName)
+				return exitConfig
+			}
+			if ctx.Err() != nil {
+				err = fmt.Errorf("no answer within %v", cfg.dialTimeout)
+			}
+			return refused(e, "Redis", cfg.addrs(), redisRefusal(err), err)
 		}
-		return nil, refused(e, "Redis", cfg.addrs(), redisRefusal(err), err)
+		return 0
 	}
-	return &redisBackend{Locker: locker, client: client}, 0
+	return &redisBackend{Locker: locker, client: client}, ping, 0
 }
 
 // redisConfig is the parsed form of a --redis URL: exactly one of the
@@ -228,30 +258,34 @@ func parseURLForms(raw string) (*redisConfig, error) {
 	}
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return nil, errors.New(`missing scheme: want redis://, rediss://, unix://, redis+sentinel:// or redis+cluster://`)
+		return nil, errors.New("missing scheme: want " + schemeList())
 	}
-	base, kind, _ := strings.Cut(scheme, "+")
-	switch kind {
-	case "":
+	form, ok := schemeForm(scheme)
+	if !ok {
+		return nil, fmt.Errorf("unknown URL scheme %q: want %s", scheme, schemeList())
+	}
+	base, _, _ := strings.Cut(scheme, "+")
+	switch form {
+	case formServer:
 		o, err := redis.ParseURL(raw)
 		if err != nil {
 			return nil, err
 		}
 		return &redisConfig{simple: o}, nil
-	case "sentinel":
+	case formSentinel:
 		o, err := redis.ParseFailoverURL(base + "://" + rest)
 		if err != nil {
 			return nil, err
 		}
 		return &redisConfig{failover: o}, nil
-	case "cluster":
+	case formCluster:
 		o, err := redis.ParseClusterURL(base + "://" + rest)
 		if err != nil {
 			return nil, err
 		}
 		return &redisConfig{cluster: o}, nil
 	}
-	return nil, fmt.Errorf("unknown URL scheme %q", scheme)
+	return nil, fmt.Errorf("a %s:// URL names Redlock's servers, not one store", scheme) // openRedis takes them first
 }
 
 // hostPort reads the address of one more Cluster node in a comma list:

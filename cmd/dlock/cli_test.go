@@ -61,7 +61,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"run", "--conflict-exit-code", "300", "k", "--", "true"}, "0 to 255"},
 		{[]string{"run", "--prefix", "a{b", "k", "--", "true"}, "brace"},
 		{[]string{"run", "", "--", "true"}, "empty key"},
-		{[]string{"run", "--redis", "http://127.0.0.1", "k", "--", "true"}, "invalid URL scheme: http"},
+		{[]string{"run", "--redis", "http://127.0.0.1", "k", "--", "true"}, `unknown URL scheme "http": want redis://`},
 		{[]string{"run", "--redis", "127.0.0.1:6379", "k", "--", "true"}, "missing scheme"},
 		{[]string{"run", "--redis", "redis://u:hunter2@127.0.0.1:port", "k", "--", "true"}, "bad Redis URL redis://u:xxxxx@127.0.0.1:port"},
 		{[]string{"run", "--redis", "redis+sentinel://127.0.0.1:26379", "k", "--", "true"}, "master_name"},

@@ -19,7 +19,7 @@ const (
 	demoTTL     = 2 * time.Second
 	demoWorkers = 4
 	demoRounds  = 3
-	demoCrasher = 3 // the worker that crashes holding the lock
+	demoPauser  = 3 // the worker that pauses holding the lock
 	demoWait    = 20 * time.Second
 )
 
@@ -71,7 +71,7 @@ type demo struct {
 	storeFence   uint64      // the highest fence the store has accepted
 	lastRelease  time.Time
 	lastReleaser string
-	crashed      time.Time // when the crasher crashed
+	paused       time.Time // when the pauser paused
 }
 
 func (d *demo) say(worker, format string, args ...any) {
@@ -136,25 +136,26 @@ func (d *demo) play(ctx context.Context, addr string) error {
 	default:
 	}
 
-	crasher := workers[demoCrasher-1]
-	d.title("2. A crash: %s takes the lock and dies mid-job, without releasing it.\n"+
-		"   Nobody can take the lock until its lease runs out; then the next waiter gets it.", crasher.name)
-	lk, err := crasher.locker.Lock(ctx, demoKey, dlock.WithWait(demoWait))
+	pauser := workers[demoPauser-1]
+	d.title("2. A pause: %s takes the lock and freezes mid-job (a long GC pause, a stopped VM):\n"+
+		"   it neither renews nor releases the lock. Nobody can take the lock until its lease\n"+
+		"   runs out; then the next waiter gets it.", pauser.name)
+	lk, err := pauser.locker.Lock(ctx, demoKey, dlock.WithWait(demoWait))
 	if err != nil {
 		return err
 	}
 	stale := lk.Fence()
-	d.acquired(crasher.name, stale, time.Now())
-	d.write(crasher.name, stale)
-	crashed := time.Now()
-	crasher.locker.Orphan() // no release, no renewal: as if the process died
+	d.acquired(pauser.name, stale, time.Now())
+	d.write(pauser.name, stale)
+	paused := time.Now()
+	pauser.locker.Orphan() // no release, no renewal: as if the process froze
 	d.mu.Lock()
 	d.holders-- // it does no more work (until phase 3)
-	d.crashed = crashed
+	d.paused = paused
 	d.mu.Unlock()
-	d.say(crasher.name, "CRASHED holding fence %d; its lease ends within %v", stale, demoTTL)
+	d.say(pauser.name, "PAUSED holding fence %d; its lease ends within %v", stale, demoTTL)
 	for _, w := range workers {
-		if w == crasher {
+		if w == pauser {
 			continue
 		}
 		wg.Add(1)
@@ -171,11 +172,11 @@ func (d *demo) play(ctx context.Context, addr string) error {
 		return err
 	default:
 	}
-	recovered := d.firstAfter(crashed)
+	recovered := d.firstAfter(paused)
 
-	d.title("3. Fencing: %s was only paused, not dead. It wakes up, still believing it holds\n"+
-		"   the lock, and writes with its fence %d. The store has seen higher fences and refuses.", crasher.name, stale)
-	accepted := d.write(crasher.name, stale)
+	d.title("3. Fencing: %s wakes up, still believing it holds the lock, and writes with\n"+
+		"   its fence %d. The store has seen higher fences and refuses.", pauser.name, stale)
+	accepted := d.write(pauser.name, stale)
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -186,7 +187,7 @@ func (d *demo) play(ctx context.Context, addr string) error {
 	}
 	fmt.Fprintf(d.out, "Summary: %d acquisitions in %.1fs; fences %d..%d, strictly rising: %v;\n",
 		len(d.fences), time.Since(d.start).Seconds(), d.fences[0], d.fences[len(d.fences)-1], rising)
-	fmt.Fprintf(d.out, "         two holders at once: %d times; lock recovered %.1fs after the crash; stale write refused: %v.\n",
+	fmt.Fprintf(d.out, "         two holders at once: %d times; lock recovered %.1fs after the pause; stale write refused: %v.\n",
 		d.overlaps, recovered.Seconds(), !accepted)
 	if !rising || d.overlaps > 0 || accepted {
 		return errors.New("the lock broke a promise (see the summary)")
@@ -234,8 +235,8 @@ func (d *demo) acquired(name string, fence uint64, asked time.Time) {
 		how = "(free)"
 	case d.lastRelease.After(asked):
 		how = fmt.Sprintf("(waited %.2fs; hand-off from %s in %.1fms)", waited.Seconds(), d.lastReleaser, float64(now.Sub(d.lastRelease).Microseconds())/1000)
-	case !d.crashed.IsZero() && asked.After(d.crashed):
-		how = fmt.Sprintf("(waited %.2fs; the crashed holder's lease ran out)", waited.Seconds())
+	case !d.paused.IsZero() && asked.After(d.paused):
+		how = fmt.Sprintf("(waited %.2fs; the paused holder's lease ran out)", waited.Seconds())
 	default:
 		how = fmt.Sprintf("(waited %.2fs)", waited.Seconds())
 	}

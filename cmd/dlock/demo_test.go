@@ -36,8 +36,8 @@ func TestDemo(t *testing.T) {
 			}
 			for _, want := range []string{
 				"hand-off from worker-",
-				"CRASHED holding fence",
-				"the crashed holder's lease ran out",
+				"PAUSED holding fence",
+				"the paused holder's lease ran out",
 				"REFUSED by the store",
 				"strictly rising: true",
 				"two holders at once: 0 times",

@@ -100,9 +100,9 @@ func checkEndpoint(ep string) error {
 	return fmt.Errorf("unknown scheme %q", scheme)
 }
 
-// connectEtcd opens the etcd backend and checks, with a linearizable
-// read, that the cluster answers within the dial timeout.
-func (b *backendFlags) connectEtcd(e *env, name string, opts ...dlock.Option) (backend, int) {
+// openEtcd opens the etcd backend, and returns it with the check, a
+// linearizable read, that the cluster answers within the dial timeout.
+func (b *backendFlags) openEtcd(e *env, name string, opts ...dlock.Option) (backend, func() int, int) {
 	list := b.etcd
 	if list == "" {
 		list = e.getenv("DLOCK_ETCD_ENDPOINTS")
@@ -112,7 +112,7 @@ func (b *backendFlags) connectEtcd(e *env, name string, opts ...dlock.Option) (b
 		err = b.etcdLogin(e, cfg)
 	}
 	if err != nil {
-		return nil, usageError(e, name, "%v", err)
+		return nil, nil, usageError(e, name, "%v", err)
 	}
 	where := strings.Join(cfg.endpoints, ",")
 	client, err := clientv3.New(clientv3.Config{
@@ -128,30 +128,31 @@ func (b *backendFlags) connectEtcd(e *env, name string, opts ...dlock.Option) (b
 		Logger:               zap.NewNop(), // dlock reports failures itself, in one line
 	})
 	if err != nil {
-		return nil, refused(e, useEtcd, where, etcdRefusal(err), err)
+		return nil, nil, refused(e, useEtcd, where, etcdRefusal(err), err)
 	}
 	locker, err := etcdlock.New(client, append([]dlock.Option{dlock.WithPrefix(b.prefix)}, opts...)...)
 	if err != nil {
 		client.Close()
-		return nil, usageError(e, name, "%v", trimDlock(err))
+		return nil, nil, usageError(e, name, "%v", trimDlock(err))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.dialTimeout)
-	defer cancel()
-	if _, err := client.Get(ctx, b.prefix+"/lock/", clientv3.WithCountOnly()); err != nil {
-		locker.Close()
-		client.Close()
-		how := etcdRefusal(err)
-		if how == noAnswer && cfg.tls != nil {
-			if herr := handshakeError(cfg); herr != nil {
-				how, err = badTLS, herr
+	ping := func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.dialTimeout)
+		defer cancel()
+		if _, err := client.Get(ctx, b.prefix+"/lock/", clientv3.WithCountOnly()); err != nil {
+			how := etcdRefusal(err)
+			if how == noAnswer && cfg.tls != nil {
+				if herr := handshakeError(cfg); herr != nil {
+					how, err = badTLS, herr
+				}
 			}
+			if how == noAnswer && ctx.Err() != nil {
+				err = fmt.Errorf("no answer within %v", cfg.dialTimeout)
+			}
+			return refused(e, useEtcd, where, how, err)
 		}
-		if how == noAnswer && ctx.Err() != nil {
-			err = fmt.Errorf("no answer within %v", cfg.dialTimeout)
-		}
-		return nil, refused(e, useEtcd, where, how, err)
+		return 0
 	}
-	return &etcdBackend{Locker: locker, client: client}, 0
+	return &etcdBackend{Locker: locker, client: client}, ping, 0
 }
 
 // etcdLogin completes cfg with the login and TLS files of the flags, else

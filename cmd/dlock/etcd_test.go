@@ -183,7 +183,7 @@ func TestEtcdStatus(t *testing.T) {
 	args := func(a ...string) []string { return append(etcdArgs(a[0], "--prefix", "st"), a[1:]...) }
 
 	res := dlockIn(t, args("status", "job"))
-	if want := "key:      job\nstate:    free\nfence:    - (etcd keeps no fence of a free lock)\nwaiters:  - (etcd does not count them)\n"; res.code != 0 || res.stdout != want {
+	if want := "KEY  KIND  STATE  OWNER  HOLDS  TTL  FENCE  WAITERS\njob  lock  free   -      0      -    -      -\n"; res.code != 0 || res.stdout != want {
 		t.Fatalf("status of a free key: exit %d, stdout %q, want %q", res.code, res.stdout, want)
 	}
 
@@ -196,8 +196,8 @@ func TestEtcdStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	res = dlockIn(t, args("status", "job"))
-	want := regexp.MustCompile(`^key: +job\nstate: +held\nttl: +\d+s\nowner: +deploy-7\nholds: +2\nfence: +` +
-		uintString(b.Fence()) + `\nwaiters: +- \(etcd does not count them\)\n$`)
+	want := regexp.MustCompile(`^KEY +KIND +STATE +OWNER +HOLDS +TTL +FENCE +WAITERS\njob +lock +held +deploy-7 +2 +\d+s +` +
+		uintString(b.Fence()) + ` +-\n$`)
 	if res.code != 0 || !want.MatchString(res.stdout) {
 		t.Fatalf("status of an owner's lock: exit %d, stdout %q", res.code, res.stdout)
 	}
@@ -206,10 +206,11 @@ func TestEtcdStatus(t *testing.T) {
 	}
 
 	res = dlockIn(t, args("status", "--json", "job"))
-	var j map[string]any
-	if err := json.Unmarshal([]byte(res.stdout), &j); err != nil {
+	var js []map[string]any
+	if err := json.Unmarshal([]byte(res.stdout), &js); err != nil || len(js) != 1 {
 		t.Fatalf("status --json: %v in %q", err, res.stdout)
 	}
+	j := js[0]
 	if j["held"] != true || j["owner"] != "deploy-7" || j["holds"] != 2.0 || j["fence"] != float64(b.Fence()) || j["key"] != "job" {
 		t.Fatalf("status --json: %v", j)
 	}
@@ -223,7 +224,7 @@ func TestEtcdStatus(t *testing.T) {
 	b.Unlock(ctx)
 	res = dlockIn(t, args("status", "--json", "job"))
 	var free lockJSON
-	if err := json.Unmarshal([]byte(res.stdout), &free); err != nil || free.Held || free.TTLms != 0 || free.Fence != 0 {
+	if err := unmarshalRow(res.stdout, &free); err != nil || free.Held || free.State != "free" || free.TTLms != 0 || free.Fence != 0 {
 		t.Fatalf("status --json of a released key: %+v, %v", free, err)
 	}
 }
@@ -245,10 +246,10 @@ func TestEtcdList(t *testing.T) {
 	}
 	res = dlockIn(t, etcdArgs("ls", "--prefix", "ls"))
 	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
-	if res.code != 0 || len(lines) != 5 || !regexp.MustCompile(`^KEY +TTL +FENCE +OWNER +HOLDS +WAITERS$`).MatchString(lines[0]) {
+	if res.code != 0 || len(lines) != 5 || !regexp.MustCompile(`^KEY +KIND +STATE +OWNER +HOLDS +TTL +FENCE +WAITERS$`).MatchString(lines[0]) {
 		t.Fatalf("ls: exit %d, stdout %q", res.code, res.stdout)
 	}
-	for i, want := range []string{`^cron:a +\d+s +\d+ +- +1 +-$`, `^cron:b `, `^deploy `, `^owned +\d+s +\d+ +job-1 +1 +-$`} {
+	for i, want := range []string{`^cron:a +lock +held +- +1 +\d+s +\d+ +-$`, `^cron:b `, `^deploy `, `^owned +lock +held +job-1 +1 +\d+(\.\d)?s +\d+ +-$`} {
 		if !regexp.MustCompile(want).MatchString(lines[i+1]) {
 			t.Errorf("ls line %d = %q, want it to match %q", i+1, lines[i+1], want)
 		}
@@ -344,7 +345,7 @@ func TestEtcdEndpointsFromEnvironment(t *testing.T) {
 	defer lk.Unlock(context.Background())
 	res := dlockIn(t, []string{"status", "--json", "envkey"}, "DLOCK_REDIS_URL=", "DLOCK_ETCD_ENDPOINTS="+etcdEndpoints())
 	var j lockJSON
-	if err := json.Unmarshal([]byte(res.stdout), &j); err != nil || !j.Held || j.Fence != lk.Fence() {
+	if err := unmarshalRow(res.stdout, &j); err != nil || !j.Held || j.Fence != lk.Fence() {
 		t.Fatalf("status with DLOCK_ETCD_ENDPOINTS: %q, %q (%v)", res.stdout, res.stderr, err)
 	}
 }

@@ -26,9 +26,9 @@ var commands []*command // filled by init: the table refers to help, which reads
 func init() {
 	commands = []*command{
 		{"run", "[flags] KEY -- CMD [ARGS...]", "run CMD while holding the lock KEY", runHelp, cmdRun},
-		{"status", "[flags] KEY", "show whether KEY is held, its lease, fence and owner", statusHelp, jsonErrors(cmdStatus)},
-		{"ls", "[flags] [PATTERN]", "list the held locks (SCAN, never KEYS)", lsHelp, jsonErrors(cmdList)},
-		{"top", "[flags] [PATTERN]", "watch the held locks, refreshed every second", topHelp, cmdTop},
+		{"status", "[flags] KEY", "show what is held of KEY: state, owner, holds, lease, fence", statusHelp, jsonErrors(cmdStatus)},
+		{"ls", "[flags] [PATTERN]", "list the held locks, semaphores and read-write locks", lsHelp, jsonErrors(cmdList)},
+		{"top", "[flags] [PATTERN]", "watch what dlock ls lists, refreshed every second", topHelp, cmdTop},
 		{"unlock", "--force [flags] KEY", "delete a stuck lock, whoever holds it", unlockHelp, jsonErrors(cmdUnlock)},
 		{"leader", "[flags] KEY", "print the leader of the election on KEY (--watch: follow it)", leaderHelp, jsonErrors(cmdLeader)},
 		{"demo", "", "watch workers contend for one lock on a private Redis", demoHelp, cmdDemo},
@@ -79,7 +79,7 @@ func lookupTopic(name string) *topic {
 	return nil
 }
 
-const examples = `  dlock demo                                 # a private redis-server, workers contending, a crash recovered
+const examples = `  dlock demo                                 # a private redis-server, workers contending, a paused holder fenced off
   dlock run nightly-report -- ./report.sh    # fails at once (exit 75) when another host runs it
   dlock run --wait 5m --ttl 30s migrate -- ./migrate up
   dlock run --limit 3 --wait forever encode -- ./encode.sh   # at most 3 at once, across hosts
@@ -145,41 +145,56 @@ released after CMD exits. If dlock itself is killed, CMD gets SIGTERM
 
 With --etcd, the lease is whole seconds: --ttl must be at least 1s, and a
 fractional one is rounded up (1.5s becomes 2s); --fair is not available.
+A flag the store cannot honour is refused before CMD runs, with exit 2 and
+one line saying why: --limit on Redlock, whose independent masters cannot
+bound permits, or --hold-at-least, --shared or --exclusive where the
+driver does not offer UnlockAfter or read-write locks.
 
 Exit codes: CMD's own; 2 usage; 69 Redis or etcd unreachable; 75 busy; 76
 lock lost; 77 login or TLS refused; 78 configuration refused; 126 CMD not
 executable; 127 CMD not found; 128+N signal N. See dlock help exit-codes.`
 
 const statusHelp = `
-Prints whether KEY is held, its remaining lease (ttl), its fencing counter
-(the fence of its latest fenced acquisition: run fences every one), its
-owner when it is an owner's reentrant lock, and the waiters queued for it.
-It never prints tokens. --json prints one object with the fields key, held,
-owner, holds, ttl_ms (-1: no expiry), fence and waiters.
-
-When KEY's semaphore (dlock run --limit) or read-write lock (--shared,
---exclusive) is held or waited for, status adds a line for each:
-the permits out of the limit, or the readers and writer, their longest
-lease, the fence and the waiters (--json: the objects "semaphore" and
-"rwlock", with the fields above and "limit" or "readers").
+Prints what is held of KEY, as a table with the columns of dlock ls and
+dlock top: a row for KEY's lock, and one for its semaphore (dlock run
+--limit) and its read-write lock (--shared, --exclusive) when they are
+held or waited for. The lock's row is left out when it is free and
+another row shows. It never prints tokens. --json prints the rows as an
+array of objects, as dlock ls --json does.
 
 etcd keeps no fence of a free lock and does not count a lock's waiters:
-status prints "-" for them (--json: fence 0 and no waiters field). The
-waiters of a semaphore or read-write lock are keys in etcd, and counted. etcd leases are
-whole seconds, truncated: a ttl of 0s means less than a second is left.`
+the table shows "-" for them (--json: fence 0 and no waiters field); it
+counts the waiters of a semaphore or read-write lock. etcd leases are
+whole seconds, truncated: a TTL of 0ms means less than a second is left.
+See dlock help ls for the columns.`
+
+// tableHelp describes the columns of status, ls and top.
+const tableHelp = `The columns are the same in status, ls and top, and name the fields of
+--json in lower case (ttl_ms for TTL):
+
+  KEY      the key
+  KIND     lock, semaphore (dlock run --limit) or rwlock (--shared,
+           --exclusive)
+  STATE    free, held, or full: a semaphore with every permit out
+  OWNER    the owner id of an owner's lock (--owner), else -
+  HOLDS    a lock's holds (an owner's lock may have several); a
+           semaphore's permits out of its limit, 2/3; a read-write
+           lock's readers and writer, 3r or 1w (--json: holds, limit,
+           readers)
+  TTL      the remaining lease, the longest among a semaphore's or a
+           read-write lock's holds; "never" for a key with no expiry
+  FENCE    the fence of the latest acquisition (run fences every one)
+  WAITERS  the callers queued for it; "-" where the store does not
+           count them`
 
 const lsHelp = `
-Lists the held locks whose key matches PATTERN (Redis glob syntax on both
-stores; default all), with their remaining lease, fence, owner and waiters.
-On Redis it walks the keyspace with SCAN, never KEYS, so it does not block
-a busy server; on etcd it reads the prefix's range in pages of 500 keys and
-prints "-" for the waiters. --json prints one object per lock, with the
-fields of dlock status --json.
+Lists the held locks, semaphores and read-write locks whose key matches
+PATTERN (Redis glob syntax on both stores; default all), a row for each,
+sorted by key. On Redis it walks the keyspace with SCAN, never KEYS, so it
+does not block a busy server; on etcd it reads the prefix's range in pages
+of 500 keys. --json prints an array of objects, one per row.
 
-It lists the held semaphores and read-write locks too, with a KIND
-column: their HOLDS are the permits out of the limit (2/3), or the
-holds and readers among them ("3 (3 r)": three readers). --json adds
-"kind" ("semaphore" or "rwlock") and "limit" or "readers" to them.`
+` + tableHelp
 
 const unlockHelp = `
 Deletes KEY's lock whoever holds it (on etcd, every hold of it, in one
@@ -203,10 +218,11 @@ lock again at the latest when the leader's lease would have run out.
 const demoHelp = `
 Starts a private redis-server on a free loopback port (or, when none is
 installed, an in-process stand-in, and says so), then shows workers
-contending for one key: acquisitions, hand-offs, a holder that crashes
-mid-job and the lock recovered when its lease runs out, and fencing tokens
-rising so that the crashed holder's late write is refused. It takes under
-10 seconds and stops everything it started.`
+contending for one key: acquisitions, hand-offs, a holder that freezes
+mid-job (as in a long GC pause) and the lock recovered when its lease runs
+out, and fencing tokens rising so that the paused holder's late write,
+when it wakes up, is refused. It takes under 10 seconds and stops
+everything it started.`
 
 const exitCodesHelp = `
 dlock run passes CMD's own exit code through, so the codes of dlock itself
@@ -218,7 +234,8 @@ sit where commands rarely go.
            unlock: the lock was not held
   2        usage error: unknown command or flag, missing KEY or CMD, --ttl
            below 100ms (1s on etcd), malformed URL or endpoint, --redis
-           with --etcd
+           with --etcd, a flag the store cannot honour (--limit on
+           Redlock)
   69       Redis or etcd could not be reached within the dial timeout, or
            failed while dlock acquired the lock (EX_UNAVAILABLE)
   77       Redis or etcd refused the login: a wrong user or password, or
@@ -226,7 +243,8 @@ sit where commands rarely go.
            with etcd failed: a certificate of an unknown authority, or a
            client certificate missing or refused (EX_NOPERM)
   78       Redis refused the configuration: a database number the server
-           does not have (EX_CONFIG)
+           does not have, or a master name the sentinels do not know
+           (EX_CONFIG)
   75       the lock is busy (every permit out, for --limit), or --wait
            ran out (EX_TEMPFAIL; --conflict-exit-code)
   76       the lock was lost while CMD ran (--lost-exit-code)
@@ -256,7 +274,8 @@ $DLOCK_REDIS_PASSWORD, and is never printed. The forms:
 
 rediss+sentinel://, rediss+cluster:// and rediss+redlock:// add TLS. OPTIONS are go-redis's
 URL options, such as dial_timeout=2s (default 5s), read_timeout=1s and
-max_retries=2. --prefix (default "dlock") is the namespace of the keys: KEY
+max_retries=2. With Redlock, read_timeout also bounds each request to one
+node (default 100ms there; at most half the lease). --prefix (default "dlock") is the namespace of the keys: KEY
 is stored as PREFIX:lock:KEY.`
 
 const etcdHelp = `

@@ -10,52 +10,12 @@ import (
 	"io"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 )
-
-// lockJSON is a lock in the --json output of status, ls and unlock.
-type lockJSON struct {
-	Key     string `json:"key"`
-	Held    bool   `json:"held"`
-	Owner   string `json:"owner,omitempty"`
-	Holds   int    `json:"holds"`
-	TTLms   int64  `json:"ttl_ms"` // -1: the key has no expiry
-	Fence   uint64 `json:"fence"`
-	Waiters *int   `json:"waiters,omitempty"` // nil: not counted (etcd)
-
-	// A semaphore's or a read-write lock's, in ls; a lock has none.
-	Kind    string `json:"kind,omitempty"`
-	Limit   int    `json:"limit,omitempty"`   // a semaphore's
-	Readers *int   `json:"readers,omitempty"` // a read-write lock's
-
-	// status: KEY's semaphore and read-write lock, when they exist.
-	Semaphore *lockJSON `json:"semaphore,omitempty"`
-	RWLock    *lockJSON `json:"rwlock,omitempty"`
-}
-
-func toJSON(i dlock.Info) lockJSON {
-	ttl := i.TTL.Milliseconds()
-	if i.TTL < 0 {
-		ttl = -1
-	}
-	j := lockJSON{Key: i.Key, Held: i.Held, Owner: i.Owner, Holds: i.Holds, TTLms: ttl, Fence: i.Fence}
-	if i.WaitersKnown {
-		j.Waiters = &i.Waiters
-	}
-	switch i.Kind {
-	case dlock.KindSemaphore:
-		j.Kind, j.Limit = i.Kind.String(), i.Limit
-	case dlock.KindRWLock:
-		j.Kind, j.Readers = i.Kind.String(), &i.Readers
-	}
-	return j
-}
 
 // inspectKind reads key's lock of kind k from be.
 func inspectKind(ctx context.Context, be backend, k dlock.Kind, key string) (dlock.Info, error) {
@@ -67,26 +27,6 @@ func inspectKind(ctx context.Context, be backend, k dlock.Kind, key string) (dlo
 		return dlock.Info{}, fmt.Errorf("%s has no %v", be.name(), k)
 	}
 	return ki.InspectKind(ctx, k, key)
-}
-
-// others reads key's semaphore and read-write lock, when be has them and
-// they exist (held, queued for, or a semaphore with a limit).
-func others(ctx context.Context, be backend, key string) ([]dlock.Info, error) {
-	ki, ok := be.(dlock.KindInspector)
-	if !ok {
-		return nil, nil
-	}
-	var infos []dlock.Info
-	for _, k := range []dlock.Kind{dlock.KindSemaphore, dlock.KindRWLock} {
-		info, err := ki.InspectKind(ctx, k, key)
-		if err != nil {
-			return nil, err
-		}
-		if info.Held || info.Waiters > 0 || info.Limit > 0 {
-			infos = append(infos, info)
-		}
-	}
-	return infos, nil
 }
 
 // holdsString says who holds a semaphore or read-write lock: "2 of 3
@@ -192,69 +132,26 @@ func cmdStatus(e *env, args []string) int {
 	if code != 0 {
 		return code
 	}
-	be, code := f.backend.connect(e, "status")
+	be, code := f.backend.connect(e, "status", []need{inspection("status")})
 	if be == nil {
 		return code
 	}
 	defer be.close()
 	ctx, stop := signalContext(e)
 	defer stop()
-	info, err := be.Inspect(ctx, key)
-	if err != nil {
-		return backendError(e, ctx, err)
-	}
-	more, err := others(ctx, be, key)
+	rows, err := keyRows(ctx, be, key)
 	if err != nil {
 		return backendError(e, ctx, err)
 	}
 	if f.json {
-		j := toJSON(info)
-		for _, m := range more {
-			mj := toJSON(m)
-			mj.Key = ""
-			if m.Kind == dlock.KindSemaphore {
-				j.Semaphore = &mj
-			} else {
-				j.RWLock = &mj
-			}
+		out := make([]lockJSON, 0, len(rows))
+		for _, i := range rows {
+			out = append(out, toJSON(i))
 		}
-		writeJSON(e.stdout, j)
+		writeJSON(e.stdout, out)
 		return exitOK
 	}
-	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "key:\t%s\n", info.Key)
-	if !info.Held {
-		fmt.Fprintf(w, "state:\tfree\n")
-	} else {
-		fmt.Fprintf(w, "state:\theld\n")
-		fmt.Fprintf(w, "ttl:\t%s\n", ttlString(info.TTL))
-		if info.Owner != "" {
-			fmt.Fprintf(w, "owner:\t%s\n", info.Owner)
-			fmt.Fprintf(w, "holds:\t%d\n", info.Holds)
-		}
-	}
-	fence := strconv.FormatUint(info.Fence, 10)
-	switch {
-	case !info.FenceKnown:
-		fence = "- (" + be.name() + " keeps no fence of a free lock)"
-	case info.Fence == 0:
-		fence = "0 (never acquired with a fence)"
-	}
-	fmt.Fprintf(w, "fence:\t%s\n", fence)
-	if !info.WaitersKnown {
-		fmt.Fprintf(w, "waiters:\t- (%s does not count them)\n", be.name())
-	} else {
-		fmt.Fprintf(w, "waiters:\t%d\n", info.Waiters)
-	}
-	for _, m := range more {
-		line := holdsString(m)
-		if m.Held {
-			line += ", longest lease " + ttlString(m.TTL)
-		}
-		line += fmt.Sprintf(", fence %d, %d waiting", m.Fence, m.Waiters)
-		fmt.Fprintf(w, "%v:\t%s\n", m.Kind, line)
-	}
-	w.Flush()
+	printTable(e.stdout, rows)
 	return exitOK
 }
 
@@ -273,31 +170,19 @@ func cmdList(e *env, args []string) int {
 	if _, err := driver.ParsePattern(pattern); err != nil { // before connecting: it is the same error on every store
 		return usageError(e, "ls", "PATTERN: %v", trimDlock(err))
 	}
-	be, code := f.backend.connect(e, "ls")
+	be, code := f.backend.connect(e, "ls", []need{inspection("ls")})
 	if be == nil {
 		return code
 	}
 	defer be.close()
 	ctx, stop := signalContext(e)
 	defer stop()
-	infos, err := be.List(ctx, pattern)
+	infos, err := listAll(ctx, be, pattern)
 	if errors.Is(err, path.ErrBadPattern) {
 		return usageError(e, "ls", "PATTERN: %v", trimDlock(err))
 	}
 	if err != nil {
 		return backendError(e, ctx, err)
-	}
-	kinds := false // a semaphore or read-write lock is listed
-	if ki, ok := be.(dlock.KindInspector); ok {
-		for _, k := range []dlock.Kind{dlock.KindSemaphore, dlock.KindRWLock} {
-			more, err := ki.ListKind(ctx, k, pattern)
-			if err != nil {
-				return backendError(e, ctx, err)
-			}
-			kinds = kinds || len(more) > 0
-			infos = append(infos, more...)
-		}
-		slices.SortStableFunc(infos, func(a, b dlock.Info) int { return strings.Compare(a.Key, b.Key) })
 	}
 	if f.json {
 		out := make([]lockJSON, 0, len(infos))
@@ -311,35 +196,7 @@ func cmdList(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "dlock: no held locks match %q under prefix %q\n", pattern, f.backend.prefix)
 		return exitOK
 	}
-	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	header := "KEY\tTTL\tFENCE\tOWNER\tHOLDS\tWAITERS"
-	if kinds {
-		header += "\tKIND"
-	}
-	fmt.Fprintln(w, header)
-	for _, i := range infos {
-		owner := i.Owner
-		if owner == "" {
-			owner = "-"
-		}
-		waiters := strconv.Itoa(i.Waiters)
-		if !i.WaitersKnown {
-			waiters = "-"
-		}
-		holds := strconv.Itoa(i.Holds)
-		switch i.Kind {
-		case dlock.KindSemaphore:
-			holds = fmt.Sprintf("%d/%d", i.Holds, i.Limit)
-		case dlock.KindRWLock:
-			holds = fmt.Sprintf("%d (%d r)", i.Holds, i.Readers)
-		}
-		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", i.Key, ttlString(i.TTL), i.Fence, owner, holds, waiters)
-		if kinds {
-			line += "\t" + i.Kind.String()
-		}
-		fmt.Fprintln(w, line)
-	}
-	w.Flush()
+	printTable(e.stdout, infos)
 	return exitOK
 }
 
@@ -358,7 +215,7 @@ func cmdUnlock(e *env, args []string) int {
 	if !force {
 		return usageError(e, "unlock", "refusing to delete the lock %q without --force: its holder may still be working (see `dlock status %s`)", key, key)
 	}
-	be, code := f.backend.connect(e, "unlock")
+	be, code := f.backend.connect(e, "unlock", []need{inspection("unlock")})
 	if be == nil {
 		return code
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,7 +22,7 @@ func TestStatus(t *testing.T) {
 	args := func(a ...string) []string { return append([]string{a[0], "--prefix", prefix}, a[1:]...) }
 
 	res := dlockIn(t, args("status", "job"))
-	if res.code != 0 || res.stdout != "key:      job\nstate:    free\nfence:    0 (never acquired with a fence)\nwaiters:  0\n" {
+	if res.code != 0 || res.stdout != "KEY  KIND  STATE  OWNER  HOLDS  TTL  FENCE  WAITERS\njob  lock  free   -      0      -    0      0\n" {
 		t.Fatalf("status of a fresh key: exit %d, stdout %q", res.code, res.stdout)
 	}
 
@@ -34,8 +35,8 @@ func TestStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	res = dlockIn(t, args("status", "job"))
-	want := regexp.MustCompile(`^key: +job\nstate: +held\nttl: +\d+(\.\d+)?m?s\nowner: +deploy-7\nholds: +2\nfence: +` +
-		uintString(b.Fence()) + `\nwaiters: +0\n$`)
+	want := regexp.MustCompile(`^KEY +KIND +STATE +OWNER +HOLDS +TTL +FENCE +WAITERS\njob +lock +held +deploy-7 +2 +\d+(\.\d+)?m?s +` +
+		uintString(b.Fence()) + ` +0\n$`)
 	if res.code != 0 || !want.MatchString(res.stdout) {
 		t.Fatalf("status of an owner's lock: exit %d, stdout %q", res.code, res.stdout)
 	}
@@ -45,7 +46,7 @@ func TestStatus(t *testing.T) {
 
 	res = dlockIn(t, args("status", "--json", "job"))
 	var j lockJSON
-	if err := json.Unmarshal([]byte(res.stdout), &j); err != nil {
+	if err := unmarshalRow(res.stdout, &j); err != nil {
 		t.Fatalf("status --json: %v in %q", err, res.stdout)
 	}
 	if !j.Held || j.Owner != "deploy-7" || j.Holds != 2 || j.Fence != b.Fence() || j.TTLms <= 0 || j.TTLms > 20000 || j.Key != "job" {
@@ -56,12 +57,25 @@ func TestStatus(t *testing.T) {
 
 	res = dlockIn(t, args("status", "--json", "job"))
 	j = lockJSON{}
-	if err := json.Unmarshal([]byte(res.stdout), &j); err != nil || j.Held || j.TTLms != 0 || j.Fence != b.Fence() {
+	if err := unmarshalRow(res.stdout, &j); err != nil || j.Held || j.State != "free" || j.TTLms != 0 || j.Fence != b.Fence() {
 		t.Fatalf("status --json of a released key: %+v, %v", j, err)
 	}
 }
 
 func uintString(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// unmarshalRow reads the one row of status --json into j.
+func unmarshalRow(out string, j *lockJSON) error {
+	var rows []lockJSON
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		return err
+	}
+	if len(rows) != 1 {
+		return fmt.Errorf("%d rows, want 1", len(rows))
+	}
+	*j = rows[0]
+	return nil
+}
 
 func TestList(t *testing.T) {
 	ctx := context.Background()

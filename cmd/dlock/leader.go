@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/election"
 )
 
@@ -32,7 +33,11 @@ func cmdLeader(e *env, args []string) int {
 	if code != 0 {
 		return code
 	}
-	be, code := f.backend.connect(e, "leader")
+	needs := []need{inspection("leader")}
+	if watch {
+		needs = append(needs, need{"--watch", driver.FeatureWatch})
+	}
+	be, code := f.backend.connect(e, "leader", needs)
 	if be == nil {
 		return code
 	}

@@ -29,7 +29,7 @@ const (
 	exitBusy        = 75  // the lock is busy, or the wait ran out (--conflict-exit-code)
 	exitLost        = 76  // the lock was lost while CMD ran (--lost-exit-code)
 	exitNoPerm      = 77  // Redis or etcd refused the login, or the TLS handshake failed
-	exitConfig      = 78  // Redis or etcd refused the configuration: a database that does not exist
+	exitConfig      = 78  // Redis or etcd refused the configuration: a database that does not exist, a master the sentinels do not know
 	exitCannotExec  = 126 // CMD was found but could not be run
 	exitNotFound    = 127 // CMD was not found
 	exitSignal      = 128 // + N: CMD, or dlock while waiting, ended by signal N
@@ -48,6 +48,9 @@ type env struct {
 	getenv         func(string) string
 	// signals delivers SIGINT, SIGTERM and SIGHUP sent to dlock.
 	signals <-chan os.Signal
+	// wrapBackend, when not nil, stands in for each backend dlock opens:
+	// the tests' way to take features away from a store.
+	wrapBackend func(backend) backend
 }
 
 func main() {
@@ -79,8 +82,7 @@ func dlockMain(e *env, args []string) int {
 			return c.run(e, args[1:])
 		}
 	}
-	fmt.Fprintf(e.stderr, "dlock: unknown command %q\n", name)
-	usage(e.stderr)
+	fmt.Fprintf(e.stderr, "dlock: unknown command %q; run 'dlock help'\n", name)
 	return exitUsage
 }
 

@@ -92,6 +92,12 @@ func dlockProc(t *testing.T, args ...string) result {
 // it. vars are extra environment variables ("NAME=value").
 func dlockIn(t *testing.T, args []string, vars ...string) result {
 	t.Helper()
+	return dlockInEnv(t, args, nil, vars...)
+}
+
+// dlockInEnv is dlockIn with the env changed by tweak first, when not nil.
+func dlockInEnv(t *testing.T, args []string, tweak func(*env), vars ...string) result {
+	t.Helper()
 	var out, errb syncbuf.Buffer
 	e := &env{
 		stdout: &out,
@@ -108,6 +114,9 @@ func dlockIn(t *testing.T, args []string, vars ...string) result {
 			return ""
 		},
 		signals: make(chan os.Signal),
+	}
+	if tweak != nil {
+		tweak(e)
 	}
 	code := make(chan int, 1)
 	go func() { code <- dlockMain(e, args) }()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,7 +87,7 @@ echo "$s $DLOCK_FENCE" >> "$1/log"; sleep 0.2; rmdir "$1/slot$s"`
 		t.Errorf("a full semaphore: exit %d, stderr %q; want %d and a busy message", res.code, res.stderr, exitBusy)
 	}
 	res = dlockIn(t, args("status", key))
-	if res.code != 0 || !strings.Contains(res.stdout, "semaphore:") || !strings.Contains(res.stdout, "2 of 2 permits") {
+	if res.code != 0 || !regexp.MustCompile(`\n`+key+` +semaphore +full +- +2/2 `).MatchString(res.stdout) || strings.Contains(res.stdout, "free") {
 		t.Errorf("status of a full semaphore: exit %d, stdout %q", res.code, res.stdout)
 	}
 	res = dlockIn(t, args("ls", "--json", key))
@@ -154,7 +155,7 @@ i=0; while [ ! -e "$1/done" ]; do i=$((i+1)); [ $i -gt 200 ] && exit 97; sleep 0
 		t.Errorf("--shared while a writer holds: exit %d, want %d", res.code, exitBusy)
 	}
 	res = dlockIn(t, args("status", key))
-	if !strings.Contains(res.stdout, "rwlock:") || !strings.Contains(res.stdout, "a writer") {
+	if !regexp.MustCompile(`\n`+key+` +rwlock +held +- +1w `).MatchString(res.stdout) || strings.Contains(res.stdout, "free") {
 		t.Errorf("status with a writer: %q", res.stdout)
 	}
 	w.Unlock(ctx)

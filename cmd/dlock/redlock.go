@@ -15,7 +15,9 @@ import (
 // isRedlockURL reports whether a --redis URL names independent masters
 // for Redlock: redis+redlock:// or rediss+redlock://.
 func isRedlockURL(raw string) bool {
-	return strings.HasPrefix(raw, "redis+redlock://") || strings.HasPrefix(raw, "rediss+redlock://")
+	scheme, _, ok := strings.Cut(raw, "://")
+	form, known := schemeForm(scheme)
+	return ok && known && form == formRedlock
 }
 
 // redlockBackend is a Redlock Locker over independent masters.
@@ -81,50 +83,65 @@ func parseRedlockURL(raw, password string) ([]*redis.Options, error) {
 	return opts, nil
 }
 
-// connectRedlock opens a client per node and checks that a majority of
-// them answers within the dial timeout.
-func (b *backendFlags) connectRedlock(e *env, name, raw string, opts ...dlock.Option) (backend, int) {
+// redlockConfig is the Config of a Locker over clients, whose options are
+// nodes: a read_timeout in the URL bounds each request to one node (the
+// longest of them, when nodes differ), else the driver's default does.
+func redlockConfig(clients []redis.UniversalClient, nodes []*redis.Options) redlock.Config {
+	cfg := redlock.Config{Clients: clients}
+	for _, o := range nodes {
+		cfg.NodeTimeout = max(cfg.NodeTimeout, o.ReadTimeout) // negative: go-redis's "none", left to the default
+	}
+	return cfg
+}
+
+// openRedlock opens a client per node, and returns the Locker over them
+// with the check that a majority of them answers within the dial timeout.
+func (b *backendFlags) openRedlock(e *env, name, raw string, opts ...dlock.Option) (backend, func() int, int) {
 	nodes, err := parseRedlockURL(raw, e.getenv("DLOCK_REDIS_PASSWORD"))
 	if err != nil {
-		return nil, usageError(e, name, "%v", err)
+		return nil, nil, usageError(e, name, "%v", err)
 	}
 	clients := make([]redis.UniversalClient, len(nodes))
 	addrs := make([]string, len(nodes))
 	for i, o := range nodes {
 		clients[i], addrs[i] = redis.NewClient(o), o.Addr
 	}
-	closeAll := func() {
+	locker, err := redlock.NewConfig(redlockConfig(clients, nodes), append([]dlock.Option{dlock.WithPrefix(b.prefix)}, opts...)...)
+	if err != nil {
 		for _, c := range clients {
 			c.Close()
 		}
+		return nil, nil, usageError(e, name, "%v", trimDlock(err))
 	}
-	locker, err := redlock.New(clients, append([]dlock.Option{dlock.WithPrefix(b.prefix)}, opts...)...)
-	if err != nil {
-		closeAll()
-		return nil, usageError(e, name, "%v", trimDlock(err))
-	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for i, c := range clients {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), nodes[i].DialTimeout)
-			defer cancel()
-			if err := c.Ping(ctx).Err(); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", addrs[i], err))
-				mu.Unlock()
+	ping := func() int {
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			errs []error
+		)
+		for i, c := range clients {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), nodes[i].DialTimeout)
+				defer cancel()
+				if err := c.Ping(ctx).Err(); err != nil {
+					if ctx.Err() != nil {
+						err = fmt.Errorf("no answer within %v", nodes[i].DialTimeout)
+					}
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("%s: %w", addrs[i], err))
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(nodes)-len(errs) < locker.Quorum() {
+			msgs := make([]string, len(errs))
+			for i, err := range errs {
+				msgs[i] = err.Error()
 			}
-		})
+			return refused(e, "Redlock", strings.Join(addrs, ","), redisRefusal(errs[0]), errors.New(strings.Join(msgs, "; "))) // one line
+		}
+		return 0
 	}
-	wg.Wait()
-	if len(nodes)-len(errs) < locker.Quorum() {
-		locker.Close()
-		closeAll()
-		err := errors.Join(errs...)
-		return nil, refused(e, "Redlock", strings.Join(addrs, ","), redisRefusal(errs[0]), err)
-	}
-	return &redlockBackend{Locker: locker, clients: clients}, 0
+	return &redlockBackend{Locker: locker, clients: clients}, ping, 0
 }

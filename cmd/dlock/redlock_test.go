@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +13,24 @@ import (
 )
 
 // redlockServers starts three independent servers and returns them with
-// the --redis URL that names them for Redlock.
+// the --redis URL that names them for Redlock. Its read_timeout of 2s
+// bounds each request to one node: the driver's 100ms is too little for a
+// busy machine running the race detector.
 func redlockServers(t *testing.T) ([]*redistest.Server, string) {
 	s := []*redistest.Server{redistest.Start(t), redistest.Start(t), redistest.Start(t)}
-	return s, "redis+redlock://" + s[0].Addr() + "," + s[1].Addr() + ",redis://" + s[2].Addr()
+	return s, "redis+redlock://" + s[0].Addr() + "?read_timeout=2s," + s[1].Addr() + ",redis://" + s[2].Addr()
+}
+
+// newRedlock returns a Locker over clients whose requests to one node are
+// bounded by 2s, as the URLs of redlockServers.
+func newRedlock(t *testing.T, clients []redis.UniversalClient) *redlock.Locker {
+	t.Helper()
+	l, err := redlock.NewConfig(redlock.Config{Clients: clients, NodeTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }
 
 // dlock run over Redlock: jobs never overlap and their fences rise.
@@ -35,11 +48,7 @@ func TestRedlockStatusAndLs(t *testing.T) {
 	for i, srv := range s {
 		cs[i] = srv.Client(t)
 	}
-	l, err := redlock.New(cs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := newRedlock(t, cs)
 	ctx := context.Background()
 	lk, err := l.TryLock(ctx, "report", dlock.WithTTL(20*time.Second))
 	if err != nil {
@@ -48,7 +57,7 @@ func TestRedlockStatusAndLs(t *testing.T) {
 	s[1].Kill()
 	res := dlockIn(t, []string{"status", "--redis", url, "--json", "report"})
 	var j lockJSON
-	if err := json.Unmarshal([]byte(res.stdout), &j); err != nil || !j.Held || j.Fence != lk.Fence() || j.TTLms <= 0 || j.TTLms > 20000 {
+	if err := unmarshalRow(res.stdout, &j); err != nil || !j.Held || j.Fence != lk.Fence() || j.TTLms <= 0 || j.TTLms > 20000 {
 		t.Fatalf("status over Redlock with a node down: exit %d, %+v (%v), stderr %q", res.code, j, err, res.stderr)
 	}
 	res = dlockIn(t, []string{"ls", "--redis", url})
@@ -60,8 +69,8 @@ func TestRedlockStatusAndLs(t *testing.T) {
 	}
 	res = dlockIn(t, []string{"status", "--redis", url, "--json", "report"})
 	j = lockJSON{}
-	if err := json.Unmarshal([]byte(res.stdout), &j); err != nil || j.Held {
-		t.Fatalf("status of a released key over Redlock: %+v (%v)", j, err)
+	if err := unmarshalRow(res.stdout, &j); err != nil || j.Held {
+		t.Fatalf("status of a released key over Redlock: exit %d, %+v (%v), stderr %q", res.code, j, err, res.stderr)
 	}
 
 	// Two of three down: no majority to read, and dlock says so.
@@ -94,5 +103,45 @@ func TestParseRedlockURL(t *testing.T) {
 		} else if strings.Contains(err.Error(), "secret") {
 			t.Errorf("%q: the error shows the password: %v", bad, err)
 		}
+	}
+}
+
+// pausing is a backend whose Inspect first stops servers for a while.
+type pausing struct {
+	backend
+	stop func()
+}
+
+func (p pausing) Inspect(ctx context.Context, key string) (dlock.Info, error) {
+	p.stop()
+	return p.backend.Inspect(ctx, key)
+}
+
+// read_timeout in a Redlock URL bounds each request to one node, rather
+// than being cut to the driver's default of 100ms: with two of three
+// nodes stopped for 500ms as status reads them, status with
+// read_timeout=5s waits for them.
+func TestRedlockReadTimeout(t *testing.T) {
+	s, _ := redlockServers(t)
+	url := "redis+redlock://" + s[0].Addr() + "?read_timeout=5s," + s[1].Addr() + "," + s[2].Addr()
+	resume := func() {
+		for _, srv := range s[1:] {
+			srv.Resume()
+		}
+	}
+	t.Cleanup(resume)
+	stop := func() {
+		for _, srv := range s[1:] {
+			if err := srv.Pause(); err != nil {
+				t.Error(err)
+			}
+		}
+		time.AfterFunc(500*time.Millisecond, resume) // the fault's length, not a wait for an event
+	}
+	res := dlockInEnv(t, []string{"status", "--redis", url, "k"}, func(e *env) {
+		e.wrapBackend = func(be backend) backend { return pausing{be, stop} }
+	})
+	if res.code != 0 {
+		t.Errorf("status with two of three nodes stopped for 500ms and read_timeout=5s: exit %d, stderr %q", res.code, res.stderr)
 	}
 }

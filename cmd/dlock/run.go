@@ -172,6 +172,23 @@ func (c *runConfig) checkKind() error {
 	return nil
 }
 
+// needs lists the features of the store that the flags ask for.
+func (c *runConfig) needs() []need {
+	var n []need
+	switch {
+	case c.limitSet:
+		n = append(n, need{"--limit", driver.FeatureSemaphore})
+	case c.shared:
+		n = append(n, need{"--shared", driver.FeatureRWLock})
+	case c.exclusive:
+		n = append(n, need{"--exclusive", driver.FeatureRWLock})
+	}
+	if c.holdAtLeast > 0 {
+		n = append(n, need{"--hold-at-least", driver.FeatureLapse})
+	}
+	return n
+}
+
 // acquirer returns the call that takes what the flags ask of be, or an
 // error when be has no such kind of lock.
 func (c *runConfig) acquirer(be backend) (func(context.Context, string, ...dlock.Option) (dlock.Lock, error), error) {
@@ -280,14 +297,15 @@ func cmdRun(e *env, args []string) int {
 		return execError(e, argv[0], err)
 	}
 
-	be, code := c.backend.connect(e, "run", dlock.WithTTL(c.ttl))
+	be, code := c.backend.connect(e, "run", c.needs(), dlock.WithTTL(c.ttl))
 	if be == nil {
 		return code
 	}
 	defer be.close()
 	acquire, err := c.acquirer(be)
 	if err != nil {
-		return usageError(e, "run", "%v", err)
+		fmt.Fprintf(e.stderr, "dlock: %v\n", err)
+		return exitUsage
 	}
 
 	opts := []dlock.Option{dlock.WithFair(c.fair), dlock.WithFencing(true)} // DLOCK_FENCE

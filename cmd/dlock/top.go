@@ -20,18 +20,16 @@ import (
 )
 
 const topHelp = `
-Shows the held locks whose key matches PATTERN (default all), refreshed
-every second (--interval) from the same reads as dlock ls: SCAN on Redis,
-paged range reads on etcd. Each row is a lock: its key, owner (for an
-owner's reentrant lock), remaining lease, fence, waiters (Redis; "-" on
-etcd, which does not count them) and age. The age is how long dlock top
-has seen the lock held: a lock already held when it started shows ">="
+Shows the held locks, semaphores and read-write locks whose key matches
+PATTERN (default all), refreshed every second (--interval) from the same
+reads as dlock ls, with its columns and one more: AGE, how long dlock top
+has seen the hold. A hold already there when it started shows ">="
 before its age. Keys: a, w, k sort by age (oldest first), waiters (most
 first) or key, s switches to the next order, q or Ctrl-C quits.
 
 --once prints one table, without the age, and exits: for scripts and for
 output that is not a terminal. Without --once, standard output must be a
-terminal.`
+terminal. See dlock help ls for the columns.`
 
 // topSorts are the orders of dlock top's rows.
 var topSorts = []string{"age", "waiters", "key"}
@@ -73,7 +71,7 @@ func cmdTop(e *env, args []string) int {
 	if !once && !tty {
 		return usageError(e, "top", "standard input and output are not a terminal: use --once for one table")
 	}
-	be, code := backend.connect(e, "top")
+	be, code := backend.connect(e, "top", []need{inspection("top")})
 	if be == nil {
 		return code
 	}
@@ -84,10 +82,10 @@ func cmdTop(e *env, args []string) int {
 	m := newTopModel(be.name(), backend.prefix, pattern, sortBy, interval, func(ctx context.Context) ([]dlock.Info, error) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		return be.List(ctx, pattern)
+		return listAll(ctx, be, pattern)
 	})
 	if once {
-		infos, err := be.List(ctx, pattern)
+		infos, err := listAll(ctx, be, pattern)
 		if errors.Is(err, path.ErrBadPattern) {
 			return usageError(e, "top", "PATTERN: %v", trimDlock(err))
 		}
@@ -199,7 +197,7 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 // holdID names one hold of a lock across refreshes.
 func holdID(i dlock.Info) string {
-	return i.Key + "\x00" + i.Owner + "\x00" + strconv.FormatUint(i.Fence, 10)
+	return i.Key + "\x00" + i.Kind.String() + "\x00" + i.Owner + "\x00" + strconv.FormatUint(i.Fence, 10)
 }
 
 // sample records the held locks of one refresh, made at time at.
@@ -280,16 +278,9 @@ func (m *topModel) screen() string {
 // table renders the rows in m.width columns, with the age column or not.
 func (m *topModel) table(withAge bool) string {
 	rows := m.sorted()
-	cells := make([][]string, 0, len(rows))
+	grid := make([][]string, 0, len(rows))
 	for _, i := range rows {
-		owner, waiters := i.Owner, strconv.Itoa(i.Waiters)
-		if owner == "" {
-			owner = "-"
-		}
-		if !i.WaitersKnown {
-			waiters = "-"
-		}
-		r := []string{i.Key, owner, leaseString(i.TTL), strconv.FormatUint(i.Fence, 10), waiters}
+		r := cells(i)
 		if withAge {
 			age := short(m.updated.Sub(m.seen[holdID(i)]))
 			if m.before[holdID(i)] {
@@ -297,34 +288,34 @@ func (m *topModel) table(withAge bool) string {
 			}
 			r = append(r, age)
 		}
-		cells = append(cells, r)
+		grid = append(grid, r)
 	}
-	head := []string{"KEY", "OWNER", "LEASE", "FENCE", "WAIT", "AGE"}
-	if !withAge {
-		head = head[:5]
+	head := columns
+	if withAge {
+		head = append(slices.Clip(columns), "AGE")
 	}
 	// Every column but the key as wide as its widest cell (the owner at
 	// most 16); the key takes what is left, at least 12.
 	widths := make([]int, len(head))
 	for c := range head {
 		widths[c] = len(head[c])
-		for _, r := range cells {
+		for _, r := range grid {
 			widths[c] = max(widths[c], len([]rune(r[c])))
 		}
 	}
-	widths[1] = min(widths[1], 16)
+	const owner, holds = 3, 4 // indexes in columns
+	widths[owner] = min(widths[owner], 16)
 	rest := m.width - (len(head) - 1) // one space between columns
 	for c := 1; c < len(head); c++ {
 		rest -= widths[c]
 	}
 	widths[0] = max(min(widths[0], rest), 12)
-	right := []bool{false, false, true, true, true, true}
 	line := func(r []string) string {
 		parts := make([]string, len(r))
 		for c, s := range r {
 			s = cut(s, widths[c])
 			pad := strings.Repeat(" ", widths[c]-len([]rune(s)))
-			if right[c] {
+			if c >= holds { // the numbers: holds, TTL, fence, waiters, age
 				parts[c] = pad + s
 			} else {
 				parts[c] = s + pad
@@ -338,10 +329,10 @@ func (m *topModel) table(withAge bool) string {
 		h = headerStyle.Styled(h + strings.Repeat(" ", max(0, m.width-len(h))))
 	}
 	b.WriteString(h + "\n")
-	for _, r := range cells {
+	for _, r := range grid {
 		b.WriteString(line(r) + "\n")
 	}
-	if len(cells) == 0 {
+	if len(grid) == 0 {
 		fmt.Fprintf(&b, "(no held locks match %q under prefix %q)\n", m.pattern, m.prefix)
 	}
 	return b.String()
@@ -358,29 +349,6 @@ func cut(s string, n int) string {
 	}
 	head := (n - 1) * 2 / 3
 	return string(r[:head]) + "…" + string(r[len(r)-(n-1-head):])
-}
-
-// leaseString writes a remaining lease in at most seven characters.
-func leaseString(d time.Duration) string {
-	if d < 0 {
-		return "never" // no expiry: not written by dlock
-	}
-	return short(d)
-}
-
-// short writes d in a few characters: 850ms, 9.5s, 42s, 12m03s, 3h04m.
-func short(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-	case d < 10*time.Second:
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
-	case d < time.Minute:
-		return strconv.Itoa(int(d.Seconds())) + "s"
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	}
-	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 }
 
 // terminalWidth is the width of the terminal f, or 80 when unknown.

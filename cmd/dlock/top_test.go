@@ -61,7 +61,7 @@ func TestTopOnce(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
 			}
 			lines := strings.Split(strings.TrimSuffix(res.stdout, "\n"), "\n")
-			if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "KEY OWNER LEASE FENCE WAIT" ||
+			if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "KEY KIND STATE OWNER HOLDS TTL FENCE WAITERS" ||
 				!strings.HasPrefix(lines[1], "cron:nightly-report ") || !strings.HasPrefix(lines[2], "deploy:web ") ||
 				!strings.Contains(lines[2], " release-7 ") {
 				t.Fatalf("top --once:\n%s", res.stdout)
@@ -83,8 +83,9 @@ func TestTopOnce(t *testing.T) {
 	}
 }
 
-// dlock top on a terminal (a pseudo-terminal of 80 columns) shows the held
-// locks, follows a key press, and quits on q and on Ctrl-C.
+// dlock top on a terminal (a pseudo-terminal of 100 columns: with AGE and
+// a Redis fence of 16 digits, 80 leave too little for a long key) shows
+// the held locks, follows a key press, and quits on q and on Ctrl-C.
 func TestTopTerminal(t *testing.T) {
 	for name, store := range topStores(t) {
 		for _, quit := range []struct{ name, key string }{{"q", "q"}, {"ctrl-c", "\x03"}} {
@@ -94,7 +95,7 @@ func TestTopTerminal(t *testing.T) {
 				defer cancel()
 				cmd := exec.CommandContext(ctx, binPath, append([]string{"top", "--prefix", prefix, "--interval", "200ms"}, store.flags...)...)
 				cmd.Env = append(os.Environ(), "TERM=xterm-256color")
-				term, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
+				term, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 100})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -166,10 +167,10 @@ func waitScreen(t *testing.T, screen *syncbuf.Buffer, from int, what string, wan
 func TestTopModel(t *testing.T) {
 	m := newTopModel("Redis", "dlock", "*", "age", time.Second, nil)
 	t0 := time.Now()
-	old := dlock.Info{Key: "b-old", Held: true, TTL: 9 * time.Second, Fence: 1, WaitersKnown: true}
+	old := dlock.Info{Key: "b-old", Held: true, Holds: 1, TTL: 9 * time.Second, Fence: 1, FenceKnown: true, WaitersKnown: true}
 	m.sample([]dlock.Info{old}, t0)
-	busy := dlock.Info{Key: "c-busy", Held: true, TTL: 5 * time.Second, Fence: 2, Waiters: 3, WaitersKnown: true}
-	first := dlock.Info{Key: "a-new", Held: true, Owner: "o", Holds: 2, TTL: 30 * time.Second, Fence: 3, WaitersKnown: true}
+	busy := dlock.Info{Key: "c-busy", Kind: dlock.KindSemaphore, Held: true, Holds: 2, Limit: 2, TTL: 5 * time.Second, Fence: 2, FenceKnown: true, Waiters: 3, WaitersKnown: true}
+	first := dlock.Info{Key: "a-new", Held: true, Owner: "o", Holds: 2, TTL: 30 * time.Second, Fence: 3, FenceKnown: true, WaitersKnown: true}
 	m.sample([]dlock.Info{old, busy, first, {Key: "free"}}, t0.Add(2*time.Second))
 	order := func() string {
 		var keys []string
@@ -195,7 +196,8 @@ func TestTopModel(t *testing.T) {
 			rows[f[0]] = strings.Join(f, " ")
 		}
 	}
-	for _, want := range []string{"KEY OWNER LEASE FENCE WAIT AGE", "b-old - 9.0s 1 0 >=2.0s", "a-new o 30s 3 0 0ms", "c-busy - 5.0s 2 3 0ms"} {
+	for _, want := range []string{"KEY KIND STATE OWNER HOLDS TTL FENCE WAITERS AGE", "b-old lock held - 1 9.0s 1 0 >=2.0s",
+		"a-new lock held o 2 30s 3 0 0ms", "c-busy semaphore full - 2/2 5.0s 2 3 0ms"} {
 		if rows[strings.Fields(want)[0]] != want {
 			t.Errorf("row %q, want %q", rows[strings.Fields(want)[0]], want)
 		}
@@ -206,7 +208,7 @@ func TestTopModel(t *testing.T) {
 	if m.before[holdID(old)] || !m.seen[holdID(old)].Equal(t0.Add(4*time.Second)) {
 		t.Errorf("a hold seen again after it ended keeps its first age")
 	}
-	long := dlock.Info{Key: strings.Repeat("k", 200), Held: true, Fence: 1234567890123456789, WaitersKnown: true}
+	long := dlock.Info{Key: strings.Repeat("k", 200), Held: true, Fence: 1234567890123456789, FenceKnown: true, WaitersKnown: true}
 	m.sample([]dlock.Info{long}, t0.Add(5*time.Second))
 	for _, l := range strings.Split(strings.TrimSuffix(m.table(false), "\n"), "\n") {
 		if n := len([]rune(l)); n > 80 {
