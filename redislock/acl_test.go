@@ -36,8 +36,8 @@ var appRules = []string{
 	"+zadd", "+zcard", "+zrange", "+zrangebyscore", "+zrem", "+zremrangebyscore", "+zscore",
 	// wake-ups (sharded pub/sub) and WithReplicaAck's WAIT
 	"+ssubscribe", "+sunsubscribe", "+spublish", "+wait",
-	// a Cluster client's view of the slots and of the commands' keys
-	"+cluster|slots", "+cluster|shards", "+command",
+	// a Cluster client's view of the slots
+	"+cluster|slots",
 }
 
 // identityRule lets go-redis name itself when it connects (CLIENT SETINFO,
@@ -56,25 +56,7 @@ var operatorRules = []string{"+scan"}
 // test ends. It empties the server's ACL log first.
 func aclUser(t *testing.T, s *redistest.Server, user string, rules ...string) func(t *testing.T) redis.UniversalClient {
 	t.Helper()
-	ctx := context.Background()
-	admin := s.Client(t)
-	password := "pw-" + keyFor(t)
-	args := []any{"acl", "setuser", user, "reset", "on", ">" + password}
-	// COMMAND INFO answers nil for a command the server does not know.
-	if known, err := admin.Do(ctx, "command", "info", "client|setinfo").Slice(); err != nil {
-		t.Fatalf("COMMAND INFO: %v", err)
-	} else if len(known) == 1 && known[0] != nil {
-		args = append(args, identityRule)
-	}
-	for _, r := range rules {
-		args = append(args, r)
-	}
-	if err := admin.Do(ctx, args...).Err(); err != nil {
-		t.Fatalf("ACL SETUSER %s: %v", user, err)
-	}
-	if err := admin.Do(ctx, "acl", "log", "reset").Err(); err != nil {
-		t.Fatalf("ACL LOG RESET: %v", err)
-	}
+	password := setUser(t, user, rules, s)
 	return func(t *testing.T) redis.UniversalClient {
 		opts := s.Options()
 		opts.Username, opts.Password = user, password
@@ -82,6 +64,34 @@ func aclUser(t *testing.T, s *redistest.Server, user string, rules ...string) fu
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
+}
+
+// setUser creates user with rules and a new password on each of servers,
+// as the default user, empties their ACL logs, and returns the password.
+func setUser(t *testing.T, user string, rules []string, servers ...*redistest.Server) string {
+	t.Helper()
+	ctx := context.Background()
+	password := "pw-" + keyFor(t)
+	for _, s := range servers {
+		admin := s.Client(t)
+		args := []any{"acl", "setuser", user, "reset", "on", ">" + password}
+		for _, r := range rules {
+			args = append(args, r)
+		}
+		// COMMAND INFO answers nil for a command the server does not know.
+		if known, err := admin.Do(ctx, "command", "info", "client|setinfo").Slice(); err != nil {
+			t.Fatalf("COMMAND INFO: %v", err)
+		} else if len(known) == 1 && known[0] != nil {
+			args = append(args, identityRule)
+		}
+		if err := admin.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("ACL SETUSER %s: %v", user, err)
+		}
+		if err := admin.Do(ctx, "acl", "log", "reset").Err(); err != nil {
+			t.Fatalf("ACL LOG RESET: %v", err)
+		}
+	}
+	return password
 }
 
 // refused returns what s's ACL log holds: one line per command, key or
@@ -131,6 +141,30 @@ func TestACLConformance(t *testing.T) {
 	}
 	if log := refused(t, m); len(log) > 0 {
 		t.Errorf("the server refused the application's user:\n%s", strings.Join(log, "\n"))
+	}
+}
+
+// On a Cluster the application's user needs nothing more: the client
+// learns the slots and the commands' keys, and every node refuses it
+// nothing.
+func TestACLCluster(t *testing.T) {
+	c := startCluster(t, 3)
+	password := setUser(t, "dlock-app", appRules, c.Nodes()...)
+	newClient := func(t *testing.T) redis.UniversalClient {
+		opts := c.Options()
+		opts.Username, opts.Password = "dlock-app", password
+		cc := redis.NewClusterClient(opts)
+		t.Cleanup(func() { cc.Close() })
+		return cc
+	}
+	dlocktest.Run(t, harness(newClient, dlocktest.All|dlocktest.Semaphore|dlocktest.RWLock, dlock.WithFencing(true)))
+	if t.Failed() {
+		return
+	}
+	for i, n := range c.Nodes() {
+		if log := refused(t, n); len(log) > 0 {
+			t.Errorf("node %d refused the application's user:\n%s", i, strings.Join(log, "\n"))
+		}
 	}
 }
 
