@@ -177,7 +177,7 @@ func TestACLConformance(t *testing.T) {
 		t.Run("locks", func(t *testing.T) {
 			t.Parallel()
 			h := h
-			h.Caps = dlocktest.All | dlocktest.Semaphore | dlocktest.RWLock
+			h.Caps = dlocktest.All
 			dlocktest.Run(t, h)
 		})
 		t.Run("election", func(t *testing.T) {
