@@ -162,9 +162,9 @@ func TestACLCluster(t *testing.T) {
 	}
 }
 
-// List (SCAN) is the operator's: an application's user is refused it and
-// learns nothing, while an operator's user lists the lock and clears it
-// with ForceUnlock.
+// The application's user may inspect its locks, but List (SCAN) is the
+// operator's: an application's user is refused it and learns nothing,
+// while an operator's user lists the lock and clears it with ForceUnlock.
 func TestACLOperator(t *testing.T) {
 	ctx := context.Background()
 	s := redistest.Start(t)
@@ -176,6 +176,18 @@ func TestACLOperator(t *testing.T) {
 	lk, err := holder.TryLock(ctx, key, dlock.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
+	}
+
+	// Inspecting is the application's too (Inspect, InspectKind: `dlock
+	// status`).
+	for _, k := range []dlock.Kind{dlock.KindLock, dlock.KindSemaphore, dlock.KindRWLock} {
+		info, err := lockerOf(t, app(t)).InspectKind(ctx, k, key)
+		if err != nil || info.Held != (k == dlock.KindLock) {
+			t.Errorf("InspectKind(%v) as the application: %+v, %v", k, info, err)
+		}
+	}
+	if log := refused(t, s); len(log) > 0 {
+		t.Fatalf("the server refused the application's user:\n%s", strings.Join(log, "\n"))
 	}
 
 	infos, err := lockerOf(t, app(t)).List(ctx, "")
