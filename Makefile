@@ -9,8 +9,9 @@ MODULES = $(shell $(GO) list -m -f '{{.Dir}}')
 SLOW = ./redislock ./cmd/dlock ./faults ./etcdlock
 PACKAGES = $(SLOW) $(addsuffix /...,$(MODULES))
 # How many builds and test binaries run at once. The tests mostly wait on
-# servers and timers, so more than the 2 cores the machines have.
-TEST_P ?= 4
+# servers and timers, so more than the 2 cores the machines have, and more
+# than the slow packages, so that the others build and run beside them.
+TEST_P ?= 6
 # More flags for go test, such as -v or -json.
 TESTFLAGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

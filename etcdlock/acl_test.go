@@ -129,7 +129,7 @@ func authEnabled(t *testing.T, endpoint string) (root *clientv3.Client, app clie
 }
 
 // An application whose etcd user has only appRole keeps the whole
-// contract, elections included; the role lets it read nothing outside its
+// contract; the role lets it read nothing outside its
 // range.
 func TestACLConformance(t *testing.T) {
 	if got := clientv3.GetPrefixRangeEnd(appPrefix); got != appRangeEnd {
@@ -173,20 +173,8 @@ func TestACLConformance(t *testing.T) {
 		},
 		MinTTL: time.Second,
 	}
-	t.Run("group", func(t *testing.T) {
-		t.Run("locks", func(t *testing.T) {
-			t.Parallel()
-			h := h
-			h.Caps = dlocktest.All
-			dlocktest.Run(t, h)
-		})
-		t.Run("election", func(t *testing.T) {
-			t.Parallel()
-			h := h
-			h.Caps = dlocktest.All
-			dlocktest.RunElection(t, h)
-		})
-	})
+	h.Caps = dlocktest.All
+	dlocktest.Run(t, h) // elections and watches included
 }
 
 // Inspect, List and ForceUnlock need no more than the role: etcd cannot

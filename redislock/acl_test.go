@@ -118,11 +118,9 @@ func TestACLConformance(t *testing.T) {
 	m := redistest.Start(t)
 	redistest.StartReplica(t, m) // for WithReplicaAck
 	newClient := aclUser(t, m, "dlock-app", appRules...)
+	// Fenced, the suite runs every script but WAIT's, and the matrix's
+	// cells include elections and watches; acknowledged, WAIT too.
 	t.Run("group", func(t *testing.T) {
-		t.Run("default", func(t *testing.T) {
-			t.Parallel()
-			dlocktest.Run(t, harness(newClient, dlocktest.Reentrancy|dlocktest.LostSignal))
-		})
 		t.Run("fenced", func(t *testing.T) {
 			t.Parallel()
 			dlocktest.Run(t, harness(newClient, dlocktest.All, dlock.WithFencing(true)))
@@ -130,10 +128,6 @@ func TestACLConformance(t *testing.T) {
 		t.Run("acked", func(t *testing.T) {
 			t.Parallel()
 			dlocktest.Run(t, harness(newClient, dlocktest.All, dlock.WithFencing(true), WithReplicaAck(1, time.Second)))
-		})
-		t.Run("election", func(t *testing.T) {
-			t.Parallel()
-			dlocktest.RunElection(t, harness(newClient, dlocktest.All))
 		})
 	})
 	if log := refused(t, m); len(log) > 0 {
