@@ -3,11 +3,22 @@ SHELL := /bin/bash
 GO ?= go
 # Every module of the workspace, as directories.
 MODULES = $(shell $(GO) list -m -f '{{.Dir}}')
+# The packages of every module, as patterns that one go command takes in
+# workspace mode, so that one scheduler builds and tests them all. The
+# slowest packages come first, so that they start first.
+SLOW = ./redislock ./cmd/dlock ./faults ./etcdlock
+PACKAGES = $(SLOW) $(addsuffix /...,$(MODULES))
+# How many builds and test binaries run at once. The tests mostly wait on
+# servers and timers, so more than the 2 cores the machines have, and more
+# than the slow packages, so that the others build and run beside them.
+TEST_P ?= 6
+# More flags for go test, such as -v or -json.
+TESTFLAGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STATICCHECK_VERSION = v0.8.2
 STATICCHECK = $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: help demo test deps staticcheck-dep vet bench fuzz lint soak matrix
+.PHONY: help demo test race deps staticcheck-dep vet bench fuzz lint soak matrix
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -23,20 +34,31 @@ install: ## build the dlock command, stamped with this clone's revision, into GO
 deps: ## install redis-server when it is missing (Debian, apt-get)
 	@command -v redis-server >/dev/null || { \
 	  echo "installing redis-server with apt-get"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq -o DPkg::Lock::Timeout=600 redis-server >/dev/null; }
 	@command -v redis-server >/dev/null
 
+# staticcheck is built once per machine: again only when its version, or
+# the Go it was built with, is not the one wanted (a staticcheck built with
+# an older Go cannot read newer code).
 staticcheck-dep:
-	@[ -x $(STATICCHECK) ] && $(STATICCHECK) -version | grep -q $(STATICCHECK_VERSION:v%=%) || { \
+	@v=$$($(STATICCHECK) -debug.version 2>/dev/null); \
+	[[ "$$v" == *"($(STATICCHECK_VERSION:v%=%))"* && "$$v" == *"Go version: $$($(GO) env GOVERSION)"* ]] || { \
 	  echo "installing staticcheck $(STATICCHECK_VERSION)"; \
 	  $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); }
 
 vet: staticcheck-dep ## gofmt check, go vet and staticcheck over every module
 	@out=$$(gofmt -l $(MODULES)); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
-	@for d in $(MODULES); do (cd $$d && $(GO) vet ./... && $(STATICCHECK) ./...) || exit 1; done
+	@$(GO) vet $(PACKAGES)
+	@$(STATICCHECK) $(PACKAGES)
 
-test: deps vet ## install what the tests need, vet, and run every module's tests with -race
-	@for d in $(MODULES); do (cd $$d && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done
+# vet and the tests run at the same time; each one's output is printed
+# whole when it ends, and either one failing fails test.
+test: deps ## install what the tests need, then vet and run every module's tests with -race, at once
+	@echo "vet and the tests run at once; each prints when it ends"
+	@$(MAKE) --no-print-directory -j2 --output-sync=target vet race
+
+race: deps ## run every module's tests with -race (what test runs beside vet)
+	$(GO) test -race -count=1 -timeout 15m -p $(TEST_P) $(TESTFLAGS) $(PACKAGES)
 
 matrix: deps ## run the conformance matrix on every backend and write README's table of what works where from it
 	@for d in redislock redlock etcdlock; do \
