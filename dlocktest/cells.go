@@ -331,10 +331,16 @@ func (s *suite) cellWatch(t *testing.T, k holdKind) {
 func (s *suite) cellObserve(t *testing.T, k holdKind) {
 	ctx, key := s.context(t), key(t)
 	e, _ := s.election(t, key)
-	obs, err := e.Observe(ctx)
+	octx, cancel := context.WithCancel(ctx)
+	obs, err := e.Observe(octx)
 	if err != nil {
 		t.Fatalf("Observe: %v", err)
 	}
+	defer func() { // the observer ends before its Locker is closed
+		cancel()
+		for range obs {
+		}
+	}()
 	if l := s.next(t, obs, "at first"); l.Elected {
 		t.Fatalf("at first: %+v, want vacant", l)
 	}
