@@ -63,6 +63,8 @@ type Locker struct {
 	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
 
 	bg sync.WaitGroup // requests in flight, and their cleanups
+
+	testHook func() // called by fanout before it sends a round; nil but in tests
 }
 
 var (
