@@ -40,6 +40,10 @@ func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	l := lk.l
+	if !l.calls.enter() {
+		return errClosed("unlock", lk.Key())
+	}
+	defer l.calls.leave()
 	l.watchdog.Releasing(lk)
 	send := func(ctx context.Context, nd *node) reply {
 		v, err := refreshScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), lk.leaseArg(ms)).Int64()
