@@ -84,7 +84,8 @@
 //
 // The keys are the Redis driver's, on every node: the lock key of K is
 // "<prefix>:lock:<K>" holding the token, so that tools reading one server
-// find it.
+// find it; the read-write lock of K lives under "<prefix>:rw:<K>" and its
+// companions, in the Redis driver's layout.
 //
 // # Safety
 //

@@ -11,8 +11,11 @@ var _ dlock.Lapser = (*lock)(nil)
 
 // UnlockAfter lets the lock lapse d from now instead of deleting it (see
 // [dlock.Lapser]): a token-checked PEXPIRE of d, rounded up to a whole
-// millisecond, on every node at once, in one round trip. The watchdog
-// stops renewing the lock first.
+// millisecond, on every node at once, in one round trip (lapse.lua). An
+// owner's lock lapses at d when this is the owner's only hold on it, as
+// the locks of dlock.LockAll are; with other holds of the owner it keeps
+// a longer lease, which they need. The watchdog stops renewing the lock
+// first.
 //
 // It succeeds when a majority applied it: each of them keeps the key
 // until at least d after the call began, so no other party can hold a
@@ -40,9 +43,13 @@ func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	l := lk.l
+	if !l.calls.enter() {
+		return errClosed("unlock", lk.Key())
+	}
+	defer l.calls.leave()
 	l.watchdog.Releasing(lk)
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := refreshScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), lk.leaseArg(ms)).Int64()
+		v, err := lapseScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), lk.leaseArg(ms)).Int64()
 		return reply{n: v, err: err}
 	}
 	sent := time.Now()

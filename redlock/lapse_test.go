@@ -181,3 +181,58 @@ func TestUnlockAfterUnknown(t *testing.T) {
 		t.Errorf("the watchdog sent %d renewals after UnlockAfter", n)
 	}
 }
+
+// An owner's lock lapses at d too when the lapsing hold is the owner's
+// only one, as dlock.LockAll's locks are (each for an owner of its own);
+// with another hold of the owner, it keeps its longer lease, which that
+// hold needs. (An owner's lock kept its whole lease: UnlockAfter only
+// lengthened it, so a LockAll lock lapsed a TTL later instead of at d.)
+func TestUnlockAfterOwner(t *testing.T) {
+	ctx := context.Background()
+	a, b, c := newLocker(t, shared[:3]), newLocker(t, shared[:3]), newLocker(t, shared[:3])
+	const ttl, d = time.Minute, 500 * time.Millisecond
+	k := keyFor(t)
+	octx := dlock.ContextWithOwner(ctx, "owner-"+k)
+	lk, err := a.TryLock(octx, k, dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	if err := lapser(t, lk).UnlockAfter(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	for end := before.Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		next, err := b.TryLock(ctx, k)
+		if err == nil {
+			if took := time.Since(before); took < d-2*time.Millisecond {
+				t.Errorf("the key was free %v after UnlockAfter(%v)", took, d)
+			}
+			next.Unlock(ctx)
+			break
+		}
+		if !errors.Is(err, dlock.ErrNotAcquired) || time.Now().After(end) {
+			t.Fatalf("TryLock after the lapse of an owner's only hold: %v (its lease is %v)", err, ttl)
+		}
+	}
+
+	// Two holds of one owner: the lapse of one leaves the other its lease.
+	k = keyFor(t)
+	octx = dlock.ContextWithOwner(ctx, "owner-"+k)
+	first, err := a.TryLock(octx, k, dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.TryLock(octx, k, dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lapser(t, first).UnlockAfter(ctx, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := second.TTL(ctx); err != nil || d < ttl/2 {
+		t.Errorf("the other hold's TTL after the lapse of the first: %v, %v; want about %v", d, err, ttl)
+	}
+	if err := second.Unlock(octx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -113,6 +113,10 @@ func (lk *lock) Unlock(ctx context.Context) error {
 		return err
 	}
 	l := lk.l
+	if !l.calls.enter() {
+		return errClosed("unlock", lk.Key())
+	}
+	defer l.calls.leave()
 	l.watchdog.Releasing(lk)
 	t, err := l.release(ctx, lk)
 	if err != nil {
@@ -217,6 +221,10 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	l := lk.l
+	if !l.calls.enter() {
+		return errClosed("refresh", lk.Key())
+	}
+	defer l.calls.leave()
 	send := func(ctx context.Context, nd *node) reply {
 		v, err := refreshScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), lk.leaseArg(ttl.Milliseconds())).Int64()
 		return reply{n: v, err: err}
@@ -251,6 +259,10 @@ func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	l := lk.l
+	if !l.calls.enter() {
+		return 0, errClosed("ttl", lk.Key())
+	}
+	defer l.calls.leave()
 	send := func(ctx context.Context, nd *node) reply {
 		v, err := lk.scripts.ttl.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner()).Int64()
 		return reply{n: v, err: err}

@@ -62,7 +62,10 @@ type Locker struct {
 	notify   *notifier
 	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
 
-	bg sync.WaitGroup // requests in flight, and their cleanups
+	calls calls          // calls in flight that no table counts
+	bg    sync.WaitGroup // requests in flight, and their cleanups
+
+	testHook func() // called by fanout before it sends a round; nil but in tests
 }
 
 var (
@@ -150,6 +153,10 @@ func (l *Locker) Quorum() int { return l.quorum }
 // dlock.ErrNotAcquired and is a *dlock.NotAcquiredError; when too few
 // nodes answered to decide, it matches ErrNoQuorum.
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
+	if !l.calls.enter() {
+		return nil, errClosed("", key)
+	}
+	defer l.calls.leave()
 	lk, _, err := l.prepare(ctx, key, opts, false)
 	if err != nil {
 		return nil, err
@@ -203,6 +210,7 @@ func (l *Locker) Close() error {
 	l.rw.Wait()
 	l.watchdog.Stop()
 	l.notify.stop()
+	l.calls.close()
 	l.bg.Wait()
 	return errors.Join(errs...)
 }

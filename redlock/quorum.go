@@ -105,6 +105,9 @@ func (r *round) await(node int, d time.Duration) (definite bool) {
 // It returns the replies received until enough says so, every node
 // answered, the timeout passed or ctx ended; the caller then calls settle.
 func (l *Locker) fanout(ctx context.Context, nodes []*node, timeout time.Duration, send func(context.Context, *node) reply, enough func([]reply) bool, cleanup func(reply)) ([]reply, *round) {
+	if l.testHook != nil {
+		l.testHook()
+	}
 	r := &round{collecting: true, ch: make(chan reply, len(nodes)), cleanup: cleanup, answers: make([]answer, len(l.nodes)), bg: &l.bg}
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	r.cancel = cancel

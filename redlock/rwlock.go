@@ -123,6 +123,11 @@ func (l *Locker) acquireHold(ctx context.Context, k driver.HoldKind, key string,
 		return nil, err
 	}
 	if !wait {
+		if !l.calls.enter() {
+			l.rw.Remove(lk)
+			return nil, errClosed("lock", key)
+		}
+		defer l.calls.leave()
 		res := l.attempt(ctx, lk, nil)
 		err := res.err
 		if err == nil {
@@ -168,6 +173,10 @@ func (lk *lock) Downgrade(ctx context.Context) error {
 		return err
 	}
 	l := lk.l
+	if !l.calls.enter() {
+		return errClosed("downgrade", lk.Key())
+	}
+	defer l.calls.leave()
 	send := func(ctx context.Context, nd *node) reply {
 		v, err := downgradeScript.Run(ctx, nd.send, lk.keyArgs, lk.token).Int64()
 		if err == nil && v < 0 {

@@ -25,6 +25,8 @@ var (
 	ttlLua string
 	//go:embed force.lua
 	forceLua string
+	//go:embed lapse.lua
+	lapseLua string
 
 	//go:embed rw.lua
 	rwLua string
@@ -48,6 +50,7 @@ var (
 	forceScript   = redisnode.NewScript(counterLua + commonLua + forceLua)
 	renewScript   = redisnode.NewScript(redisnode.LeaseLua + renewLua)
 	refreshScript = redisnode.NewScript(redisnode.LeaseLua + refreshLua)
+	lapseScript   = redisnode.NewScript(redisnode.LeaseLua + lapseLua)
 )
 
 // The scripts of a read-write lock's holds: counter.lua, rw.lua, package

@@ -14,7 +14,7 @@ func TestScriptsLoad(t *testing.T) {
 	c := clients(t, shared[:1])[0]
 	for name, s := range map[string]*redisnode.Script{
 		"acquire": acquireScript, "release": releaseScript, "raise": raiseScript, "ttl": ttlScript,
-		"force": forceScript, "renew": renewScript, "refresh": refreshScript,
+		"force": forceScript, "renew": renewScript, "refresh": refreshScript, "lapse": lapseScript,
 		"rw_acquire": rwAcquireScript, "rw_release": rwReleaseScript, "rw_raise": rwRaiseScript,
 		"downgrade": downgradeScript, "rw_ttl": rwTTLScript,
 	} {

@@ -1,0 +1,64 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// An Inspect under way when Close is called ends before Close returns:
+// Close waits for the calls in flight before it waits for their requests,
+// so that no request starts once it has. (Inspect, which election.Observe
+// calls on a goroutine of its own, could start its requests while Close
+// waited for the Locker's: a race on the Locker's WaitGroup, which the
+// race detector saw in the conformance suite's Observe cell.)
+func TestCloseWaitsForCallsInFlight(t *testing.T) {
+	ctx := context.Background()
+	l := newLocker(t, shared[:3])
+	gate, in := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	l.testHook = func() { // before the first request round: the Inspect's
+		once.Do(func() {
+			close(in)
+			<-gate
+		})
+	}
+	inspected := make(chan error, 1)
+	go func() {
+		_, err := l.Inspect(ctx, keyFor(t))
+		inspected <- err
+	}()
+	<-in
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case err := <-closed:
+		close(gate)
+		t.Fatalf("Close returned (%v) while an Inspect was under way", err)
+	case <-time.After(time.Second): // Close waits, as it must
+	}
+	close(gate)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return once the Inspect could go on")
+	}
+	select {
+	case err := <-inspected:
+		if err != nil && !errors.Is(err, dlock.ErrClosed) {
+			t.Errorf("the Inspect under way: %v", err)
+		}
+	default:
+		t.Error("Close returned before the Inspect under way did")
+	}
+	if _, err := l.Inspect(ctx, keyFor(t)); !errors.Is(err, dlock.ErrClosed) {
+		t.Errorf("Inspect after Close: %v, want ErrClosed", err)
+	}
+}
