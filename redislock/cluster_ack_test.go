@@ -40,10 +40,11 @@ func TestClusterReplicaAckThroughMigration(t *testing.T) {
 	c := startClusterReplicas(t, 3, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	// Renewed every 500ms; an acknowledgement may take 400ms, for a
-	// machine loaded by -race and parallel tests.
-	const ttl = 1500 * time.Millisecond
-	l := lockerOf(t, c.client(t), WithReplicaAck(1, 400*time.Millisecond), dlock.WithTTL(ttl))
+	// Renewed every second; an acknowledgement may take 500ms: room for a
+	// machine so loaded by -race and parallel tests that the renewer
+	// stalls for a second and a half.
+	const ttl = 3 * time.Second
+	l := lockerOf(t, c.client(t), WithReplicaAck(1, 500*time.Millisecond), dlock.WithTTL(ttl))
 	other := lockerOf(t, c.client(t))
 	key := c.keyOn(t, 0)
 	slot := redisnode.Slot("dlock:lock:" + key)
