@@ -89,8 +89,7 @@ func TestUnknownCommand(t *testing.T) {
 // The demo tells one story: its third worker is paused, not dead, so its
 // late write can be refused. Neither the demo nor its help says it died.
 func TestDemoStory(t *testing.T) {
-	t.Setenv("PATH", "") // the stand-in: the story is the same on both servers
-	res := dlockIn(t, []string{"demo"})
+	res := dlockIn(t, []string{"demo"}) // on redis-server; the story is the same on the stand-in (see TestDemo)
 	help := dlockIn(t, []string{"help", "demo"})
 	top := dlockIn(t, []string{"help"})
 	for _, out := range []string{res.stdout, help.stdout, top.stdout} {
