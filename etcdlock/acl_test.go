@@ -2,11 +2,20 @@ package etcdlock_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +25,7 @@ import (
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/etcdlock/etcdtest"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -31,43 +41,64 @@ const (
 	appRangeEnd = "dlock0" // clientv3.GetPrefixRangeEnd(appPrefix): '/' + 1
 )
 
-// startAuth starts a one-member etcd, stopped when t ends, that hashes
-// passwords at bcrypt's lowest cost (4; etcd's default is 10), and returns
-// its client URL. With password logins the etcd client logs in again for
-// each lease keep-alive stream, and the driver renews with one stream per
-// renewal: at the default cost, under the race detector, a renewal takes
-// seconds and the leases run out. The cost is no part of what is tested
-// here, which is the role.
-func startAuth(t *testing.T) string {
+// startAuth starts a one-member etcd, stopped when t ends, whose clients
+// log in with a certificate: the user is the certificate's common name.
+// It returns a function that makes the configuration of a client that
+// logs in as user. Certificates, not passwords: with a
+// password the etcd client logs in again, a password check and a write
+// through raft on the server, for each lease keep-alive stream it opens,
+// and the driver opens one per renewal; under the race detector and load,
+// renewals then come too late.
+func startAuth(t *testing.T) func(user string) clientv3.Config {
 	t.Helper()
-	var err error
+	dir := t.TempDir()
+	ca := newCA(t)
+	caFile := filepath.Join(dir, "ca.pem")
+	writePEM(t, caFile, "CERTIFICATE", ca.der)
+	server := ca.issue(t, "etcd", x509.ExtKeyUsageServerAuth)
+	certFile, keyFile := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
+	writePEM(t, certFile, "CERTIFICATE", server.Certificate[0])
+	keyDER, err := x509.MarshalPKCS8PrivateKey(server.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, keyFile, "PRIVATE KEY", keyDER)
+	tlsInfo := transport.TLSInfo{CertFile: certFile, KeyFile: keyFile, TrustedCAFile: caFile, ClientCertAuth: true}
+	var endpoint string
 	for range 3 { // a free port can be taken between our probe and etcd's bind
-		var endpoint string
-		if endpoint, err = tryStartAuth(t); err == nil {
-			return endpoint
+		if endpoint, err = tryStartAuth(t, tlsInfo); err == nil {
+			break
 		}
 	}
-	t.Fatalf("start etcd: %v", err)
-	return ""
+	if err != nil {
+		t.Fatalf("start etcd: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	return func(user string) clientv3.Config {
+		cfg := etcdtest.ClientConfig(endpoint)
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, user, x509.ExtKeyUsageClientAuth)}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+		return cfg
+	}
 }
 
-func tryStartAuth(t *testing.T) (string, error) {
-	var urls [2]url.URL
-	for i := range urls {
+func tryStartAuth(t *testing.T, tlsInfo transport.TLSInfo) (string, error) {
+	var hosts [2]string
+	for i := range hosts {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return "", err
 		}
-		urls[i] = url.URL{Scheme: "http", Host: l.Addr().String()}
+		hosts[i] = l.Addr().String()
 		l.Close()
 	}
-	peer, client := urls[0], urls[1]
+	peer, client := url.URL{Scheme: "http", Host: hosts[0]}, url.URL{Scheme: "https", Host: hosts[1]}
 	cfg := embed.NewConfig()
 	cfg.Dir = t.TempDir()
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.InitialCluster = fmt.Sprintf("%s=%s", cfg.Name, peer.String())
-	cfg.BcryptCost = 4
+	cfg.ClientTLSInfo = tlsInfo
 	cfg.UnsafeNoFsync = true
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	e, err := embed.StartEtcd(cfg)
@@ -87,45 +118,100 @@ func tryStartAuth(t *testing.T) (string, error) {
 	return client.String(), nil
 }
 
-// authEnabled turns authentication on in the etcd at endpoint, with a root
-// user, and adds a user of appRole; it returns a client of the root user
-// and the configuration of a client of the application's user.
-func authEnabled(t *testing.T, endpoint string) (root *clientv3.Client, app clientv3.Config) {
+// authEnabled turns authentication on in the etcd that startAuth started,
+// with a root user, and adds the user dlock-app of appRole; it returns a
+// client of the root user and the configuration of a client of dlock-app.
+func authEnabled(t *testing.T, config func(user string) clientv3.Config) (root *clientv3.Client, app clientv3.Config) {
 	t.Helper()
 	ctx := context.Background()
-	cli, err := clientv3.New(etcdtest.ClientConfig(endpoint))
+	root, err := clientv3.New(config("root"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
-	const rootPassword, appPassword = "root-secret", "app-secret"
+	t.Cleanup(func() { root.Close() })
+	noPassword := &clientv3.UserAddOptions{NoPassword: true}
 	for _, step := range []func() error{
-		func() error { _, err := cli.RoleAdd(ctx, "root"); return err },
-		func() error { _, err := cli.UserAdd(ctx, "root", rootPassword); return err },
-		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := cli.RoleAdd(ctx, appRole); return err },
+		func() error { _, err := root.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := root.UserAddWithOptions(ctx, "root", "", noPassword); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := root.RoleAdd(ctx, appRole); return err },
 		func() error {
-			_, err := cli.RoleGrantPermission(ctx, appRole, appPrefix, appRangeEnd, clientv3.PermissionType(clientv3.PermReadWrite))
+			_, err := root.RoleGrantPermission(ctx, appRole, appPrefix, appRangeEnd, clientv3.PermissionType(clientv3.PermReadWrite))
 			return err
 		},
-		func() error { _, err := cli.UserAdd(ctx, "dlock-app", appPassword); return err },
-		func() error { _, err := cli.UserGrantRole(ctx, "dlock-app", appRole); return err },
-		func() error { _, err := cli.AuthEnable(ctx); return err },
+		func() error { _, err := root.UserAddWithOptions(ctx, "dlock-app", "", noPassword); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "dlock-app", appRole); return err },
+		func() error { _, err := root.AuthEnable(ctx); return err },
 	} {
 		if err := step(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rootCfg := etcdtest.ClientConfig(endpoint)
-	rootCfg.Username, rootCfg.Password = "root", rootPassword
-	root, err = clientv3.New(rootCfg)
+	return root, config("dlock-app")
+}
+
+// ca is a certificate authority for the test's server and clients.
+type ca struct {
+	cert *x509.Certificate
+	der  []byte
+	key  *ecdsa.PrivateKey
+}
+
+func newCA(t *testing.T) *ca {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { root.Close() })
-	app = etcdtest.ClientConfig(endpoint)
-	app.Username, app.Password = "dlock-app", appPassword
-	return root, app
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "dlock ACL test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &ca{cert: cert, der: der, key: key}
+}
+
+// issue returns a certificate for name (its common name), valid on
+// 127.0.0.1, for use.
+func (c *ca) issue(t *testing.T, name string, use x509.ExtKeyUsage) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{use},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func writePEM(t *testing.T, path, kind string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // An application whose etcd user has only appRole keeps the whole
