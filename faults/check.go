@@ -27,6 +27,11 @@ type Report struct {
 	Stuck       int // (d) Lock calls longer than wait + TTL, outside pauses
 	LateLoss    int // (e) losses signalled after another hold began
 
+	// Stalled is how long the machine did not run the run's processes
+	// (each worker's stalls, and those of the harness and the etcd
+	// servers, counted once each): the load it ran under.
+	Stalled time.Duration
+
 	Violations []string // the first few, with the history around them
 }
 
@@ -59,8 +64,8 @@ func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "backend %s, %s, %d workers, faults %v, seed %d: %d Lock calls, %d holds, %d writes, %d overlaps\n",
 		r.Config.Backend, r.Config.Primitive, r.Config.Workers, r.Config.Faults, r.Config.Seed, r.Attempts, r.Holds, r.Writes, r.Overlaps)
-	fmt.Fprintf(&b, "(a) unsafe %d  (b) fenced %d  (c) regressions %d  (d) stuck %d  (e) late loss %d\n",
-		r.Unsafe, r.Fenced, r.Regressions, r.Stuck, r.LateLoss)
+	fmt.Fprintf(&b, "(a) unsafe %d  (b) fenced %d  (c) regressions %d  (d) stuck %d  (e) late loss %d  (stalled %v)\n",
+		r.Unsafe, r.Fenced, r.Regressions, r.Stuck, r.LateLoss, r.Stalled.Round(time.Millisecond))
 	fmt.Fprintf(&b, "schedule (replay with seed %d):\n", r.Config.Seed)
 	for _, f := range r.Schedule {
 		fmt.Fprintf(&b, "  %s on %s for %v\n", f.Kind, f.Target, time.Duration(f.End-f.At).Round(time.Millisecond))
@@ -92,6 +97,11 @@ func readHistory(dir string) ([]event, error) {
 	if err != nil {
 		return nil, err
 	}
+	stalls, err := filepath.Glob(filepath.Join(dir, "stall-*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, stalls...)
 	var all []event
 	for _, name := range files {
 		f, err := os.Open(name)
@@ -140,7 +150,12 @@ func check(cfg Config, hi history) *Report {
 	holds := map[string]*hold{}
 	var order []*hold
 	last := int64(0)
+	stalls := map[int][][2]int64{} // worker (-1: every worker) -> its stalls
 	for _, e := range events {
+		if e.E == "stall" {
+			stalls[e.Worker] = append(stalls[e.Worker], [2]int64{e.T, e.End})
+			continue
+		}
 		last = max(last, e.T)
 		h := holds[e.Hold]
 		if h == nil {
@@ -166,6 +181,9 @@ func check(cfg Config, hi history) *Report {
 		case "relok":
 			h.relok, h.relErr = e.T, e.Err != ""
 		}
+	}
+	for _, ps := range stalls {
+		r.Stalled += time.Duration(stalledBetween(ps, 0, 1<<62))
 	}
 	var acquired []*hold
 	for _, h := range order {
@@ -276,15 +294,21 @@ func check(cfg Config, hi history) *Report {
 	// (d) A Lock call returns within its wait, plus the TTL and a margin
 	// for a slow server, unless its worker was paused, cut off or slowed
 	// down meanwhile (an attempt in flight is not cut short by the wait);
-	// and every worker stops by itself at the end of the run.
+	// and every worker stops by itself at the end of the run. The times
+	// the machine did not run the worker, the harness between it and the
+	// servers, or the etcd servers (stalls) do not count.
 	limit := int64(cfg.Wait + cfg.TTL + 2*time.Second)
 	for _, h := range order {
 		end := max(h.acq, h.fail)
 		if h.start == 0 || end == 0 || end-h.start <= limit || pausedBetween(hi.pauses[h.worker], h.start, end) {
 			continue
 		}
+		stalled := stalledBetween(append(slices.Clip(stalls[h.worker]), stalls[-1]...), h.start, end)
+		if end-h.start-stalled <= limit {
+			continue
+		}
 		r.Stuck++
-		r.violation(events, h.start, "(d) %s waited %v in Lock", h.id, time.Duration(end-h.start))
+		r.violation(events, h.start, "(d) %s waited %v in Lock (%v of it stalled)", h.id, time.Duration(end-h.start), time.Duration(stalled))
 	}
 	for _, h := range order {
 		if hi.hung[h.incarnation] && !slices.ContainsFunc(order, func(o *hold) bool { return o.incarnation == h.incarnation && o.start > h.start }) {
@@ -466,6 +490,10 @@ func (r *Report) violation(events []event, at int64, format string, args ...any)
 	}
 	for _, e := range events {
 		if d := e.T - at; d > -int64(time.Second) && d < int64(time.Second) {
+			if e.E == "stall" {
+				fmt.Fprintf(&b, "  %+8.3fs stall of %s for %v\n", float64(d)/1e9, stallOwner(e.Worker), time.Duration(e.End-e.T).Round(time.Millisecond))
+				continue
+			}
 			fmt.Fprintf(&b, "  %+8.3fs %-5s %s", float64(d)/1e9, e.E, e.Hold)
 			if e.Fence != 0 {
 				fmt.Fprintf(&b, " fence %d", e.Fence)
@@ -483,4 +511,12 @@ func (r *Report) violation(events []event, at int64, format string, args ...any)
 		}
 	}
 	r.Violations = append(r.Violations, b.String())
+}
+
+// stallOwner names the process whose stall a stall event of worker w is.
+func stallOwner(w int) string {
+	if w < 0 {
+		return "a server or the harness"
+	}
+	return fmt.Sprintf("worker %d", w)
 }

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,6 +90,18 @@ func TestCheck(t *testing.T) {
 	}
 	if r = check(cfg, history{events: stuck, pauses: map[int][][2]int64{2: {{ms(1000), ms(9000)}}}}); r.Stuck != 0 {
 		t.Fatalf("a 10s Lock call of a paused worker: %s", r)
+	}
+	// The times the machine did not run the worker or the harness do not
+	// count: 6s of stalls (overlapping ones counted once) leave 4s, within
+	// wait + TTL + 2s; 3s leave 7s, beyond.
+	stall := func(w, from, to int) event { return event{E: "stall", T: ms(from), End: ms(to), Worker: w} }
+	stalled := append(slices.Clone(stuck), stall(2, 1000, 4000), stall(-1, 3000, 7000), stall(1, 7000, 9000))
+	if r = check(cfg, history{events: stalled}); r.Stuck != 0 {
+		t.Fatalf("a 10s Lock call stalled 6s: %s", r)
+	}
+	stalled = append(slices.Clone(stuck), stall(2, 1000, 4000), stall(1, 4000, 9000))
+	if r = check(cfg, history{events: stalled}); r.Stuck != 1 {
+		t.Fatalf("a 10s Lock call stalled 3s: %s", r)
 	}
 }
 

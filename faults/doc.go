@@ -46,7 +46,12 @@
 // Every timestamp comes from CLOCK_MONOTONIC, which all the processes of
 // the machine share and which runs on while a process is stopped.
 //
+// A stall, a time the loaded machine did not run a worker, the harness or
+// the etcd servers, does not count against a Lock call's time: each
+// process records its own (Report.Stalled sums them).
+//
 // The package is internal to dlock's tests: `make test` runs a short
-// seeded run per backend and primitive, and `make soak SECONDS=600` a long
-// one (see cmd/faultcheck).
+// seeded run per backend and primitive, each as long as its schedule needs
+// to throw every fault it names once, several side by side; and
+// `make soak SECONDS=600` long ones of every mix (see cmd/faultcheck).
 package faults

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,7 +41,7 @@ type workerConfig struct {
 	Store       string        // the fenced store's URL
 	Worker      int
 	Incarnation int   // counts the restarts of this worker
-	Until       int64 // CLOCK_MONOTONIC at which to stop
+	Until       int64 // CLOCK_MONOTONIC at which to stop, read on stdin (awaitStart)
 	Out         string
 	Seed        uint64
 	CLI         string   // a dlock binary: hold the lock through `dlock run`
@@ -52,9 +53,10 @@ type workerConfig struct {
 
 // event is one line of a worker's history.
 type event struct {
-	E      string            // start, acq, fail, write, down, done, rel, relok
+	E      string            // start, acq, fail, write, down, done, rel, relok, stall
 	Hold   string            // "<worker>.<incarnation>.<seq>"
-	T      int64             // CLOCK_MONOTONIC; for down, when Downgrade was called
+	T      int64             // CLOCK_MONOTONIC; for down, when Downgrade was called; for stall, when it began
+	End    int64             `json:",omitempty"` // stall: when it ended
 	Fence  uint64            `json:",omitempty"` // acq: the highest of Keys; write: the fence written with
 	Kind   string            `json:",omitempty"` // acq: how the hold shares its keys (exclusive, shared, permit)
 	Keys   map[string]uint64 `json:",omitempty"` // acq: each key held, with its fence
@@ -66,28 +68,50 @@ type event struct {
 	Worker int
 }
 
-// WorkerMain runs a worker when the process was started as one, and
-// reports false otherwise. A test's TestMain and cmd/faultcheck call it
+// WorkerMain runs a worker, or a run's etcd servers, when the process was
+// started as one, and reports false otherwise. A test's TestMain and cmd/faultcheck call it
 // first thing.
 func WorkerMain() bool {
+	if raw := os.Getenv(etcdEnv); raw != "" {
+		if err := serveEtcd(raw); err != nil {
+			fmt.Fprintln(os.Stderr, "faults etcd:", err)
+			os.Exit(1)
+		}
+		return true
+	}
 	raw := os.Getenv(workerEnv)
 	if raw == "" {
 		return false
 	}
 	var cfg workerConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+	err := json.Unmarshal([]byte(raw), &cfg)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "faults worker:", err)
 		os.Exit(2)
 	}
 	run := runWorker
 	if cfg.Section != "" {
 		run = runSection
+	} else if cfg.Until, err = awaitStart(); err != nil {
+		fmt.Fprintln(os.Stderr, "faults worker:", err)
+		os.Exit(1)
 	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "faults worker:", err)
 		os.Exit(1)
 	}
 	return true
+}
+
+// awaitStart tells the run that this worker is ready, on stdout, and
+// reads the run's end (CLOCK_MONOTONIC) on stdin.
+func awaitStart() (int64, error) {
+	fmt.Println("ready")
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err != nil {
+		return 0, fmt.Errorf("read the run's end: %w", err)
+	}
+	return strconv.ParseInt(strings.TrimSpace(line), 10, 64)
 }
 
 // log is a worker's history file, written a line at a time so that a
@@ -106,13 +130,29 @@ func (l *log) add(e event) {
 	l.enc.Encode(e) // one write(2) per line: the file is unbuffered
 }
 
+// watchStalls records the stalls of this process (see watchStalls) until
+// the function it returns is called.
+func (l *log) watchStalls() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watchStalls(ctx, func(from, to int64) { l.add(event{E: "stall", T: from, End: to}) })
+	}()
+	return func() { cancel(); <-done }
+}
+
 // openLog opens the worker's history file.
-func openLog(cfg workerConfig) (*log, error) {
-	f, err := os.OpenFile(cfg.Out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+func openLog(cfg workerConfig) (*log, error) { return openLogFile(cfg.Out, cfg.Worker) }
+
+// openLogFile opens the history file name of worker w (-1: a process that
+// serves every worker).
+func openLogFile(name string, w int) (*log, error) {
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	return &log{f: f, enc: json.NewEncoder(f), w: cfg.Worker}, nil
+	return &log{f: f, enc: json.NewEncoder(f), w: w}, nil
 }
 
 func runWorker(cfg workerConfig) error {
@@ -121,6 +161,8 @@ func runWorker(cfg workerConfig) error {
 		return err
 	}
 	defer hist.f.Close()
+	stop := hist.watchStalls()
+	defer stop()
 	if cfg.CLI != "" {
 		return runCLI(cfg, hist)
 	}
