@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
 	if !explicit {
-		flag.Set("test.parallel", strconv.Itoa(len(shortRuns)))
+		flag.Set("test.parallel", strconv.Itoa(len(shortRuns)+4))
 	}
 	code := m.Run()
 	if workerProg.dir != "" {
@@ -149,6 +150,7 @@ var shortRuns = []struct {
 // longest first: each throws every fault it names once, and its history
 // must keep the properties of a safe run.
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	gate := newGate(8)
 	for _, c := range shortRuns {
 		t.Run(c.name, func(t *testing.T) {
@@ -175,12 +177,14 @@ func TestFaults(t *testing.T) {
 // that exclude nothing: the self-test of the checker, without which a
 // clean report would prove nothing.
 func TestCheckerSeesNoLock(t *testing.T) {
+	t.Parallel()
 	for _, p := range []string{PrimLock, PrimSemaphore, PrimRWLock, PrimMulti} {
 		t.Run(p, func(t *testing.T) {
 			t.Parallel()
-			run(t, Config{Backend: "none", Primitive: p, Workers: 5, Duration: 5 * time.Second}, func(r *Report) bool {
-				return r.Unsafe > 0 && r.Overlaps > 0 && len(r.Violations) > 0
+			r := run(t, Config{Backend: "none", Primitive: p, Workers: 5, Duration: 5 * time.Second}, func(r *Report) bool {
+				return r.Unsafe > 0 && r.Overlaps > 0 && r.Linearizable == "no" && len(r.Violations) > 0 && len(r.Impasses) > 0
 			})
+			t.Logf("the linearizability check: %s", r.Impasses[0][:strings.IndexByte(r.Impasses[0], '\n')])
 		})
 	}
 }

@@ -192,13 +192,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	until := now() + int64(cfg.Duration)
-	ws.begin(until)
+	ws.begin()
 	sched := runSchedule(ctx, cfg, env, ws, st, until)
+	ws.finish()
 	if ctx.Err() != nil {
 		ws.stopAll()
 		return nil, ctx.Err()
 	}
-	ws.waitAll(until + int64(cfg.Wait+cfg.TTL+10*time.Second))
+	ws.waitAll(now() + int64(cfg.Wait+cfg.TTL+10*time.Second))
 	stopWatch()
 	hist, err := readHistory(cfg.Dir)
 	if err != nil {
@@ -252,11 +253,11 @@ type workers struct {
 	cfg   Config
 	addrs []string
 	store string
-	until int64
+	phase int // 0: starting, 1: running, 2: finished
 
 	mu      sync.Mutex
 	procs   map[int]*exec.Cmd
-	starts  map[int]*os.File      // the write end of each worker's stdin, until its start is sent
+	stdins  map[int]*os.File      // the write end of each worker's stdin: "go", then closed at the end
 	readys  map[int]chan struct{} // closed when the worker says it is ready
 	proxies map[int][]*proxy      // each worker's way to each server
 	incarn  map[int]int
@@ -270,7 +271,7 @@ func (ws *workers) start(w int) error {
 	defer ws.mu.Unlock()
 	if ws.incarn == nil {
 		ws.incarn, ws.kills, ws.pauses, ws.hung = map[int]int{}, map[string]int64{}, map[int][][2]int64{}, map[string]bool{}
-		ws.starts, ws.readys = map[int]*os.File{}, map[int]chan struct{}{}
+		ws.stdins, ws.readys = map[int]*os.File{}, map[int]chan struct{}{}
 	}
 	if _, ok := ws.proxies[w]; !ok {
 		for _, a := range ws.addrs {
@@ -332,11 +333,9 @@ func (ws *workers) start(w int) error {
 		for sc.Scan() { // the rest, until the worker ends
 		}
 	}()
-	ws.procs[w], ws.readys[w] = cmd, ready
-	if ws.until != 0 {
-		ws.sendStart(inW)
-	} else {
-		ws.starts[w] = inW
+	ws.procs[w], ws.readys[w], ws.stdins[w] = cmd, ready, inW
+	if ws.phase == 1 {
+		fmt.Fprintln(inW, "go") // a worker that died meanwhile is seen by the run
 	}
 	return nil
 }
@@ -361,22 +360,26 @@ func (ws *workers) ready(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
-// begin sets the run's end, and tells it to the workers.
-func (ws *workers) begin(until int64) {
+// begin lets the workers go.
+func (ws *workers) begin() {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	ws.until = until
-	for w, in := range ws.starts {
-		ws.sendStart(in)
-		delete(ws.starts, w)
+	ws.phase = 1
+	for _, in := range ws.stdins {
+		fmt.Fprintln(in, "go")
 	}
 }
 
-// sendStart tells a worker the run's end and closes its stdin. The caller
-// holds ws.mu.
-func (ws *workers) sendStart(in *os.File) {
-	fmt.Fprintln(in, ws.until) // a worker that died meanwhile is seen by the run
-	in.Close()
+// finish tells the workers that the run is over: they stop after the
+// hold they are in.
+func (ws *workers) finish() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.phase = 2
+	for w, in := range ws.stdins {
+		in.Close()
+		delete(ws.stdins, w)
+	}
 }
 
 // kill kills worker w and starts it again as its next incarnation; it
@@ -391,9 +394,13 @@ func (ws *workers) kill(w int) string {
 	inc := fmt.Sprintf("%d.%d", w, ws.incarn[w])
 	ws.kills[inc] = now()
 	ws.incarn[w]++
-	until := ws.until
+	if in := ws.stdins[w]; in != nil {
+		in.Close()
+		delete(ws.stdins, w)
+	}
+	running := ws.phase == 1
 	ws.mu.Unlock()
-	if now() < until {
+	if running {
 		ws.start(w)
 	}
 	return inc
@@ -481,8 +488,10 @@ func (ws *workers) stopAll() {
 
 // runSchedule throws faults drawn from cfg.Seed until until: one every
 // one to three TTLs, each undone before the next. The first round throws
-// each kind of cfg.Faults once, in an order drawn from the seed, so that a
-// run of at least cfg.cover() meets every fault it names.
+// each kind of cfg.Faults once, in an order drawn from the seed, and goes
+// on past until if it must (a loaded machine can make faults slow): a run
+// meets every fault it names, within cfg.cover() on a machine that keeps
+// up.
 func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st *store, until int64) []fault {
 	var sched []fault
 	if len(cfg.Faults) == 0 {
@@ -497,7 +506,7 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 		if n < len(first) {
 			kind = cfg.Faults[first[n]]
 		}
-		if now()+int64(gap+3*cfg.TTL) > until {
+		if now()+int64(gap+3*cfg.TTL) > until && n >= len(first) {
 			sleep(ctx, time.Duration(max(until-now(), 0)))
 			return sched
 		}

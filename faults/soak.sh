@@ -32,8 +32,8 @@ wait
 
 fail=0
 for f in "$dir"/*.out; do cat "$f"; echo; done
-echo "| backend | faults | holds | overlaps | (a) unsafe | (b) fenced | (c) regressions | (d) stuck | (e) late loss |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| backend | faults | holds | overlaps | (a) unsafe | (b) fenced | (c) regressions | (d) stuck | (e) late loss | linearizable |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 grep -h '^| ' "$dir"/*.out
 for c in "$dir"/*.code; do [ "$(cat "$c")" = 0 ] || fail=1; done
 exit $fail
