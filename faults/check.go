@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // Report is what the checker found in one run's history.
@@ -27,12 +29,28 @@ type Report struct {
 	Stuck       int // (d) Lock calls longer than wait + TTL, outside pauses
 	LateLoss    int // (e) losses signalled after another hold began
 
+	// Linearizable is the linearizability check's verdict on the history
+	// (see leaseModel): "yes", "no", or "unknown" when the search ran out
+	// of time; Ops counts the operations it read.
+	Linearizable string
+	Ops          int
+	Impasses     []string // where the search stopped, a key each, with the history around it
+	lin          linCheck // what porcupine found, for the visualisation
+
+	// Stalled is how long the machine did not run the run's processes
+	// (each worker's stalls, and those of the harness and the etcd
+	// servers, counted once each): the load it ran under.
+	Stalled time.Duration
+
 	Violations []string // the first few, with the history around them
 }
 
 // OK reports whether the run kept the properties every safe run must:
-// no unsafe interleaving, no fence regression, no stuck call.
-func (r *Report) OK() bool { return r.Unsafe == 0 && r.Regressions == 0 && r.Stuck == 0 }
+// no unsafe interleaving, no fence regression, no stuck call, and a
+// linearizable history.
+func (r *Report) OK() bool {
+	return r.Unsafe == 0 && r.Regressions == 0 && r.Stuck == 0 && r.Linearizable == "yes"
+}
 
 // Row is the report as one line of the safety table.
 func (r *Report) Row() string {
@@ -49,8 +67,8 @@ func (r *Report) Row() string {
 	case PrimElection, PrimRWLock, PrimMulti:
 		backend += ", " + p
 	}
-	return fmt.Sprintf("| %s | %s | %d | %d | %d | %d | %d | %d | %d |", backend, strings.Join(r.Config.Faults, ", "),
-		r.Holds, r.Overlaps, r.Unsafe, r.Fenced, r.Regressions, r.Stuck, r.LateLoss)
+	return fmt.Sprintf("| %s | %s | %d | %d | %d | %d | %d | %d | %d | %s |", backend, strings.Join(r.Config.Faults, ", "),
+		r.Holds, r.Overlaps, r.Unsafe, r.Fenced, r.Regressions, r.Stuck, r.LateLoss, r.Linearizable)
 }
 
 // String prints the report: the figures, and on a failure the seed, the
@@ -59,13 +77,17 @@ func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "backend %s, %s, %d workers, faults %v, seed %d: %d Lock calls, %d holds, %d writes, %d overlaps\n",
 		r.Config.Backend, r.Config.Primitive, r.Config.Workers, r.Config.Faults, r.Config.Seed, r.Attempts, r.Holds, r.Writes, r.Overlaps)
-	fmt.Fprintf(&b, "(a) unsafe %d  (b) fenced %d  (c) regressions %d  (d) stuck %d  (e) late loss %d\n",
-		r.Unsafe, r.Fenced, r.Regressions, r.Stuck, r.LateLoss)
+	fmt.Fprintf(&b, "(a) unsafe %d  (b) fenced %d  (c) regressions %d  (d) stuck %d  (e) late loss %d  (stalled %v)\n",
+		r.Unsafe, r.Fenced, r.Regressions, r.Stuck, r.LateLoss, r.Stalled.Round(time.Millisecond))
+	fmt.Fprintf(&b, "linearizable: %s (%d operations)\n", r.Linearizable, r.Ops)
 	fmt.Fprintf(&b, "schedule (replay with seed %d):\n", r.Config.Seed)
 	for _, f := range r.Schedule {
 		fmt.Fprintf(&b, "  %s on %s for %v\n", f.Kind, f.Target, time.Duration(f.End-f.At).Round(time.Millisecond))
 	}
 	for _, v := range r.Violations {
+		b.WriteString(v)
+	}
+	for _, v := range r.Impasses {
 		b.WriteString(v)
 	}
 	return b.String()
@@ -78,12 +100,25 @@ type hold struct {
 	start, acq, fail int64
 	kind             string            // exclusive, shared or permit
 	keys             map[string]uint64 // each key held, with its fence
+	asked            []string          // the keys its Lock call asked for
+	busy             bool              // the Lock call failed for a busy lock
 	down             int64             // when a write lock that became a read lock called Downgrade
+	downs            []call            // its Downgrade calls
+	refreshes        []call            // its renewals
 	done             int64
 	lost             bool
+	taken            bool // the loss came from the server
 	rel, relok       int64
 	relErr           bool  // the release returned an error
 	end              int64 // when the critical section ended, as far as anyone can tell
+	n                int   // its place in the history, for the linearizability check
+}
+
+// call is a call a hold made, from its start to its return, and whether
+// it returned without an error.
+type call struct {
+	from, to int64
+	ok       bool
 }
 
 // readHistory reads every worker's events, in time order.
@@ -92,6 +127,11 @@ func readHistory(dir string) ([]event, error) {
 	if err != nil {
 		return nil, err
 	}
+	stalls, err := filepath.Glob(filepath.Join(dir, "stall-*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, stalls...)
 	var all []event
 	for _, name := range files {
 		f, err := os.Open(name)
@@ -140,32 +180,47 @@ func check(cfg Config, hi history) *Report {
 	holds := map[string]*hold{}
 	var order []*hold
 	last := int64(0)
+	stalls := map[int][][2]int64{} // worker (-1: every worker) -> its stalls
 	for _, e := range events {
+		if e.E == "stall" {
+			stalls[e.Worker] = append(stalls[e.Worker], [2]int64{e.T, e.End})
+			continue
+		}
 		last = max(last, e.T)
 		h := holds[e.Hold]
 		if h == nil {
-			h = &hold{id: e.Hold, worker: e.Worker, incarnation: e.Hold[:strings.LastIndexByte(e.Hold, '.')]}
+			h = &hold{id: e.Hold, worker: e.Worker, incarnation: e.Hold[:strings.LastIndexByte(e.Hold, '.')], n: len(order)}
 			holds[e.Hold] = h
 			order = append(order, h)
 		}
 		switch e.E {
 		case "start":
-			h.start = e.T
+			h.start, h.kind = e.T, e.Kind
+			for k := range e.Keys {
+				h.asked = append(h.asked, k)
+			}
+			slices.Sort(h.asked)
 		case "acq":
 			h.acq, h.kind, h.keys = e.T, e.Kind, e.Keys
 		case "fail":
-			h.fail = e.T
+			h.fail, h.busy = e.T, e.Busy
 		case "down":
 			if e.Err == "" {
 				h.down = e.T
 			}
+			h.downs = append(h.downs, call{e.T, e.End, e.Err == ""})
+		case "refresh":
+			h.refreshes = append(h.refreshes, call{e.T, e.End, e.Err == ""})
 		case "done":
-			h.done, h.lost = e.T, e.Lost
+			h.done, h.lost, h.taken = e.T, e.Lost, e.Taken
 		case "rel":
 			h.rel = e.T
 		case "relok":
 			h.relok, h.relErr = e.T, e.Err != ""
 		}
+	}
+	for _, ps := range stalls {
+		r.Stalled += time.Duration(stalledBetween(ps, 0, 1<<62))
 	}
 	var acquired []*hold
 	for _, h := range order {
@@ -276,15 +331,21 @@ func check(cfg Config, hi history) *Report {
 	// (d) A Lock call returns within its wait, plus the TTL and a margin
 	// for a slow server, unless its worker was paused, cut off or slowed
 	// down meanwhile (an attempt in flight is not cut short by the wait);
-	// and every worker stops by itself at the end of the run.
+	// and every worker stops by itself at the end of the run. The times
+	// the machine did not run the worker, the harness between it and the
+	// servers, or the etcd servers (stalls) do not count.
 	limit := int64(cfg.Wait + cfg.TTL + 2*time.Second)
 	for _, h := range order {
 		end := max(h.acq, h.fail)
 		if h.start == 0 || end == 0 || end-h.start <= limit || pausedBetween(hi.pauses[h.worker], h.start, end) {
 			continue
 		}
+		stalled := stalledBetween(append(slices.Clip(stalls[h.worker]), stalls[-1]...), h.start, end)
+		if end-h.start-stalled <= limit {
+			continue
+		}
 		r.Stuck++
-		r.violation(events, h.start, "(d) %s waited %v in Lock", h.id, time.Duration(end-h.start))
+		r.violation(events, h.start, "(d) %s waited %v in Lock (%v of it stalled)", h.id, time.Duration(end-h.start), time.Duration(stalled))
 	}
 	for _, h := range order {
 		if hi.hung[h.incarnation] && !slices.ContainsFunc(order, func(o *hold) bool { return o.incarnation == h.incarnation && o.start > h.start }) {
@@ -292,7 +353,34 @@ func check(cfg Config, hi history) *Report {
 			r.violation(events, max(h.start, h.acq, h.rel), "(d) worker %d did not stop by itself: hold %s never ended", h.worker, h.id)
 		}
 	}
+
+	// The history as operations on a fenced lease lock: some order of
+	// them, each within its call and return, must be one the lock allows.
+	first := last
+	if len(events) > 0 {
+		first = events[0].T
+	}
+	lh := linearOps(cfg, hi, order, first, last)
+	r.Ops = len(lh.ops)
+	r.Linearizable, r.lin.model, r.lin.info = lh.check()
+	r.lin.ops = lh.ops
+	if r.Linearizable == "no" {
+		for _, im := range impasses(r.lin.model, r.lin.info, lh.ops) {
+			at := last
+			for _, o := range im.next {
+				at = min(at, o.from)
+			}
+			r.Impasses = append(r.Impasses, r.around(events, at, "%s", im))
+		}
+	}
 	return r
+}
+
+// linCheck is what the linearizability check found.
+type linCheck struct {
+	model porcupine.Model
+	info  porcupine.LinearizationInfo
+	ops   []porcupine.Operation
 }
 
 // uses are h's uses of its keys from its acquisition to end: a write lock
@@ -457,6 +545,11 @@ func (r *Report) violation(events []event, at int64, format string, args ...any)
 	if len(r.Violations) >= 5 {
 		return
 	}
+	r.Violations = append(r.Violations, r.around(events, at, format, args...))
+}
+
+// around describes a violation with the faults and the events around at.
+func (r *Report) around(events []event, at int64, format string, args ...any) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "violation: "+format+"\n", args...)
 	for _, f := range r.Schedule {
@@ -466,6 +559,10 @@ func (r *Report) violation(events []event, at int64, format string, args ...any)
 	}
 	for _, e := range events {
 		if d := e.T - at; d > -int64(time.Second) && d < int64(time.Second) {
+			if e.E == "stall" {
+				fmt.Fprintf(&b, "  %+8.3fs stall of %s for %v\n", float64(d)/1e9, stallOwner(e.Worker), time.Duration(e.End-e.T).Round(time.Millisecond))
+				continue
+			}
 			fmt.Fprintf(&b, "  %+8.3fs %-5s %s", float64(d)/1e9, e.E, e.Hold)
 			if e.Fence != 0 {
 				fmt.Fprintf(&b, " fence %d", e.Fence)
@@ -476,11 +573,22 @@ func (r *Report) violation(events []event, at int64, format string, args ...any)
 			if e.Lost {
 				b.WriteString(" lost")
 			}
+			if e.Taken {
+				b.WriteString(" (the server no longer had it)")
+			}
 			if e.Err != "" {
 				fmt.Fprintf(&b, " %s", e.Err)
 			}
 			b.WriteByte('\n')
 		}
 	}
-	r.Violations = append(r.Violations, b.String())
+	return b.String()
+}
+
+// stallOwner names the process whose stall a stall event of worker w is.
+func stallOwner(w int) string {
+	if w < 0 {
+		return "a server or the harness"
+	}
+	return fmt.Sprintf("worker %d", w)
 }

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,6 +44,19 @@ func wr(hold string, fence uint64, at int, accepted bool, kind ...string) write 
 	return w
 }
 
+// lostRelease is events with the release of hold id failed, as dlock
+// reports the release of a hold whose lease ran out while its worker was
+// paused.
+func lostRelease(events []event, id string) []event {
+	events = slices.Clone(events)
+	for i, e := range events {
+		if e.E == "relok" && e.Hold == id {
+			events[i].Err = "dlock: lock lost"
+		}
+	}
+	return events
+}
+
 func cat(parts ...[]event) []event {
 	var all []event
 	for _, p := range parts {
@@ -64,7 +78,7 @@ func TestCheck(t *testing.T) {
 
 	// 0.0.0 paused past its lease: 1.0.0 took the lock (fence 11) and
 	// wrote; 0.0.0's late write was refused, and its loss came late.
-	paused := cat(lockSeq("0.0.0", 0, 1, 10, 3000, 3001), lockSeq("1.0.0", 2, 1500, 11, 1600, 1601),
+	paused := cat(lostRelease(lockSeq("0.0.0", 0, 1, 10, 3000, 3001), "0.0.0"), lockSeq("1.0.0", 2, 1500, 11, 1600, 1601),
 		[]event{{E: "done", Hold: "0.0.0", T: ms(2999), Lost: true, Worker: 0}})
 	writes = []write{wr("0.0.0", 10, 20, true), wr("1.0.0", 11, 1550, true), wr("0.0.0", 10, 2999, false)}
 	r = check(cfg, history{events: paused, writes: writes})
@@ -77,7 +91,7 @@ func TestCheck(t *testing.T) {
 	writes = []write{wr("0.0.0", 10, 20, true), wr("1.0.0", 10, 1550, true), wr("0.0.0", 10, 2999, true)}
 	unfenced := cat(lockSeq("0.0.0", 0, 1, 10, 50, 51), lockSeq("1.0.0", 52, 60, 10, 90, 91))
 	r = check(cfg, history{events: unfenced, writes: writes})
-	if r.Unsafe != 1 || r.Regressions != 1 || r.OK() || len(r.Violations) != 2 {
+	if r.Unsafe != 1 || r.Regressions != 1 || r.Linearizable != "no" || r.OK() || len(r.Violations) != 2 || len(r.Impasses) != 1 {
 		t.Fatalf("interleaved writes and a repeated fence: %s", r)
 	}
 
@@ -89,6 +103,18 @@ func TestCheck(t *testing.T) {
 	}
 	if r = check(cfg, history{events: stuck, pauses: map[int][][2]int64{2: {{ms(1000), ms(9000)}}}}); r.Stuck != 0 {
 		t.Fatalf("a 10s Lock call of a paused worker: %s", r)
+	}
+	// The times the machine did not run the worker or the harness do not
+	// count: 6s of stalls (overlapping ones counted once) leave 4s, within
+	// wait + TTL + 2s; 3s leave 7s, beyond.
+	stall := func(w, from, to int) event { return event{E: "stall", T: ms(from), End: ms(to), Worker: w} }
+	stalled := append(slices.Clone(stuck), stall(2, 1000, 4000), stall(-1, 3000, 7000), stall(1, 7000, 9000))
+	if r = check(cfg, history{events: stalled}); r.Stuck != 0 {
+		t.Fatalf("a 10s Lock call stalled 6s: %s", r)
+	}
+	stalled = append(slices.Clone(stuck), stall(2, 1000, 4000), stall(1, 4000, 9000))
+	if r = check(cfg, history{events: stalled}); r.Stuck != 1 {
+		t.Fatalf("a 10s Lock call stalled 3s: %s", r)
 	}
 }
 
@@ -142,7 +168,7 @@ func TestCheckSemaphore(t *testing.T) {
 	writes = append(writes[:3], wr("3.0.0", 4, 55, true, permit), wr("3.0.0", 4, 56, true, permit))
 	writes = append(writes, wr("0.0.0", 1, 70, true, permit), wr("1.0.0", 2, 80, true, permit), wr("2.0.0", 3, 90, true, permit))
 	r := check(cfg, history{events: four, writes: writes})
-	if r.Unsafe != 6 || r.OK() || r.Overlaps != 3 || len(r.Violations) != 2 {
+	if r.Unsafe != 6 || r.Linearizable != "no" || r.OK() || r.Overlaps != 3 || len(r.Violations) != 2 || len(r.Impasses) != 1 {
 		t.Fatalf("a fourth permit: %s", r)
 	}
 
@@ -150,7 +176,7 @@ func TestCheckSemaphore(t *testing.T) {
 	// late write was refused, and the fourth permit is no violation.
 	writes[5].Accepted = false
 	paused := map[int][][2]int64{0: {{ms(10), ms(65)}}}
-	if r = check(cfg, history{events: four, writes: writes, pauses: paused}); !r.OK() || r.Fenced != 1 || r.Overlaps != 3 {
+	if r = check(cfg, history{events: lostRelease(four, "0.0.0"), writes: writes, pauses: paused}); !r.OK() || r.Fenced != 1 || r.Overlaps != 3 {
 		t.Fatalf("a fourth permit after a pause: %s", r)
 	}
 }
@@ -187,7 +213,7 @@ func TestCheckRWLock(t *testing.T) {
 		// paused: fenced, not unsafe.
 		writes[2].Accepted = false
 		paused := map[int][][2]int64{0: {{ms(20), ms(65)}}}
-		if r := check(cfg, history{events: events, writes: writes, pauses: paused}); !r.OK() || r.Fenced != 1 {
+		if r := check(cfg, history{events: lostRelease(events, "0.0.0"), writes: writes, pauses: paused}); !r.OK() || r.Fenced != 1 {
 			t.Fatalf("%s, stopped by the fence: %s", c.name, r)
 		}
 	}

@@ -41,12 +41,27 @@
 //     outside the times their worker was paused, and workers that did not
 //     stop by themselves at the end of the run;
 //   - LateLoss: holds whose Done closed with a loss only after a hold they
-//     must not be beside had begun.
+//     must not be beside had begun;
+//   - Linearizable: whether the history, read as operations on a fenced
+//     lease lock (acquisitions with their fences, renewals, releases,
+//     downgrades, losses the server signalled, restarts that lose the
+//     server's data), each with its call and return, has an order that the
+//     lock allows, each operation taking effect between its call and its
+//     return: one holder (or readers, or Limit permits) at a time, fences
+//     that only grow, a lease that lasts at least a TTL from the call of a
+//     renewal that returned. An operation whose outcome the worker did not
+//     learn (a timeout, a lost reply) may have taken effect or not. The
+//     search is porcupine's (github.com/anishathalye/porcupine).
 //
 // Every timestamp comes from CLOCK_MONOTONIC, which all the processes of
 // the machine share and which runs on while a process is stopped.
 //
+// A stall, a time the loaded machine did not run a worker, the harness or
+// the etcd servers, does not count against a Lock call's time: each
+// process records its own (Report.Stalled sums them).
+//
 // The package is internal to dlock's tests: `make test` runs a short
-// seeded run per backend and primitive, and `make soak SECONDS=600` a long
-// one (see cmd/faultcheck).
+// seeded run per backend and primitive, each as long as its schedule needs
+// to throw every fault it names once, several side by side; and
+// `make soak SECONDS=600` long ones of every mix (see cmd/faultcheck).
 package faults

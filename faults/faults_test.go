@@ -2,10 +2,15 @@ package faults
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -14,18 +19,71 @@ func TestMain(m *testing.M) {
 	if WorkerMain() {
 		return
 	}
-	os.Exit(m.Run())
+	// The fault runs wait on their schedules' timers and on their worker
+	// processes, not on this process's CPU: they run side by side (see
+	// TestFaults), unless -parallel says otherwise (its default is the
+	// number of CPUs).
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		flag.Set("test.parallel", strconv.Itoa(len(shortRuns)+4))
+	}
+	code := m.Run()
+	if workerProg.dir != "" {
+		os.RemoveAll(workerProg.dir)
+	}
+	os.Exit(code)
 }
 
-// run runs cfg with this test binary as the workers, and fails the test
-// with the report when want does not hold.
+// workerProg is the worker program of a test binary built with the race
+// detector: faultcheck, built once without it. A race in a worker process
+// would not fail the test (only the test process's races do), and the
+// detector slows a process down several times over: a dozen runs of race
+// workers side by side test the machine's load more than the locks.
+var workerProg struct {
+	once sync.Once
+	dir  string
+	cmd  []string
+	err  error
+}
+
+// workerCommand is the command line that starts a worker: this test
+// binary, or, under the race detector, workerProg.
+func workerCommand(t *testing.T) []string {
+	t.Helper()
+	if !raceEnabled {
+		return []string{os.Args[0], "-test.run=^$"}
+	}
+	workerProg.once.Do(func() {
+		dir, err := os.MkdirTemp("", "faults-worker-")
+		if err != nil {
+			workerProg.err = err
+			return
+		}
+		workerProg.dir = dir
+		bin := filepath.Join(dir, "faultcheck")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/dlock-go/dlock/faults/cmd/faultcheck").CombinedOutput(); err != nil {
+			workerProg.err = fmt.Errorf("build faultcheck: %v\n%s", err, out)
+			return
+		}
+		workerProg.cmd = []string{bin}
+	})
+	if workerProg.err != nil {
+		t.Fatal(workerProg.err)
+	}
+	return workerProg.cmd
+}
+
+// run runs cfg with workerCommand's workers, and fails the test with the
+// report when want does not hold.
 func run(t *testing.T, cfg Config, want func(*Report) bool) *Report {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("a fault run takes half a minute")
 	}
 	cfg.Dir = t.TempDir()
-	cfg.Worker = []string{os.Args[0], "-test.run=^$"}
+	cfg.Worker = workerCommand(t)
 	cfg.Seed = uint64(time.Now().UnixNano())
 	if s := os.Getenv("DLOCK_FAULTS_SEED"); s != "" { // replay a run
 		seed, err := strconv.ParseUint(s, 10, 64)
@@ -45,29 +103,144 @@ func run(t *testing.T, cfg Config, want func(*Report) bool) *Report {
 	return r
 }
 
-// The checker sees a lock, a semaphore, a read-write lock and a LockAll
-// that exclude nothing: the self-test of the checker, without which a
-// clean report would prove nothing.
-func TestCheckerSeesNoLock(t *testing.T) {
-	for _, p := range []string{PrimLock, PrimSemaphore, PrimRWLock, PrimMulti} {
-		t.Run(p, func(t *testing.T) {
+// shortRuns are the fault runs of go test: one per backend and primitive,
+// each as long as its schedule needs to throw every fault it names once
+// (Config.cover), the longest first. make soak runs the long mixes
+// (soak.sh).
+var shortRuns = []struct {
+	name string
+	cfg  Config
+	want func(*Report) bool
+}{
+	// etcd, three members: holders paused or killed, a member (the
+	// leader every other time) stopped.
+	{"etcd/lock", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Faults: []string{PauseHolder, KillHolder, StopMember}}, safe},
+	{"etcd/semaphore", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimSemaphore, Workers: 5, Faults: []string{PauseHolder, KillHolder, StopMember}}, safe},
+	{"etcd/rwlock", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimRWLock, Workers: 5, Faults: []string{PauseHolder, KillHolder, StopMember}}, safe},
+	{"etcd/multi", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimMulti, Workers: 5, Faults: []string{PauseHolder, KillHolder, StopMember}}, safe},
+	{"etcd/election-pause", Config{Backend: "etcd", Primitive: PrimElection, Workers: 3, TTL: 2 * time.Second, Faults: []string{PauseHolder}}, safe},
+	// A leader cut off from the servers keeps running: its context is
+	// cancelled at its local lease deadline, before another leader is
+	// elected (no late loss; etcd's margin is a tenth of the lease, so
+	// the order is checked there; Redis's is 1% of it, and is only
+	// reported).
+	{"etcd/election-cut", Config{Backend: "etcd", Primitive: PrimElection, Workers: 3, TTL: 2 * time.Second, Faults: []string{CutHolder}}, func(r *Report) bool {
+		return safe(r) && r.LateLoss == 0
+	}},
+	// Redis: holders paused past their TTL or killed, the server paused.
+	{"redis/lock", Config{Backend: "redis", Faults: []string{PauseHolder, KillHolder, PauseServer}}, safe},
+	// dlock run as the holder: the workers run `dlock run`, whose CMD
+	// does the writes with DLOCK_FENCE (the test builds the binary).
+	{"redis/dlock-run", Config{Backend: "redis", Faults: []string{PauseHolder, KillHolder, CutHolder}}, safe},
+	// The primitives, under the lock run's faults: five workers for a
+	// semaphore of three permits; readers and writers (some
+	// downgrading); LockAll over two or three of four keys, which must
+	// also never leave a worker stuck.
+	{"redis/semaphore", Config{Backend: "redis", Primitive: PrimSemaphore, Workers: 5, Faults: []string{PauseHolder, KillHolder, PauseServer}}, safe},
+	{"redis/rwlock", Config{Backend: "redis", Primitive: PrimRWLock, Workers: 5, Faults: []string{PauseHolder, KillHolder, PauseServer}}, safe},
+	{"redis/multi", Config{Backend: "redis", Primitive: PrimMulti, Workers: 5, Faults: []string{PauseHolder, KillHolder, PauseServer}}, safe},
+	// Leader election (package election): each term writes with its
+	// epoch. A leader paused past its lease learns of its loss only when
+	// it runs again, after its successor began (late loss), and the
+	// writes it makes then are refused by the fence.
+	{"redis/election", Config{Backend: "redis", Primitive: PrimElection, Workers: 3, Faults: []string{PauseHolder}}, safe},
+}
+
+// TestFaults runs shortRuns side by side, at most eight at once, the
+// longest first: each throws every fault it names once, and its history
+// must keep the properties of a safe run.
+func TestFaults(t *testing.T) {
+	t.Parallel()
+	gate := newGate(8)
+	for _, c := range shortRuns {
+		t.Run(c.name, func(t *testing.T) {
+			turn := gate.ticket() // in shortRuns' order, only for the runs -run selects
 			t.Parallel()
-			run(t, Config{Backend: "none", Primitive: p, Workers: 5, Duration: 3 * time.Second}, func(r *Report) bool {
-				return r.Unsafe > 0 && r.Overlaps > 0 && len(r.Violations) > 0
-			})
+			gate.enter(turn)
+			defer gate.leave()
+			cfg := c.cfg
+			if c.name == "redis/dlock-run" {
+				cfg.CLI = buildCLI(t)
+			}
+			cfg.Duration = cfg.cover()
+			r := run(t, cfg, c.want)
+			for _, k := range cfg.Faults {
+				if !slices.ContainsFunc(r.Schedule, func(f fault) bool { return f.Kind == k }) {
+					t.Errorf("the schedule did not throw %s:\n%s", k, r)
+				}
+			}
 		})
 	}
 }
 
-// Redis: holders paused past their TTL or killed, the server paused.
-func TestRedisFaults(t *testing.T) {
-	run(t, Config{Backend: "redis", Duration: 25 * time.Second, Faults: []string{PauseHolder, KillHolder, PauseServer}}, safe)
+// The checker sees a lock, a semaphore, a read-write lock and a LockAll
+// that exclude nothing: the self-test of the checker, without which a
+// clean report would prove nothing.
+func TestCheckerSeesNoLock(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{PrimLock, PrimSemaphore, PrimRWLock, PrimMulti} {
+		t.Run(p, func(t *testing.T) {
+			t.Parallel()
+			r := run(t, Config{Backend: "none", Primitive: p, Workers: 5, Duration: 5 * time.Second}, func(r *Report) bool {
+				return r.Unsafe > 0 && r.Overlaps > 0 && r.Linearizable == "no" && len(r.Violations) > 0 && len(r.Impasses) > 0
+			})
+			t.Logf("the linearizability check: %s", r.Impasses[0][:strings.IndexByte(r.Impasses[0], '\n')])
+		})
+	}
 }
 
-// etcd, three members: holders paused or killed, a member (the leader
-// every other time) stopped.
-func TestEtcdFaults(t *testing.T) {
-	run(t, Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Duration: 30 * time.Second, Faults: []string{PauseHolder, KillHolder, StopMember}}, safe)
+// gate lets at most n of the parallel subtests that take its tickets run
+// at once, in the order of their tickets.
+type gate struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	issued int // tickets handed out
+	next   int // the ticket whose turn is next
+	free   int // places left
+}
+
+func newGate(n int) *gate {
+	g := &gate{free: n}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+// ticket hands out the next ticket; a subtest takes it before t.Parallel,
+// in its parent's order.
+func (g *gate) ticket() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.issued++
+	return g.issued - 1
+}
+
+// enter waits until it is ticket's turn and a place is free.
+func (g *gate) enter(ticket int) {
+	g.mu.Lock()
+	for g.next != ticket || g.free == 0 {
+		g.cond.Wait()
+	}
+	g.next++
+	g.free--
+	g.mu.Unlock()
+	g.cond.Broadcast()
+}
+
+// leave frees a place.
+func (g *gate) leave() {
+	g.mu.Lock()
+	g.free++
+	g.mu.Unlock()
+	g.cond.Broadcast()
+}
+
+// buildCLI builds the dlock command into the test's directory.
+func buildCLI(t *testing.T) string {
+	cli := filepath.Join(t.TempDir(), "dlock")
+	if out, err := exec.Command("go", "build", "-o", cli, "github.com/dlock-go/dlock/cmd/dlock").CombinedOutput(); err != nil {
+		t.Fatalf("build dlock: %v\n%s", err, out)
+	}
+	return cli
 }
 
 func safe(r *Report) bool { return r.OK() && r.Holds > 0 }
@@ -93,63 +266,5 @@ func TestConfigErrors(t *testing.T) {
 		if r, err := Run(context.Background(), cfg); err == nil {
 			t.Errorf("%+v ran: %v", cfg, r)
 		}
-	}
-}
-
-// dlock run as the holder: the workers run `dlock run`, whose CMD does
-// the writes with DLOCK_FENCE.
-func TestRedisRunFaults(t *testing.T) {
-	cli := filepath.Join(t.TempDir(), "dlock")
-	if out, err := exec.Command("go", "build", "-o", cli, "github.com/dlock-go/dlock/cmd/dlock").CombinedOutput(); err != nil {
-		t.Fatalf("build dlock: %v\n%s", err, out)
-	}
-	run(t, Config{Backend: "redis", CLI: cli, Duration: 20 * time.Second, Faults: []string{PauseHolder, KillHolder, CutHolder}}, safe)
-}
-
-// Leader election (package election) under faults. Each term writes with
-// its epoch, and the checker reads the history:
-//
-//   - a leader paused past its lease (SIGSTOP) learns of its loss only when
-//     it runs again, after its successor began (late loss), and the writes
-//     it makes then are refused by the fence, never accepted out of turn;
-//   - a leader cut off from the servers keeps running: its context is
-//     cancelled at its local lease deadline, before another leader is
-//     elected (no late loss; etcd's margin is a tenth of the lease, so the
-//     order is checked there; Redis's is 1% of it, and is only reported).
-func TestElectionFaults(t *testing.T) {
-	t.Run("redis-pause", func(t *testing.T) {
-		run(t, Config{Backend: "redis", Primitive: PrimElection, Workers: 3, Duration: 10 * time.Second, Faults: []string{PauseHolder}}, safe)
-	})
-	t.Run("etcd-pause", func(t *testing.T) {
-		run(t, Config{Backend: "etcd", Primitive: PrimElection, Workers: 3, TTL: 2 * time.Second, Duration: 12 * time.Second, Faults: []string{PauseHolder}}, safe)
-	})
-	t.Run("etcd-cut", func(t *testing.T) {
-		run(t, Config{Backend: "etcd", Primitive: PrimElection, Workers: 3, TTL: 2 * time.Second, Duration: 12 * time.Second, Faults: []string{CutHolder}}, func(r *Report) bool {
-			return safe(r) && r.LateLoss == 0
-		})
-	})
-}
-
-// The primitives on Redis, under the lock runs' faults: five workers for
-// a semaphore of three permits; readers and writers (some downgrading);
-// LockAll over two or three of four keys, which must also never leave a
-// worker stuck.
-func TestRedisPrimitives(t *testing.T) {
-	faults := []string{PauseHolder, KillHolder, PauseServer}
-	for _, p := range []string{PrimSemaphore, PrimRWLock, PrimMulti} {
-		t.Run(p, func(t *testing.T) {
-			run(t, Config{Backend: "redis", Primitive: p, Workers: 5, Duration: 8 * time.Second, Faults: faults}, safe)
-		})
-	}
-}
-
-// The semaphore, the read-write lock and LockAll on etcd, three members,
-// under the lock run's faults.
-func TestEtcdPrimitives(t *testing.T) {
-	faults := []string{PauseHolder, KillHolder, StopMember}
-	for _, p := range []string{PrimSemaphore, PrimRWLock, PrimMulti} {
-		t.Run(p, func(t *testing.T) {
-			run(t, Config{Backend: "etcd", Members: 3, Primitive: p, Workers: 5, TTL: 2 * time.Second, Duration: 10 * time.Second, Faults: faults}, safe)
-		})
 	}
 }

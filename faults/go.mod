@@ -3,6 +3,7 @@ module github.com/dlock-go/dlock/faults
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/dlock-go/dlock v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/etcdlock v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0

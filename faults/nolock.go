@@ -8,9 +8,11 @@ import (
 )
 
 // noLock is a Locker, a Semaphore and an RWLocker that excludes nothing:
-// every call acquires at once, with fence 0. The checker's self-test runs
-// it to prove the checker sees overlapping holds, permits beyond the limit
-// and writers beside readers.
+// every call acquires at once, with a fence that only grows (the machine's
+// CLOCK_MONOTONIC, which every worker shares), as a fencing lock would
+// hand out. The checker's self-test runs it to prove the checker sees
+// overlapping holds, permits beyond the limit and writers beside readers,
+// from the exclusion alone.
 type noLock struct{}
 
 var (
@@ -19,7 +21,7 @@ var (
 )
 
 func (noLock) TryLock(ctx context.Context, key string, _ ...dlock.Option) (dlock.Lock, error) {
-	return &noHold{key: key, done: make(chan struct{})}, nil
+	return &noHold{key: key, fence: uint64(now()), done: make(chan struct{})}, nil
 }
 
 func (n noLock) Lock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
@@ -61,13 +63,14 @@ func (n noLock) RUnlock(ctx context.Context, key string) error { return n.Unlock
 func (n noLock) WUnlock(ctx context.Context, key string) error { return n.Unlock(ctx, key) }
 
 type noHold struct {
-	key  string
-	done chan struct{}
+	key   string
+	fence uint64
+	done  chan struct{}
 }
 
 func (h *noHold) Key() string                                  { return h.key }
 func (h *noHold) Token() string                                { return "none" }
-func (h *noHold) Fence() uint64                                { return 0 }
+func (h *noHold) Fence() uint64                                { return h.fence }
 func (h *noHold) Unlock(context.Context) error                 { close(h.done); return nil }
 func (h *noHold) Refresh(context.Context, time.Duration) error { return nil }
 func (h *noHold) TTL(context.Context) (time.Duration, error)   { return time.Hour, nil }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/election"
@@ -65,16 +66,47 @@ type target struct {
 type term interface {
 	targets() []target
 	done() <-chan struct{}
-	lost() bool // why it ended: a loss
+	lost() bool  // why it ended: a loss
+	taken() bool // the loss came from the server, which no longer had the hold
+	refresh(ctx context.Context, ttl time.Duration) error
 	end(ctx context.Context) error
 }
 
-// acquire takes what cfg.Primitive says, with rng choosing, for a read-write
-// lock, a read or a write (and whether the writer downgrades), and for a
-// multi-key lock, the keys and the order they are given in.
-func acquire(ctx context.Context, cfg workerConfig, l dlock.Locker, rng *rand.Rand) (term, error) {
+// plan is what a worker asks for next: how it shares the keys, which
+// keys (in the order it gives them), and for a write lock whether it
+// downgrades.
+type plan struct {
+	kind      string
+	keys      []string
+	downgrade bool
+}
+
+// planFor draws the next plan for cfg.Primitive from rng: for a
+// read-write lock, a read or a write (and whether the writer downgrades),
+// for a multi-key lock, the keys and their order.
+func planFor(cfg workerConfig, rng *rand.Rand) plan {
+	p := plan{kind: exclusive, keys: []string{cfg.Key}}
+	switch cfg.Primitive {
+	case PrimMulti:
+		keys := slices.Clone(multiKeys)
+		rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+		p.keys = keys[:2+rng.IntN(2)]
+	case PrimSemaphore:
+		p.kind = permit
+	case PrimRWLock:
+		if rng.IntN(3) > 0 { // two readers for a writer
+			p.kind = shared
+		} else {
+			p.downgrade = rng.IntN(2) == 0
+		}
+	}
+	return p
+}
+
+// acquire takes what p says, on cfg.Primitive.
+func acquire(ctx context.Context, cfg workerConfig, l dlock.Locker, p plan) (term, error) {
 	opts := []dlock.Option{dlock.WithFencing(true), dlock.WithWait(cfg.Wait)}
-	t := &lockTerm{kind: exclusive}
+	t := &lockTerm{kind: p.kind, downgrade: p.downgrade}
 	var err error
 	switch cfg.Primitive {
 	case PrimElection:
@@ -86,11 +118,13 @@ func acquire(ctx context.Context, cfg workerConfig, l dlock.Locker, rng *rand.Ra
 		if err != nil {
 			return nil, err
 		}
-		return leaderTerm{ld, cfg.Key}, nil
+		lk, ok := dlock.LockFrom(ld.Context())
+		if !ok {
+			return nil, fmt.Errorf("the leadership's context carries no lock")
+		}
+		return leaderTerm{ld, lk, cfg.Key}, nil
 	case PrimMulti:
-		keys := slices.Clone(multiKeys)
-		rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
-		lk, err := dlock.LockAll(ctx, l, keys[:2+rng.IntN(2)], opts...)
+		lk, err := dlock.LockAll(ctx, l, p.keys, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -100,18 +134,15 @@ func acquire(ctx context.Context, cfg workerConfig, l dlock.Locker, rng *rand.Ra
 		if !ok {
 			return nil, fmt.Errorf("%T is not a dlock.Semaphore", l)
 		}
-		t.kind = permit
 		t.lk, err = sem.Acquire(ctx, cfg.Key, cfg.Limit, opts...)
 	case PrimRWLock:
 		rw, ok := l.(dlock.RWLocker)
 		if !ok {
 			return nil, fmt.Errorf("%T is not a dlock.RWLocker", l)
 		}
-		if rng.IntN(3) > 0 { // two readers for a writer
-			t.kind = shared
+		if p.kind == shared {
 			t.lk, err = rw.RLock(ctx, cfg.Key, opts...)
 		} else {
-			t.downgrade = rng.IntN(2) == 0
 			t.lk, err = rw.WLock(ctx, cfg.Key, opts...)
 		}
 	default:
@@ -133,8 +164,12 @@ type lockTerm struct {
 func (t *lockTerm) targets() []target {
 	return []target{{t.lk.Key(), t.lk.Fence(), t.kind}}
 }
-func (t *lockTerm) done() <-chan struct{}         { return t.lk.Done() }
-func (t *lockTerm) lost() bool                    { return errors.Is(t.lk.Err(), dlock.ErrLockLost) }
+func (t *lockTerm) done() <-chan struct{} { return t.lk.Done() }
+func (t *lockTerm) lost() bool            { return errors.Is(t.lk.Err(), dlock.ErrLockLost) }
+func (t *lockTerm) taken() bool           { return errors.Is(t.lk.Err(), dlock.ErrOwnershipLost) }
+func (t *lockTerm) refresh(ctx context.Context, ttl time.Duration) error {
+	return t.lk.Refresh(ctx, ttl)
+}
 func (t *lockTerm) end(ctx context.Context) error { return t.lk.Unlock(ctx) }
 
 // multiTerm is the Lock of several keys that LockAll returns: each key is
@@ -148,16 +183,27 @@ func (t multiTerm) targets() []target {
 	}
 	return ts
 }
-func (t multiTerm) done() <-chan struct{}         { return t.m.Done() }
-func (t multiTerm) lost() bool                    { return errors.Is(t.m.Err(), dlock.ErrLockLost) }
+func (t multiTerm) done() <-chan struct{} { return t.m.Done() }
+func (t multiTerm) lost() bool            { return errors.Is(t.m.Err(), dlock.ErrLockLost) }
+func (t multiTerm) taken() bool           { return errors.Is(t.m.Err(), dlock.ErrOwnershipLost) }
+func (t multiTerm) refresh(ctx context.Context, ttl time.Duration) error {
+	return t.m.Refresh(ctx, ttl)
+}
 func (t multiTerm) end(ctx context.Context) error { return t.m.Unlock(ctx) }
 
+// leaderTerm is a leadership; it renews through the lock its context
+// carries.
 type leaderTerm struct {
 	ld  *election.Leadership
+	lk  dlock.Lock
 	key string
 }
 
-func (t leaderTerm) targets() []target             { return []target{{t.key, t.ld.Epoch(), exclusive}} }
-func (t leaderTerm) done() <-chan struct{}         { return t.ld.Done() }
-func (t leaderTerm) lost() bool                    { return errors.Is(t.ld.Err(), dlock.ErrLockLost) }
+func (t leaderTerm) targets() []target     { return []target{{t.key, t.ld.Epoch(), exclusive}} }
+func (t leaderTerm) done() <-chan struct{} { return t.ld.Done() }
+func (t leaderTerm) lost() bool            { return errors.Is(t.ld.Err(), dlock.ErrLockLost) }
+func (t leaderTerm) taken() bool           { return errors.Is(t.ld.Err(), dlock.ErrOwnershipLost) }
+func (t leaderTerm) refresh(ctx context.Context, ttl time.Duration) error {
+	return t.lk.Refresh(ctx, ttl)
+}
 func (t leaderTerm) end(ctx context.Context) error { return t.ld.Resign(ctx) }

@@ -1,9 +1,11 @@
 package faults
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -15,7 +17,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/etcdlock/etcdtest"
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
@@ -113,6 +114,33 @@ func (c *Config) check() error {
 	return nil
 }
 
+// length is how long a fault of kind lasts, from its start to its undoing,
+// plus a margin for what it waits on (a worker started again, a server
+// restarted, a member that rejoins).
+func (c *Config) length(kind string) time.Duration {
+	switch kind {
+	case StopMember:
+		return 2*c.TTL + 4*time.Second // a member's stop and restart take seconds
+	case PauseHolder, CutHolder, SlowHolder:
+		return 2*c.TTL + time.Second
+	case PauseServer:
+		return c.TTL*3/2 + time.Second
+	}
+	return time.Second
+}
+
+// cover is the shortest Duration in which the schedule throws each kind of
+// c.Faults once, whatever the seed: each fault after a gap of up to three
+// TTLs, and three TTLs left after the last gap.
+func (c Config) cover() time.Duration {
+	c.defaults()
+	d := 3 * c.TTL
+	for _, k := range c.Faults {
+		d += 3*c.TTL + c.length(k)
+	}
+	return d
+}
+
 // fault is one fault of a schedule, as it ran.
 type fault struct {
 	Kind   string
@@ -141,9 +169,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer env.close()
 
-	start := now()
-	until := start + int64(cfg.Duration)
-	ws := &workers{cfg: cfg, addrs: env.addrs, store: st.url, until: until, procs: map[int]*exec.Cmd{}, proxies: map[int][]*proxy{}}
+	stalls, err := openLogFile(filepath.Join(cfg.Dir, "stall-harness.jsonl"), -1)
+	if err != nil {
+		return nil, err
+	}
+	defer stalls.f.Close()
+	stopWatch := stalls.watchStalls()
+	defer stopWatch()
+
+	ws := &workers{cfg: cfg, addrs: env.addrs, store: st.url, procs: map[int]*exec.Cmd{}, proxies: map[int][]*proxy{}}
 	defer ws.closeProxies()
 	for w := range cfg.Workers {
 		if err := ws.start(w); err != nil {
@@ -151,12 +185,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
+	// The run's time begins when every worker has started: on a loaded
+	// machine, starting them can take seconds.
+	if err := ws.ready(ctx, 60*time.Second); err != nil {
+		ws.stopAll()
+		return nil, err
+	}
+	until := now() + int64(cfg.Duration)
+	ws.begin()
 	sched := runSchedule(ctx, cfg, env, ws, st, until)
+	ws.finish()
 	if ctx.Err() != nil {
 		ws.stopAll()
 		return nil, ctx.Err()
 	}
-	ws.waitAll(until + int64(cfg.Wait+cfg.TTL+10*time.Second))
+	ws.waitAll(now() + int64(cfg.Wait+cfg.TTL+10*time.Second))
+	stopWatch()
 	hist, err := readHistory(cfg.Dir)
 	if err != nil {
 		return nil, err
@@ -168,7 +212,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 type servers struct {
 	addrs []string
 	redis *redistest.Server
-	etcd  *etcdtest.Cluster
+	etcd  *etcdCluster
 }
 
 func startServers(cfg Config) (*servers, error) {
@@ -184,7 +228,7 @@ func startServers(cfg Config) (*servers, error) {
 		}
 		return &servers{addrs: []string{s.Addr()}, redis: s}, nil
 	case "etcd":
-		c, err := etcdtest.New(filepath.Join(cfg.Dir, "etcd"), cfg.Members)
+		c, err := startEtcd(cfg, filepath.Join(cfg.Dir, "etcd"))
 		if err != nil {
 			return nil, err
 		}
@@ -209,11 +253,13 @@ type workers struct {
 	cfg   Config
 	addrs []string
 	store string
-	until int64
+	phase int // 0: starting, 1: running, 2: finished
 
 	mu      sync.Mutex
 	procs   map[int]*exec.Cmd
-	proxies map[int][]*proxy // each worker's way to each server
+	stdins  map[int]*os.File      // the write end of each worker's stdin: "go", then closed at the end
+	readys  map[int]chan struct{} // closed when the worker says it is ready
+	proxies map[int][]*proxy      // each worker's way to each server
 	incarn  map[int]int
 	kills   map[string]int64   // "<worker>.<incarnation>" -> when it was killed
 	pauses  map[int][][2]int64 // worker -> its pauses
@@ -225,6 +271,7 @@ func (ws *workers) start(w int) error {
 	defer ws.mu.Unlock()
 	if ws.incarn == nil {
 		ws.incarn, ws.kills, ws.pauses, ws.hung = map[int]int{}, map[string]int64{}, map[int][][2]int64{}, map[string]bool{}
+		ws.stdins, ws.readys = map[int]*os.File{}, map[int]chan struct{}{}
 	}
 	if _, ok := ws.proxies[w]; !ok {
 		for _, a := range ws.addrs {
@@ -241,7 +288,7 @@ func (ws *workers) start(w int) error {
 	}
 	cfg := workerConfig{
 		Backend: ws.cfg.Backend, Addrs: addrs, Key: "faults", TTL: ws.cfg.TTL, Wait: ws.cfg.Wait,
-		Hold: ws.cfg.Hold, Store: ws.store, Worker: w, Incarnation: ws.incarn[w], Until: ws.until,
+		Hold: ws.cfg.Hold, Store: ws.store, Worker: w, Incarnation: ws.incarn[w],
 		Out: filepath.Join(ws.cfg.Dir, fmt.Sprintf("worker-%d.jsonl", w)), Seed: ws.cfg.Seed,
 		CLI: ws.cfg.CLI, Self: ws.cfg.Worker, Primitive: ws.cfg.Primitive, Limit: ws.cfg.Limit,
 	}
@@ -255,11 +302,84 @@ func (ws *workers) start(w int) error {
 	// A group of its own: a fault hits the worker and what it started
 	// (dlock run and its CMD), as it would hit a machine.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// The worker says "ready" on its stdout, and reads the run's end on
+	// its stdin (awaitStart).
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return err
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
 		return fmt.Errorf("faults: start worker %d: %w", w, err)
 	}
-	ws.procs[w] = cmd
+	ready := make(chan struct{})
+	go func() {
+		defer outR.Close()
+		sc := bufio.NewScanner(outR)
+		if sc.Scan() {
+			close(ready)
+		}
+		for sc.Scan() { // the rest, until the worker ends
+		}
+	}()
+	ws.procs[w], ws.readys[w], ws.stdins[w] = cmd, ready, inW
+	if ws.phase == 1 {
+		fmt.Fprintln(inW, "go") // a worker that died meanwhile is seen by the run
+	}
 	return nil
+}
+
+// ready waits until every worker started so far said it is ready, or
+// within timeout.
+func (ws *workers) ready(ctx context.Context, timeout time.Duration) error {
+	ws.mu.Lock()
+	readys := maps.Clone(ws.readys)
+	ws.mu.Unlock()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for w, r := range readys {
+		select {
+		case <-r:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("faults: worker %d not ready after %v", w, timeout)
+		}
+	}
+	return nil
+}
+
+// begin lets the workers go.
+func (ws *workers) begin() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.phase = 1
+	for _, in := range ws.stdins {
+		fmt.Fprintln(in, "go")
+	}
+}
+
+// finish tells the workers that the run is over: they stop after the
+// hold they are in.
+func (ws *workers) finish() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.phase = 2
+	for w, in := range ws.stdins {
+		in.Close()
+		delete(ws.stdins, w)
+	}
 }
 
 // kill kills worker w and starts it again as its next incarnation; it
@@ -274,8 +394,13 @@ func (ws *workers) kill(w int) string {
 	inc := fmt.Sprintf("%d.%d", w, ws.incarn[w])
 	ws.kills[inc] = now()
 	ws.incarn[w]++
+	if in := ws.stdins[w]; in != nil {
+		in.Close()
+		delete(ws.stdins, w)
+	}
+	running := ws.phase == 1
 	ws.mu.Unlock()
-	if now() < ws.until {
+	if running {
 		ws.start(w)
 	}
 	return inc
@@ -362,7 +487,11 @@ func (ws *workers) stopAll() {
 }
 
 // runSchedule throws faults drawn from cfg.Seed until until: one every
-// one to three TTLs, each undone before the next.
+// one to three TTLs, each undone before the next. The first round throws
+// each kind of cfg.Faults once, in an order drawn from the seed, and goes
+// on past until if it must (a loaded machine can make faults slow): a run
+// meets every fault it names, within cfg.cover() on a machine that keeps
+// up.
 func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st *store, until int64) []fault {
 	var sched []fault
 	if len(cfg.Faults) == 0 {
@@ -370,10 +499,14 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 		return nil
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+	first := rng.Perm(len(cfg.Faults))
 	for n := 0; ctx.Err() == nil; n++ {
 		gap := cfg.TTL + time.Duration(rng.Int64N(int64(2*cfg.TTL)))
 		kind := cfg.Faults[rng.IntN(len(cfg.Faults))]
-		if now()+int64(gap+3*cfg.TTL) > until {
+		if n < len(first) {
+			kind = cfg.Faults[first[n]]
+		}
+		if now()+int64(gap+3*cfg.TTL) > until && n >= len(first) {
 			sleep(ctx, time.Duration(max(until-now(), 0)))
 			return sched
 		}
@@ -411,11 +544,9 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 		case StopMember:
 			i := rng.IntN(env.etcd.Size())
 			if n%2 == 0 {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				if l, err := env.etcd.Leader(ctx); err == nil {
+				if l, err := env.etcd.Leader(); err == nil {
 					i = l
 				}
-				cancel()
 			}
 			f.Target = fmt.Sprintf("etcd member %d", i)
 			env.etcd.Stop(i)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # soak.sh SECONDS: runs the fault checker for SECONDS on every backend and
-# fault mix, and on the semaphore, the read-write lock and LockAll, all at
-# once; prints each report and the safety table, and exits 1 when a run
-# broke a property every safe run keeps.
+# fault mix, and on the semaphore, the read-write lock, LockAll and the
+# election, all at once; prints each report and the safety table, and
+# exits 1 when a run broke a property every safe run keeps. go test runs
+# one short run of each backend and primitive; these are the long mixes.
 set -u
 seconds=${1:-600}
 dir=$(mktemp -d)
@@ -25,12 +26,14 @@ run 07-redis-multi -backend redis -primitive multi -workers 5 -faults $holders,p
 run 08-etcd-semaphore -backend etcd -members 3 -ttl 2s -primitive semaphore -limit 3 -workers 5 -faults $holders,stop-member &
 run 09-etcd-rwlock -backend etcd -members 3 -ttl 2s -primitive rwlock -workers 5 -faults $holders,stop-member &
 run 10-etcd-multi -backend etcd -members 3 -ttl 2s -primitive multi -workers 5 -faults $holders,stop-member &
+run 11-redis-election -backend redis -primitive election -workers 3 -faults $holders,pause-server &
+run 12-etcd-election -backend etcd -members 3 -ttl 2s -primitive election -workers 3 -faults $holders,stop-member &
 wait
 
 fail=0
 for f in "$dir"/*.out; do cat "$f"; echo; done
-echo "| backend | faults | holds | overlaps | (a) unsafe | (b) fenced | (c) regressions | (d) stuck | (e) late loss |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| backend | faults | holds | overlaps | (a) unsafe | (b) fenced | (c) regressions | (d) stuck | (e) late loss | linearizable |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 grep -h '^| ' "$dir"/*.out
 for c in "$dir"/*.code; do [ "$(cat "$c")" = 0 ] || fail=1; done
 exit $fail

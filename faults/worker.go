@@ -1,10 +1,12 @@
 package faults
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -39,8 +41,7 @@ type workerConfig struct {
 	Hold        time.Duration // the longest pause between a hold's writes
 	Store       string        // the fenced store's URL
 	Worker      int
-	Incarnation int   // counts the restarts of this worker
-	Until       int64 // CLOCK_MONOTONIC at which to stop
+	Incarnation int // counts the restarts of this worker
 	Out         string
 	Seed        uint64
 	CLI         string   // a dlock binary: hold the lock through `dlock run`
@@ -52,30 +53,40 @@ type workerConfig struct {
 
 // event is one line of a worker's history.
 type event struct {
-	E      string            // start, acq, fail, write, down, done, rel, relok
+	E      string            // start, acq, fail, write, refresh, down, done, rel, relok, stall
 	Hold   string            // "<worker>.<incarnation>.<seq>"
-	T      int64             // CLOCK_MONOTONIC; for down, when Downgrade was called
+	T      int64             // CLOCK_MONOTONIC; for refresh and down, when the call began; for stall, when it began
+	End    int64             `json:",omitempty"` // refresh, down: when the call returned; stall: when it ended
 	Fence  uint64            `json:",omitempty"` // acq: the highest of Keys; write: the fence written with
-	Kind   string            `json:",omitempty"` // acq: how the hold shares its keys (exclusive, shared, permit)
-	Keys   map[string]uint64 `json:",omitempty"` // acq: each key held, with its fence
+	Kind   string            `json:",omitempty"` // start, acq: how the hold shares its keys (exclusive, shared, permit)
+	Keys   map[string]uint64 `json:",omitempty"` // start: the keys asked for; acq: each key held, with its fence
 	Key    string            `json:",omitempty"` // write: the key written to
 	OK     bool              `json:",omitempty"` // write: accepted
 	Lost   bool              `json:",omitempty"` // done: the hold was lost
+	Taken  bool              `json:",omitempty"` // done: lost because the server no longer had it (dlock.ErrOwnershipLost)
 	Busy   bool              `json:",omitempty"` // fail: the lock was busy
 	Err    string            `json:",omitempty"`
 	Worker int
 }
 
-// WorkerMain runs a worker when the process was started as one, and
-// reports false otherwise. A test's TestMain and cmd/faultcheck call it
+// WorkerMain runs a worker, or a run's etcd servers, when the process was
+// started as one, and reports false otherwise. A test's TestMain and cmd/faultcheck call it
 // first thing.
 func WorkerMain() bool {
+	if raw := os.Getenv(etcdEnv); raw != "" {
+		if err := serveEtcd(raw); err != nil {
+			fmt.Fprintln(os.Stderr, "faults etcd:", err)
+			os.Exit(1)
+		}
+		return true
+	}
 	raw := os.Getenv(workerEnv)
 	if raw == "" {
 		return false
 	}
 	var cfg workerConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+	err := json.Unmarshal([]byte(raw), &cfg)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "faults worker:", err)
 		os.Exit(2)
 	}
@@ -88,6 +99,30 @@ func WorkerMain() bool {
 		os.Exit(1)
 	}
 	return true
+}
+
+// awaitStart tells the run that this worker is ready, on stdout, and
+// waits for its "go" on stdin; the run ends when stdin does, which the
+// function it returns reports (false).
+func awaitStart() (running func() bool, err error) {
+	fmt.Println("ready")
+	in := bufio.NewReader(os.Stdin)
+	if line, err := in.ReadString('\n'); err != nil || strings.TrimSpace(line) != "go" {
+		return nil, fmt.Errorf("wait for the run's start: %q, %v", line, err)
+	}
+	end := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, in) // until the run closes stdin
+		close(end)
+	}()
+	return func() bool {
+		select {
+		case <-end:
+			return false
+		default:
+			return true
+		}
+	}, nil
 }
 
 // log is a worker's history file, written a line at a time so that a
@@ -106,13 +141,29 @@ func (l *log) add(e event) {
 	l.enc.Encode(e) // one write(2) per line: the file is unbuffered
 }
 
+// watchStalls records the stalls of this process (see watchStalls) until
+// the function it returns is called.
+func (l *log) watchStalls() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watchStalls(ctx, func(from, to int64) { l.add(event{E: "stall", T: from, End: to}) })
+	}()
+	return func() { cancel(); <-done }
+}
+
 // openLog opens the worker's history file.
-func openLog(cfg workerConfig) (*log, error) {
-	f, err := os.OpenFile(cfg.Out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+func openLog(cfg workerConfig) (*log, error) { return openLogFile(cfg.Out, cfg.Worker) }
+
+// openLogFile opens the history file name of worker w (-1: a process that
+// serves every worker).
+func openLogFile(name string, w int) (*log, error) {
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	return &log{f: f, enc: json.NewEncoder(f), w: cfg.Worker}, nil
+	return &log{f: f, enc: json.NewEncoder(f), w: w}, nil
 }
 
 func runWorker(cfg workerConfig) error {
@@ -121,8 +172,14 @@ func runWorker(cfg workerConfig) error {
 		return err
 	}
 	defer hist.f.Close()
+	stop := hist.watchStalls()
+	defer stop()
+	running, err := awaitStart()
+	if err != nil {
+		return err
+	}
 	if cfg.CLI != "" {
-		return runCLI(cfg, hist)
+		return runCLI(cfg, hist, running)
 	}
 	locker, closeLocker, err := newLocker(cfg)
 	if err != nil {
@@ -130,11 +187,12 @@ func runWorker(cfg workerConfig) error {
 	}
 	defer closeLocker()
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Worker)<<32|uint64(cfg.Incarnation)))
-	for seq := 0; now() < cfg.Until; seq++ {
+	for seq := 0; running(); seq++ {
 		id := fmt.Sprintf("%d.%d.%d", cfg.Worker, cfg.Incarnation, seq)
-		hist.add(event{E: "start", Hold: id, T: now()})
+		p := planFor(cfg, rng)
+		hist.add(started(id, p))
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.Wait+cfg.TTL+5*time.Second)
-		tm, err := acquire(ctx, cfg, locker, rng)
+		tm, err := acquire(ctx, cfg, locker, p)
 		if err != nil {
 			cancel()
 			busy := errors.Is(err, dlock.ErrNotAcquired)
@@ -148,13 +206,14 @@ func runWorker(cfg workerConfig) error {
 		hist.add(acquired(id, ts))
 		go func() {
 			<-tm.done()
-			hist.add(event{E: "done", Hold: id, T: now(), Lost: tm.lost()})
+			hist.add(event{E: "done", Hold: id, T: now(), Lost: tm.lost(), Taken: tm.taken()})
 		}()
 		var down func() error
 		if t, ok := tm.(*lockTerm); ok && t.downgrade {
 			down = func() error { return dlock.Downgrade(ctx, t.lk) }
 		}
-		section(cfg, hist, rng, id, ts, down)
+		refresh := func() error { return tm.refresh(ctx, cfg.TTL) }
+		section(cfg, hist, rng, id, ts, refresh, down)
 		hist.add(event{E: "rel", Hold: id, T: now()})
 		err = tm.end(ctx)
 		cancel()
@@ -165,6 +224,15 @@ func runWorker(cfg workerConfig) error {
 		hist.add(e)
 	}
 	return nil
+}
+
+// started is the start event of hold id, which asks for p.
+func started(id string, p plan) event {
+	e := event{E: "start", Hold: id, T: now(), Kind: p.kind, Keys: map[string]uint64{}}
+	for _, k := range p.keys {
+		e.Keys[k] = 0
+	}
+	return e
 }
 
 // acquired is the acq event of hold id, which holds ts.
@@ -179,9 +247,12 @@ func acquired(id string, ts []target) event {
 
 // section is the critical section of hold id: two writes to each key of
 // ts with its fence, some work before each, and now and then a long hold
-// that lives on its renewals. A write lock that downgrades (down) does so
-// between its writes, and writes the second time as a reader.
-func section(cfg workerConfig, hist *log, rng *rand.Rand, id string, ts []target, down func() error) {
+// that lives on its renewals. Before each write the hold renews its lease
+// (refresh, when the worker has the hold's handle), which the checker
+// reads as a proof that the lease lasts a TTL from the call. A write lock
+// that downgrades (down) does so between its writes, and writes the
+// second time as a reader.
+func section(cfg workerConfig, hist *log, rng *rand.Rand, id string, ts []target, refresh, down func() error) {
 	hc := &http.Client{Timeout: 5 * time.Second}
 	worker := strconv.Itoa(cfg.Worker)
 	post(hc, cfg.Store+"/holding", url.Values{"worker": {worker}, "held": {"1"}})
@@ -200,6 +271,15 @@ func section(cfg workerConfig, hist *log, rng *rand.Rand, id string, ts []target
 					ts[j].kind = shared
 				}
 			}
+			e.End = now()
+			hist.add(e)
+		}
+		if refresh != nil {
+			e := event{E: "refresh", Hold: id, T: now()}
+			if err := refresh(); err != nil {
+				e.Err = err.Error()
+			}
+			e.End = now()
 			hist.add(e)
 		}
 		for _, t := range ts {
@@ -214,8 +294,8 @@ func section(cfg workerConfig, hist *log, rng *rand.Rand, id string, ts []target
 // runCLI is a worker that holds the lock through `dlock run`: its CMD,
 // this program again (runSection), records the acquisition and does the
 // writes; a loss reaches it as SIGTERM.
-func runCLI(cfg workerConfig, hist *log) error {
-	for seq := 0; now() < cfg.Until; seq++ {
+func runCLI(cfg workerConfig, hist *log, running func() bool) error {
+	for seq := 0; running(); seq++ {
 		id := fmt.Sprintf("%d.%d.%d", cfg.Worker, cfg.Incarnation, seq)
 		child := cfg
 		child.Section, child.Seed = id, cfg.Seed+uint64(seq)
@@ -231,7 +311,7 @@ func runCLI(cfg workerConfig, hist *log) error {
 		args = append(args, "--prefix", "faults", "--ttl", cfg.TTL.String(), "--wait", cfg.Wait.String(), "--kill-grace", "1s", cfg.Key, "--")
 		cmd := exec.Command(cfg.CLI, append(args, cfg.Self...)...)
 		cmd.Env = append(os.Environ(), workerEnv+"="+string(raw))
-		hist.add(event{E: "start", Hold: id, T: now()})
+		hist.add(started(id, plan{kind: exclusive, keys: []string{cfg.Key}}))
 		err = cmd.Run()
 		code := cmd.ProcessState.ExitCode()
 		switch {
@@ -269,7 +349,7 @@ func runSection(cfg workerConfig) error {
 		hist.add(event{E: "done", Hold: cfg.Section, T: now(), Lost: true})
 		os.Exit(1)
 	}()
-	section(cfg, hist, rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Worker))), cfg.Section, ts, nil)
+	section(cfg, hist, rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Worker))), cfg.Section, ts, nil, nil)
 	hist.add(event{E: "rel", Hold: cfg.Section, T: now()})
 	return nil
 }

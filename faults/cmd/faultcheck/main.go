@@ -16,8 +16,8 @@
 //
 // It prints the report, and with -table one row of the README's safety
 // table. It exits 1 when the run broke a property every safe run keeps
-// (unsafe writes or grants, fence regressions, stuck calls), and 2 on bad
-// flags.
+// (unsafe writes or grants, fence regressions, stuck calls, a history that
+// is not linearizable), and 2 on bad flags.
 // A run is replayed by giving its seed.
 package main
 
