@@ -82,4 +82,23 @@
 // script call acquires or releases; the watchdog renews them in the same
 // batches as locks; a release grants the waiters at the head of the
 // queue that now fit and wakes them as a lock's release does.
+//
+// # Logs
+//
+// The driver logs only through the *slog.Logger of dlock.WithLogger, and
+// is silent without one. go-redis has a logger of its own, global to the
+// program, which prints a line for each failed dial while a server is
+// down; a program that would rather not see them, as the dlock command,
+// replaces it once in main:
+//
+//	type quiet struct{}
+//
+//	func (quiet) Printf(context.Context, string, ...any) {}
+//
+//	func main() {
+//		redis.SetLogger(quiet{})
+//		...
+//	}
+//
+// A library should leave that choice to the program.
 package redislock
