@@ -118,18 +118,23 @@ func TestACLConformance(t *testing.T) {
 	m := redistest.Start(t)
 	redistest.StartReplica(t, m) // for WithReplicaAck
 	newClient := aclUser(t, m, "dlock-app", appRules...)
-	// Fenced, the suite runs every script but WAIT's, and the matrix's
-	// cells include elections and watches; acknowledged, WAIT too.
-	t.Run("group", func(t *testing.T) {
-		t.Run("fenced", func(t *testing.T) {
-			t.Parallel()
-			dlocktest.Run(t, harness(newClient, dlocktest.All, dlock.WithFencing(true)))
-		})
-		t.Run("acked", func(t *testing.T) {
-			t.Parallel()
-			dlocktest.Run(t, harness(newClient, dlocktest.All, dlock.WithFencing(true), WithReplicaAck(1, time.Second)))
-		})
-	})
+	// Fenced, the suite runs every script, and the matrix's cells include
+	// elections and watches.
+	dlocktest.Run(t, harness(newClient, dlocktest.All, dlock.WithFencing(true)))
+
+	// WithReplicaAck sends WAIT after each write.
+	ctx := context.Background()
+	l := lockerOf(t, newClient(t), dlock.WithFencing(true), WithReplicaAck(1, time.Second))
+	lk, err := l.TryLock(ctx, keyFor(t))
+	if err != nil {
+		t.Fatalf("TryLock with replica acknowledgement: %v", err)
+	}
+	if err := lk.Refresh(ctx, time.Minute); err != nil {
+		t.Errorf("Refresh with replica acknowledgement: %v", err)
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Errorf("Unlock with replica acknowledgement: %v", err)
+	}
 	if log := refused(t, m); len(log) > 0 {
 		t.Errorf("the server refused the application's user:\n%s", strings.Join(log, "\n"))
 	}
