@@ -45,8 +45,6 @@
 //
 // See [Locker.Lock]: waiters queue on every node in one order, and a
 // release hands each node's part to the first waiter and wakes only it.
-// Waiters are always served in arrival order, so dlock.WithFair (and the
-// CLI's --fair) asks for what the driver does anyway.
 //
 // # Read-write locks
 //
