@@ -56,7 +56,9 @@ type NotAcquiredError struct {
 	// RetryAfter is the holder's remaining lease when the server said so,
 	// zero when unknown.
 	RetryAfter time.Duration
-	// Err is why waiting stopped: ctx.Err(), or nil when the lock was busy
+	// Err is why waiting stopped: ctx.Err(); the failure of the last
+	// attempt when the wait ended on one (the store could not be reached,
+	// the Locker was closed, a lease error); or nil when the lock was busy
 	// and the caller did not wait or its wait limit passed.
 	Err error
 }

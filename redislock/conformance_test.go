@@ -20,8 +20,12 @@ import (
 // table of what works where is checked against what ran.
 func TestConformance(t *testing.T) {
 	var m dlocktest.Matrix
+	// The topologies run side by side; the table is checked once they all
+	// have ended.
+	t.Cleanup(func() { m.Check(t, filepath.Join("..", "README.md")) })
 	run := func(name, backend string, h func(t *testing.T) dlocktest.Harness) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			h := h(t)
 			h.Backend, h.Matrix = backend, &m
 			dlocktest.Run(t, h)
@@ -47,7 +51,6 @@ func TestConformance(t *testing.T) {
 		redistest.StartReplica(t, m)
 		return harness(func(t *testing.T) redis.UniversalClient { return m.Client(t) }, dlocktest.All, dlock.WithFencing(true), WithReplicaAck(1, time.Second))
 	})
-	m.Check(t, filepath.Join("..", "README.md"))
 }
 
 // harness is the conformance harness of Lockers on clients that newClient
