@@ -26,6 +26,12 @@ type Harness struct {
 	// shorter TTL is refused. Zero means dlock.MinTTL.
 	MinTTL time.Duration
 
+	// LeaseTTL is the lease of the holds the suite lets run out. Zero
+	// means MinTTL, or 100ms if that is shorter. A driver whose timeouts
+	// scale with the lease (Redlock gives a node half the TTL to answer)
+	// passes a longer one, so that a loaded machine does not fail it.
+	LeaseTTL time.Duration
+
 	// Caps lists the optional behaviours of the driver's locks. The
 	// subtests of the others are skipped with a message naming the
 	// capability. What the driver offers beyond the lock (semaphores,
@@ -97,7 +103,12 @@ func (h Harness) minTTL() time.Duration {
 }
 
 // leaseTTL is the lease of the locks that the suite lets run out.
-func (h Harness) leaseTTL() time.Duration { return max(h.minTTL(), 100*time.Millisecond) }
+func (h Harness) leaseTTL() time.Duration {
+	if h.LeaseTTL > 0 {
+		return h.LeaseTTL
+	}
+	return max(h.minTTL(), 100*time.Millisecond)
+}
 
 // bound is how long the suite waits for something that must happen.
 func (h Harness) bound() time.Duration { return 10*time.Second + 3*h.leaseTTL() }

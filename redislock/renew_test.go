@@ -336,7 +336,9 @@ func TestTenThousandLocks(t *testing.T) {
 		t.Fatalf("%d keys on the server", n)
 	}
 	t.Logf("goroutines: %d before, %d holding, %d after 10s (the Locker's share: %d)", base, mid, peak, peak-base)
-	if peak-base > 10 {
+	// The count does not grow with the locks: a renewal batch at a time,
+	// idle request workers that a loaded machine has not yet retired.
+	if peak-base > 50 {
 		t.Fatalf("the Locker runs %d goroutines for 10,000 locks", peak-base)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
@@ -39,5 +40,8 @@ func harness(servers []*redistest.Server) dlocktest.Harness {
 		},
 		Lose: func(t *testing.T, key string) { lose(t, servers, key) },
 		Caps: dlocktest.All,
+		// A node has half the lease to answer: a second's lease gives it
+		// the 500ms a loaded machine may take.
+		LeaseTTL: time.Second,
 	}
 }

@@ -126,6 +126,9 @@ func (m *member) start(initial, token, state string) error {
 	cfg.TickMs = 50
 	cfg.ElectionMs = 500
 	cfg.UnsafeNoFsync = true
+	// The cheapest password hash bcrypt allows: at the default cost a
+	// login takes seconds under the race detector.
+	cfg.BcryptCost = 4
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
