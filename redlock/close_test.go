@@ -62,3 +62,24 @@ func TestCloseWaitsForCallsInFlight(t *testing.T) {
 		t.Errorf("Inspect after Close: %v, want ErrClosed", err)
 	}
 }
+
+// A call whose context has ended before it begins is not acquired, as one
+// whose context ends while it waits: its error is a *dlock.NotAcquiredError
+// that matches the context's error. (It was a *dlock.KeyError that did not
+// match dlock.ErrNotAcquired, so that an election's campaign under a
+// short deadline took it for a failure on a loaded machine.)
+func TestCallWithEndedContext(t *testing.T) {
+	l := newLocker(t, shared[:3])
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	k := keyFor(t)
+	for name, call := range map[string]func(context.Context, string, ...dlock.Option) (dlock.Lock, error){
+		"TryLock": l.TryLock, "Lock": l.Lock, "TryRLock": l.TryRLock, "RLock": l.RLock, "TryWLock": l.TryWLock, "WLock": l.WLock,
+	} {
+		lk, err := call(ctx, k)
+		var na *dlock.NotAcquiredError
+		if lk != nil || !errors.As(err, &na) || !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with an ended context: (%v, %v), want a *dlock.NotAcquiredError matching context.Canceled", name, lk, err)
+		}
+	}
+}

@@ -231,7 +231,8 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 		return nil, o, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, o, &dlock.KeyError{Key: key, Err: err}
+		// as when the context ends during the call
+		return nil, o, &dlock.NotAcquiredError{Key: key, Err: err}
 	}
 	owner := o.OwnerIn(ctx)
 	lk := &lock{l: l, keys: k, keyArgs: k.Args(), scripts: lockScripts, token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}

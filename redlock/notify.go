@@ -34,6 +34,7 @@ type notifier struct {
 type subscription struct {
 	waiters   map[string]chan grant // by token
 	confirmed []bool                // by node
+	changed   chan struct{}         // closed, and made again, when a node confirms
 	ready     chan struct{}         // closed when every live node confirmed, or the wait for them ended
 	idle      time.Time             // when its last waiter left
 }
@@ -65,6 +66,15 @@ func newNotifier(l *Locker) *notifier {
 // or by has passed: the waiter then relies on its fallback timer for the
 // nodes that did not. The channel holds the grants not yet received.
 func (n *notifier) watch(ctx context.Context, channel, token string, by time.Time) (<-chan grant, func()) {
+	return n.subscribe(ctx, channel, token, by, nil)
+}
+
+// subscribe is watch, but for enough, when not nil: then it returns once
+// enough says that the nodes that confirmed the subscription (by node)
+// are enough, or by has passed, without waiting for the other nodes'
+// subscriptions to be sent. A caller that passes enough must be one of
+// the goroutines that stop waits for (see start).
+func (n *notifier) subscribe(ctx context.Context, channel, token string, by time.Time, enough func(confirmed []bool) bool) (<-chan grant, func()) {
 	wake := make(chan grant, len(n.l.nodes))
 	n.mu.Lock()
 	if n.stopped {
@@ -74,7 +84,8 @@ func (n *notifier) watch(ctx context.Context, channel, token string, by time.Tim
 	sub := n.subs[channel]
 	fresh := sub == nil
 	if fresh {
-		sub = &subscription{waiters: make(map[string]chan grant), confirmed: make([]bool, len(n.l.nodes)), ready: make(chan struct{})}
+		sub = &subscription{waiters: make(map[string]chan grant), confirmed: make([]bool, len(n.l.nodes)),
+			changed: make(chan struct{}), ready: make(chan struct{})}
 		n.subs[channel] = sub
 	}
 	sub.waiters[token] = wake
@@ -102,12 +113,47 @@ func (n *notifier) watch(ctx context.Context, channel, token string, by time.Tim
 	ctx, cancel := context.WithDeadline(ctx, by)
 	defer cancel()
 	defer context.AfterFunc(n.closing, cancel)()
-	if fresh {
+	switch {
+	case fresh && enough == nil:
 		var wg sync.WaitGroup
 		for _, ps := range send {
 			wg.Go(func() { ps.SSubscribe(ctx, channel) })
 		}
 		wg.Wait()
+	case fresh:
+		// Not waited for: a node that does not answer holds up only its
+		// own send, until by (the client subscribes it again when it
+		// reconnects). The caller is one of the goroutines that stop
+		// waits for, so that these may be counted too.
+		sctx, scancel := context.WithDeadline(context.WithoutCancel(ctx), by)
+		stopAfter := context.AfterFunc(n.closing, scancel)
+		var wg sync.WaitGroup
+		for _, ps := range send {
+			wg.Go(func() { ps.SSubscribe(sctx, channel) })
+		}
+		n.running.Add(1)
+		go func() {
+			defer n.running.Done()
+			wg.Wait()
+			stopAfter()
+			scancel()
+		}()
+	}
+	if enough != nil {
+		for {
+			n.mu.Lock()
+			ok, changed := enough(sub.confirmed), sub.changed
+			n.mu.Unlock()
+			if ok {
+				return wake, unwatch
+			}
+			select {
+			case <-changed:
+				continue
+			case <-ctx.Done():
+			}
+			break
+		}
 	}
 	select {
 	case <-sub.ready:
@@ -183,7 +229,11 @@ func (n *notifier) deliver(i int, m any) {
 		if sub == nil || m.Kind != "ssubscribe" {
 			return
 		}
-		sub.confirmed[i] = true
+		if !sub.confirmed[i] {
+			sub.confirmed[i] = true
+			close(sub.changed)
+			sub.changed = make(chan struct{})
+		}
 		for _, c := range sub.confirmed {
 			if !c {
 				return

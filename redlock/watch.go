@@ -15,6 +15,10 @@ var _ dlock.Watcher = (*Locker)(nil)
 // watcher that kept it alive; watchers set it again every third of it.
 const observedTTL = 30 * time.Second
 
+// watchTimeout bounds how long a watch waits to be in place (at least
+// twice the per-node timeout).
+const watchTimeout = 2 * time.Second
+
 // Watch tells when key's lock may have changed hands: see [dlock.Watcher].
 //
 // While a Locker watches a key, the key's sibling "<...>:o" exists on
@@ -23,14 +27,16 @@ const observedTTL = 30 * time.Second
 // message on a channel of that name there, with SPUBLISH: an acquisition
 // (the plain SET NX path included), a release, a hand-over to a waiter,
 // and ForceUnlock. The watch subscribes on every node, on the Locker's
-// subscription connection of each, and is in place once every node
-// confirmed, or after twice the per-node timeout (at least 100ms) for
-// the nodes that did not: those are subscribed again when they come
-// back. So one change of the majority's holder is told up to once per
-// node, which the channel folds into as few values as the reader leaves
-// unread; a reader that reads the lock (Inspect) on each value sees the
-// majority's view once every node's message came. A lease that runs out
-// sends nothing. A lock nobody watches costs one EXISTS more in the
+// subscription connection of each, and is in place once a majority of
+// the nodes has the observed key and confirmed the subscription: any
+// majority that a holder takes or leaves shares a node with it, which
+// tells. It stops waiting after 2s (at least twice the per-node timeout),
+// and then relies on the nodes that came in; the others subscribe when
+// they answer. So one change of the majority's holder is told up to once
+// per node, which the channel folds into as few values as the reader
+// leaves unread; a reader that reads the lock (Inspect) on each value
+// sees the majority's view once every node's message came. A lease that
+// runs out sends nothing. A lock nobody watches costs one EXISTS more in the
 // acquisition's script, and none in the release's, which asks for the
 // queue and the observed key in one.
 //
@@ -62,21 +68,38 @@ func (l *Locker) observe(ctx context.Context, observed string, out chan<- struct
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(l.notify.closing, cancel)()
-	mark := func() {
+	// mark sets the observed key on every node at once, and reports by
+	// node whether it is set.
+	mark := func() []bool {
 		send := func(ctx context.Context, nd *node) reply {
 			return reply{err: nd.client.Set(ctx, observed, "1", observedTTL).Err()}
 		}
 		got, rd := l.fanout(ctx, l.nodes, l.timeout, send, nil, nil)
 		rd.settle(false)
+		marked := make([]bool, len(l.nodes))
 		for _, r := range got {
+			marked[r.node] = r.err == nil
 			if r.err != nil && ctx.Err() == nil {
 				l.log.Debug("watch: marking the lock observed failed", "node", l.nodes[r.node].addr, "error", r.err)
 			}
 		}
+		return marked
 	}
-	mark() // before subscribing: a change from now on is published
-	by := time.Now().Add(max(2*l.timeout, 100*time.Millisecond))
-	wake, unwatch := l.notify.watch(ctx, observed, driver.NewToken(), by)
+	marked := mark() // before subscribing: a change from now on is published
+	// In place once a majority of the nodes publish the key's changes and
+	// have confirmed the subscription: every majority that a holder takes
+	// or leaves shares one of them.
+	in := func(confirmed []bool) bool {
+		n := 0
+		for i, c := range confirmed {
+			if c && marked[i] {
+				n++
+			}
+		}
+		return n >= l.quorum
+	}
+	by := time.Now().Add(max(2*l.timeout, watchTimeout))
+	wake, unwatch := l.notify.subscribe(ctx, observed, driver.NewToken(), by, in)
 	defer unwatch()
 	tell(out) // in place: whatever changed before, a read from now on sees it
 	t := time.NewTicker(observedTTL / 3)
