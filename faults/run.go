@@ -29,6 +29,15 @@ const (
 	StopMember    = "stop-member"    // stop an etcd member (the leader every other time) for twice the TTL
 	CutHolder     = "cut-holder"     // cut a holder off from the servers for twice the TTL (its proxy drops everything)
 	SlowHolder    = "slow-holder"    // delay everything between a holder and the servers by half the TTL, for twice the TTL
+	// LoseReply lets the commands of a worker (the holder, or one that
+	// waits) through to Redis and loses their replies, cutting the
+	// connection after each, for twice the TTL: operations that took
+	// effect with an error, which go-redis sends again.
+	LoseReply = "lose-reply"
+	// RepeatCommand delivers each command of a worker (the holder, or one
+	// that waits) to Redis twice, for twice the TTL, as a client that
+	// sends a command again after a read timeout does.
+	RepeatCommand = "repeat-command"
 )
 
 // Config is one run.
@@ -83,7 +92,7 @@ func (c *Config) defaults() {
 
 // applies lists the faults each backend's schedules can throw.
 var applies = map[string][]string{
-	"redis": {PauseHolder, KillHolder, PauseServer, RestartServer, CutHolder, SlowHolder},
+	"redis": {PauseHolder, KillHolder, PauseServer, RestartServer, CutHolder, SlowHolder, LoseReply, RepeatCommand},
 	"etcd":  {PauseHolder, KillHolder, StopMember, CutHolder, SlowHolder},
 	"none":  {PauseHolder, KillHolder},
 }
@@ -121,7 +130,7 @@ func (c *Config) length(kind string) time.Duration {
 	switch kind {
 	case StopMember:
 		return 2*c.TTL + 4*time.Second // a member's stop and restart take seconds
-	case PauseHolder, CutHolder, SlowHolder:
+	case PauseHolder, CutHolder, SlowHolder, LoseReply, RepeatCommand:
 		return 2*c.TTL + time.Second
 	case PauseServer:
 		return c.TTL*3/2 + time.Second
@@ -194,6 +203,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	until := now() + int64(cfg.Duration)
 	ws.begin()
 	sched := runSchedule(ctx, cfg, env, ws, st, until)
+	// A run proves something only if the workers got to hold: a machine
+	// too loaded to let them is given twice the duration and a minute
+	// more.
+	st.awaitSections(ctx, cfg.Workers, until+int64(2*cfg.Duration+time.Minute))
 	ws.finish()
 	if ctx.Err() != nil {
 		ws.stopAll()
@@ -467,6 +480,27 @@ func (ws *workers) network(ctx context.Context, w int, cut bool, delay, d time.D
 	ws.mu.Unlock()
 }
 
+// replies sets the reply fault f on worker w's way to the servers for d,
+// and returns how many commands it hit.
+func (ws *workers) replies(ctx context.Context, w int, f replyFault, d time.Duration) int {
+	ws.mu.Lock()
+	ps := ws.proxies[w]
+	ws.mu.Unlock()
+	t0 := now()
+	for _, p := range ps {
+		p.setReplies(f)
+	}
+	sleep(ctx, d) // the fault: the replies stay bad this long
+	hits := 0
+	for _, p := range ps {
+		hits += p.setReplies(passReplies)
+	}
+	ws.mu.Lock()
+	ws.pauses[w] = append(ws.pauses[w], [2]int64{t0, now()})
+	ws.mu.Unlock()
+	return hits
+}
+
 func (ws *workers) closeProxies() {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -531,6 +565,17 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 				ws.network(ctx, w, false, cfg.TTL/2, 2*cfg.TTL)
 			}
 			f.End = now()
+		case LoseReply, RepeatCommand:
+			w := st.holder()
+			if w < 0 || rng.IntN(2) == 0 { // a worker that waits, or the holder
+				w = rng.IntN(cfg.Workers)
+			}
+			rf := loseReplies
+			if kind == RepeatCommand {
+				rf = repeatCommands
+			}
+			hits := ws.replies(ctx, w, rf, 2*cfg.TTL)
+			f.Target, f.End = fmt.Sprintf("worker %d (%d commands)", w, hits), now()
 		case PauseServer:
 			f.Target = "redis-server"
 			env.redis.Pause()

@@ -11,8 +11,9 @@
 //	faultcheck -backend redis -primitive semaphore -limit 3 -workers 5 -faults pause-holder,kill-holder
 //
 // The faults: pause-holder, kill-holder, cut-holder, slow-holder (any
-// backend with a server), pause-server and restart-server (Redis),
-// stop-member (etcd).
+// backend with a server), pause-server, restart-server, lose-reply (a
+// command that takes effect and whose reply is lost) and repeat-command (a
+// command delivered twice) (Redis), stop-member (etcd).
 //
 // It prints the report, and with -table one row of the README's safety
 // table. It exits 1 when the run broke a property every safe run keeps
@@ -41,7 +42,7 @@ func main() {
 	var (
 		cfg     faults.Config
 		seconds = flag.Int("seconds", 60, "how long the workers contend")
-		list    = flag.String("faults", "", "comma-separated faults: pause-holder, kill-holder, cut-holder, slow-holder, pause-server and restart-server (Redis), stop-member (etcd)")
+		list    = flag.String("faults", "", "comma-separated faults: pause-holder, kill-holder, cut-holder, slow-holder, pause-server, restart-server, lose-reply and repeat-command (Redis), stop-member (etcd)")
 		table   = flag.Bool("table", false, "print the report as a row of the safety table too")
 	)
 	flag.StringVar(&cfg.Backend, "backend", "redis", "redis, etcd, or none (a lock that excludes nothing)")
