@@ -36,6 +36,7 @@ type Report struct {
 	Ops          int
 	Impasses     []string // where the search stopped, a key each, with the history around it
 	lin          linCheck // what porcupine found, for the visualisation
+	writes       []write  // the store's, for the artifacts
 
 	// Stalled is how long the machine did not run the run's processes
 	// (each worker's stalls, and those of the harness and the etcd
@@ -176,7 +177,7 @@ type history struct {
 func check(cfg Config, hi history) *Report {
 	cfg.defaults()
 	events := hi.events
-	r := &Report{Config: cfg, Writes: len(hi.writes), Schedule: hi.sched}
+	r := &Report{Config: cfg, Writes: len(hi.writes), Schedule: hi.sched, writes: hi.writes}
 	holds := map[string]*hold{}
 	var order []*hold
 	last := int64(0)

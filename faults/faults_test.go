@@ -107,7 +107,11 @@ func run(t *testing.T, cfg Config, want func(*Report) bool) *Report {
 	}
 	t.Log(r)
 	if !want(r) {
-		t.Fatalf("seed %d (replay with DLOCK_FAULTS_SEED=%d):\n%s", cfg.Seed, cfg.Seed, r)
+		dir, err := r.WriteArtifacts(ArtifactsDir())
+		if err != nil {
+			dir = fmt.Sprintf("none (%v)", err)
+		}
+		t.Fatalf("seed %d (replay with DLOCK_FAULTS_SEED=%d); artifacts in %s:\n%s", cfg.Seed, cfg.Seed, dir, r)
 	}
 	return r
 }
@@ -193,6 +197,17 @@ func TestCheckerSeesNoLock(t *testing.T) {
 				return r.Unsafe > 0 && r.Overlaps > 0 && r.Linearizable == "no" && len(r.Violations) > 0 && len(r.Impasses) > 0
 			})
 			t.Logf("the linearizability check: %s", r.Impasses[0][:strings.IndexByte(r.Impasses[0], '\n')])
+			// What a failing run leaves: the report, the history, and
+			// porcupine's visualisation.
+			dir, err := r.WriteArtifacts(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range map[string]string{"report.txt": "(lin)", "linearizability.html": "faults", "schedule.json": `"Seed"`, "history/writes.jsonl": `"Accepted"`, "history/worker-0.jsonl": `"acq"`} {
+				if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !strings.Contains(string(b), want) {
+					t.Errorf("artifact %s: %v, want it to contain %q", name, err, want)
+				}
+			}
 		})
 	}
 }

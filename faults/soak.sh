@@ -4,6 +4,9 @@
 # election, all at once; prints each report and the safety table, and
 # exits 1 when a run broke a property every safe run keeps. go test runs
 # one short run of each backend and primitive; these are the long mixes.
+# A failing run leaves its artifacts (report, history, porcupine's
+# visualisation) under $DLOCK_FAULTS_ARTIFACTS, or the temporary
+# directory, and its report says where.
 set -u
 seconds=${1:-600}
 dir=$(mktemp -d)

@@ -18,7 +18,9 @@
 // It prints the report, and with -table one row of the README's safety
 // table. It exits 1 when the run broke a property every safe run keeps
 // (unsafe writes or grants, fence regressions, stuck calls, a history that
-// is not linearizable), and 2 on bad flags.
+// is not linearizable), leaving the run's artifacts (the report, the whole
+// history, porcupine's visualisation of it) in a directory it names, under
+// -artifacts; and 2 on bad flags.
 // A run is replayed by giving its seed.
 package main
 
@@ -44,6 +46,7 @@ func main() {
 		seconds = flag.Int("seconds", 60, "how long the workers contend")
 		list    = flag.String("faults", "", "comma-separated faults: pause-holder, kill-holder, cut-holder, slow-holder, pause-server, restart-server, lose-reply and repeat-command (Redis), stop-member (etcd)")
 		table   = flag.Bool("table", false, "print the report as a row of the safety table too")
+		leave   = flag.String("artifacts", faults.ArtifactsDir(), "where a failing run leaves its artifacts (report, history, porcupine's visualisation)")
 	)
 	flag.StringVar(&cfg.Backend, "backend", "redis", "redis, etcd, or none (a lock that excludes nothing)")
 	flag.IntVar(&cfg.Members, "members", 1, "etcd members")
@@ -91,6 +94,12 @@ func main() {
 		fmt.Println(r.Row())
 	}
 	if !r.OK() {
+		dir, err := r.WriteArtifacts(*leave)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "faultcheck: artifacts:", err)
+		} else {
+			fmt.Fprintln(os.Stderr, "faultcheck: artifacts in", dir)
+		}
 		os.Exit(1)
 	}
 }
