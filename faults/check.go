@@ -336,6 +336,12 @@ func check(cfg Config, hi history) *Report {
 	// the machine did not run the worker, the harness between it and the
 	// servers, or the etcd servers (stalls) do not count.
 	limit := int64(cfg.Wait + cfg.TTL + 2*time.Second)
+	if cfg.CLI != "" {
+		// A call of dlock run is the command's: its start, its connection
+		// (a PING) and its Locker's close, each round trip with the
+		// client's own timeouts, around the wait.
+		limit += int64(10 * time.Second)
+	}
 	for _, h := range order {
 		end := max(h.acq, h.fail)
 		if h.start == 0 || end == 0 || end-h.start <= limit || pausedBetween(hi.pauses[h.worker], h.start, end) {

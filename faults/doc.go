@@ -6,7 +6,10 @@
 // the replies of commands that took effect or delivers commands twice;
 // and the checker reads the whole history afterwards.
 //
-// The workers take a lock, an election's leadership, or one of the other
+// The lock store is one redis-server, a Sentinel group (a master, its
+// replica, three Sentinels; the workers count a write once the replica
+// has it), Redlock's masters, or an etcd cluster (Config.Backend). The
+// workers take a lock, an election's leadership, or one of the other
 // primitives (Config.Primitive), each with its rule:
 //
 //   - a lock, a leadership: one hold of the key at a time;

@@ -153,6 +153,12 @@ var shortRuns = []struct {
 	{"redis/semaphore", Config{Backend: "redis", Primitive: PrimSemaphore, Workers: 5, Faults: redisFaults}, safe},
 	{"redis/rwlock", Config{Backend: "redis", Primitive: PrimRWLock, Workers: 5, Faults: redisFaults}, safe},
 	{"redis/multi", Config{Backend: "redis", Primitive: PrimMulti, Workers: 5, Faults: redisFaults}, safe},
+	// Redlock over three masters: one of them paused, or restarted empty
+	// (which may cost a hold its quorum), lost and repeated replies.
+	{"redlock/lock", Config{Backend: "redlock", Faults: []string{PauseHolder, KillHolder, PauseServer, RestartServer, LoseReply, RepeatCommand}}, safe},
+	// Sentinel: a forced failover to the replica, which acknowledged
+	// every write the workers counted.
+	{"sentinel/lock", Config{Backend: "sentinel", Faults: []string{PauseHolder, KillHolder, Failover}}, safe},
 	// Leader election (package election): each term writes with its
 	// epoch. A leader paused past its lease learns of its loss only when
 	// it runs again, after its successor began (late loss), and the

@@ -24,8 +24,9 @@ import (
 const (
 	PauseHolder   = "pause-holder"   // SIGSTOP a holder for twice the TTL, then SIGCONT
 	KillHolder    = "kill-holder"    // SIGKILL a holder, and start the worker again
-	PauseServer   = "pause-server"   // SIGSTOP redis-server for 1.5 TTL, then SIGCONT
-	RestartServer = "restart-server" // kill redis-server and start it again, empty
+	PauseServer   = "pause-server"   // SIGSTOP redis-server (with Redlock, one of the masters) for 1.5 TTL, then SIGCONT
+	RestartServer = "restart-server" // kill redis-server (with Redlock, one of the masters) and start it again, empty
+	Failover      = "failover"       // a failover the Sentinels are asked for (SENTINEL FAILOVER), until every server follows the new master
 	StopMember    = "stop-member"    // stop an etcd member (the leader every other time) for twice the TTL
 	CutHolder     = "cut-holder"     // cut a holder off from the servers for twice the TTL (its proxy drops everything)
 	SlowHolder    = "slow-holder"    // delay everything between a holder and the servers by half the TTL, for twice the TTL
@@ -42,8 +43,13 @@ const (
 
 // Config is one run.
 type Config struct {
-	Backend  string        // "redis", "etcd" or "none"
-	Members  int           // etcd members (default 1)
+	// Backend is "redis" (one redis-server), "sentinel" (a master, a
+	// replica and three Sentinels; the workers count a write once the
+	// replica has it, redislock.WithReplicaAck), "redlock" (Members
+	// independent masters), "etcd", or "none" (a lock that excludes
+	// nothing).
+	Backend  string
+	Members  int           // etcd members (default 1), Redlock's masters (default 3)
 	Workers  int           // worker processes (default 4)
 	Duration time.Duration // how long the workers contend
 	TTL      time.Duration // the lease (default 1s)
@@ -69,6 +75,9 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.Members == 0 {
 		c.Members = 1
+		if c.Backend == "redlock" {
+			c.Members = 3
+		}
 	}
 	if c.Workers == 0 {
 		c.Workers = 4
@@ -92,16 +101,20 @@ func (c *Config) defaults() {
 
 // applies lists the faults each backend's schedules can throw.
 var applies = map[string][]string{
-	"redis": {PauseHolder, KillHolder, PauseServer, RestartServer, CutHolder, SlowHolder, LoseReply, RepeatCommand},
-	"etcd":  {PauseHolder, KillHolder, StopMember, CutHolder, SlowHolder},
-	"none":  {PauseHolder, KillHolder},
+	"redis":   {PauseHolder, KillHolder, PauseServer, RestartServer, CutHolder, SlowHolder, LoseReply, RepeatCommand},
+	"etcd":    {PauseHolder, KillHolder, StopMember, CutHolder, SlowHolder},
+	"none":    {PauseHolder, KillHolder},
+	"redlock": {PauseHolder, KillHolder, PauseServer, RestartServer, CutHolder, SlowHolder, LoseReply, RepeatCommand},
+	// The workers reach the Sentinels through their proxies, and the
+	// master the Sentinels name directly.
+	"sentinel": {PauseHolder, KillHolder, Failover},
 }
 
 func (c *Config) check() error {
 	kinds, ok := applies[c.Backend]
 	switch {
 	case !ok:
-		return fmt.Errorf("faults: unknown backend %q; want redis, etcd or none", c.Backend)
+		return fmt.Errorf("faults: unknown backend %q; want redis, sentinel, redlock, etcd or none", c.Backend)
 	case c.Duration <= 0 || len(c.Worker) == 0 || c.Dir == "":
 		return fmt.Errorf("faults: a run needs a duration, a worker command and a directory")
 	case !slices.Contains(Primitives, c.Primitive):
@@ -110,8 +123,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("faults: the %s driver does not implement the %s", c.Backend, c.Primitive)
 	case c.Limit < 1 || c.Limit > dlock.MaxLimit:
 		return fmt.Errorf("faults: a semaphore's limit must be from 1 to %d, got %d", dlock.MaxLimit, c.Limit)
-	case c.CLI != "" && (c.Backend == "none" || c.Primitive != PrimLock):
-		return fmt.Errorf("faults: dlock run takes a lock, on a lock store")
+	case c.CLI != "" && (c.Backend != "redis" && c.Backend != "etcd" || c.Primitive != PrimLock):
+		return fmt.Errorf("faults: dlock run takes a lock, on one redis-server or on etcd")
 	case c.Primitive == PrimElection && c.Backend == "none":
 		return fmt.Errorf("faults: an election runs on a lock store")
 	}
@@ -130,6 +143,8 @@ func (c *Config) length(kind string) time.Duration {
 	switch kind {
 	case StopMember:
 		return 2*c.TTL + 4*time.Second // a member's stop and restart take seconds
+	case Failover:
+		return 10 * time.Second // until the old master follows the new one (see redistest.SentinelGroup.Settle)
 	case PauseHolder, CutHolder, SlowHolder, LoseReply, RepeatCommand:
 		return 2*c.TTL + time.Second
 	case PauseServer:
@@ -223,9 +238,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // servers are the lock store's processes (or members).
 type servers struct {
-	addrs []string
-	redis *redistest.Server
-	etcd  *etcdCluster
+	addrs    []string
+	nodes    []*redistest.Server // redis-server, or Redlock's masters
+	sentinel *redistest.SentinelGroup
+	etcd     *etcdCluster
 }
 
 func startServers(cfg Config) (*servers, error) {
@@ -239,7 +255,29 @@ func startServers(cfg Config) (*servers, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &servers{addrs: []string{s.Addr()}, redis: s}, nil
+		return &servers{addrs: []string{s.Addr()}, nodes: []*redistest.Server{s}}, nil
+	case "redlock":
+		env := &servers{}
+		for i := range cfg.Members {
+			dir := filepath.Join(cfg.Dir, fmt.Sprintf("redis-%d", i))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				env.close()
+				return nil, err
+			}
+			s, err := redistest.New(dir, redistest.Config{})
+			if err != nil {
+				env.close()
+				return nil, err
+			}
+			env.addrs, env.nodes = append(env.addrs, s.Addr()), append(env.nodes, s)
+		}
+		return env, nil
+	case "sentinel":
+		g, err := redistest.NewSentinel(filepath.Join(cfg.Dir, "sentinel"), 1, 3)
+		if err != nil {
+			return nil, err
+		}
+		return &servers{addrs: g.SentinelAddrs(), sentinel: g}, nil
 	case "etcd":
 		c, err := startEtcd(cfg, filepath.Join(cfg.Dir, "etcd"))
 		if err != nil {
@@ -252,9 +290,20 @@ func startServers(cfg Config) (*servers, error) {
 	return nil, fmt.Errorf("faults: unknown backend %q", cfg.Backend)
 }
 
+// nodeName names node i in a schedule.
+func (s *servers) nodeName(i int) string {
+	if len(s.nodes) == 1 {
+		return "redis-server"
+	}
+	return fmt.Sprintf("master %d", i)
+}
+
 func (s *servers) close() {
-	if s.redis != nil {
-		s.redis.Close()
+	for _, n := range s.nodes {
+		n.Close()
+	}
+	if s.sentinel != nil {
+		s.sentinel.Close()
 	}
 	if s.etcd != nil {
 		s.etcd.Close()
@@ -577,14 +626,28 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 			hits := ws.replies(ctx, w, rf, 2*cfg.TTL)
 			f.Target, f.End = fmt.Sprintf("worker %d (%d commands)", w, hits), now()
 		case PauseServer:
-			f.Target = "redis-server"
-			env.redis.Pause()
+			i := rng.IntN(len(env.nodes))
+			f.Target = env.nodeName(i)
+			env.nodes[i].Pause()
 			sleep(ctx, cfg.TTL*3/2) // the fault: the server stays stopped
-			env.redis.Resume()
+			env.nodes[i].Resume()
 			f.End = now()
 		case RestartServer:
-			f.Target = "redis-server"
-			env.redis.Restart()
+			i := rng.IntN(len(env.nodes))
+			f.Target = env.nodeName(i)
+			env.nodes[i].Restart()
+			f.End = now()
+		case Failover:
+			f.Target = "the Sentinels"
+			fctx, cancel := context.WithTimeout(ctx, time.Minute)
+			if m, err := env.sentinel.Failover(fctx); err != nil {
+				f.Target += fmt.Sprintf(" (%v)", err)
+			} else if err := env.sentinel.Settle(fctx); err != nil {
+				f.Target += fmt.Sprintf(" (to %s, not settled: %v)", m.Addr(), err)
+			} else {
+				f.Target += " (to " + m.Addr() + ")"
+			}
+			cancel()
 			f.End = now()
 		case StopMember:
 			i := rng.IntN(env.etcd.Size())

@@ -32,6 +32,8 @@ run 09-etcd-rwlock -backend etcd -members 3 -ttl 2s -primitive rwlock -workers 5
 run 10-etcd-multi -backend etcd -members 3 -ttl 2s -primitive multi -workers 5 -faults $holders,stop-member &
 run 11-redis-election -backend redis -primitive election -workers 3 -faults $holders,pause-server,$replies &
 run 12-etcd-election -backend etcd -members 3 -ttl 2s -primitive election -workers 3 -faults $holders,stop-member &
+run 13-redlock -backend redlock -faults $holders,pause-server,restart-server,$replies &
+run 14-sentinel -backend sentinel -faults pause-holder,kill-holder,failover &
 wait
 
 fail=0

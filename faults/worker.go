@@ -21,7 +21,9 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/etcdlock"
+	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/dlock-go/dlock/redislock"
+	"github.com/dlock-go/dlock/redlock"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -385,6 +387,35 @@ func newLocker(cfg workerConfig) (dlock.Locker, func(), error) {
 			return nil, nil, err
 		}
 		return l, func() { l.Close(); client.Close() }, nil
+	case "sentinel":
+		redis.SetLogger(quiet{})
+		client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.MasterName, SentinelAddrs: cfg.Addrs,
+			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		// A write counts once the replica has it: a failover to the
+		// replica then hands no lock to anyone else before its holder
+		// knows it lost it.
+		l, err := redislock.New(client, append(opts, redislock.WithReplicaAck(1, 200*time.Millisecond))...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return l, func() { l.Close(); client.Close() }, nil
+	case "redlock":
+		redis.SetLogger(quiet{})
+		var clients []redis.UniversalClient
+		for _, a := range cfg.Addrs {
+			clients = append(clients, redis.NewClient(&redis.Options{Addr: a, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}))
+		}
+		closeAll := func() {
+			for _, c := range clients {
+				c.Close()
+			}
+		}
+		l, err := redlock.New(clients, opts...)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		return l, func() { l.Close(); closeAll() }, nil
 	case "none":
 		return noLock{}, func() {}, nil
 	}
