@@ -227,7 +227,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		ws.stopAll()
 		return nil, ctx.Err()
 	}
-	ws.waitAll(now() + int64(cfg.Wait+cfg.TTL+10*time.Second))
+	ws.waitAll(cfg.Wait+cfg.TTL+10*time.Second, stalls.stalled.Load)
 	stopWatch()
 	hist, err := readHistory(cfg.Dir)
 	if err != nil {
@@ -484,26 +484,39 @@ func (ws *workers) pause(ctx context.Context, w int, d time.Duration) (int64, in
 	return t0, t1
 }
 
-// waitAll waits for the workers to stop by themselves, killing those
-// still running at deadline (hung).
-func (ws *workers) waitAll(deadline int64) {
+// waitAll waits grace for the workers to stop by themselves, and longer
+// by the time the machine did not run the harness meanwhile (stalled
+// reads it; two minutes more at most), killing those still running then
+// (hung).
+func (ws *workers) waitAll(grace time.Duration, stalled func() int64) {
 	ws.mu.Lock()
 	procs := make(map[string]*exec.Cmd, len(ws.procs))
 	for w, c := range ws.procs {
 		procs[fmt.Sprintf("%d.%d", w, ws.incarn[w])] = c
 	}
 	ws.mu.Unlock()
+	deadline, counted, extended := now()+int64(grace), stalled(), int64(0)
 	for inc, c := range procs {
 		done := make(chan struct{})
 		go func() { c.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(time.Duration(max(deadline-now(), 0))):
-			signalGroup(c, syscall.SIGKILL)
-			<-done
-			ws.mu.Lock()
-			ws.hung[inc] = true
-			ws.mu.Unlock()
+		for waiting := true; waiting; {
+			t := time.NewTimer(time.Duration(max(deadline-now(), 0)))
+			select {
+			case <-done:
+				waiting = false
+			case <-t.C:
+				if extra := stalled() - counted; extra > 0 && extended < int64(2*time.Minute) {
+					counted, extended, deadline = counted+extra, extended+extra, deadline+extra
+					break
+				}
+				signalGroup(c, syscall.SIGKILL)
+				<-done
+				ws.mu.Lock()
+				ws.hung[inc] = true
+				ws.mu.Unlock()
+				waiting = false
+			}
+			t.Stop()
 		}
 	}
 }

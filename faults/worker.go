@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -130,10 +131,11 @@ func awaitStart() (running func() bool, err error) {
 // log is a worker's history file, written a line at a time so that a
 // worker killed mid-hold leaves everything before the kill.
 type log struct {
-	mu  sync.Mutex
-	f   *os.File
-	enc *json.Encoder
-	w   int
+	mu      sync.Mutex
+	f       *os.File
+	enc     *json.Encoder
+	w       int
+	stalled atomic.Int64 // the stalls watchStalls recorded, in all
 }
 
 func (l *log) add(e event) {
@@ -150,7 +152,10 @@ func (l *log) watchStalls() (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		watchStalls(ctx, func(from, to int64) { l.add(event{E: "stall", T: from, End: to}) })
+		watchStalls(ctx, func(from, to int64) {
+			l.stalled.Add(to - from)
+			l.add(event{E: "stall", T: from, End: to})
+		})
 	}()
 	return func() { cancel(); <-done }
 }
