@@ -36,6 +36,7 @@ type Report struct {
 	Ops          int
 	Impasses     []string // where the search stopped, a key each, with the history around it
 	lin          linCheck // what porcupine found, for the visualisation
+	writes       []write  // the store's, for the artifacts
 
 	// Stalled is how long the machine did not run the run's processes
 	// (each worker's stalls, and those of the harness and the etcd
@@ -176,7 +177,7 @@ type history struct {
 func check(cfg Config, hi history) *Report {
 	cfg.defaults()
 	events := hi.events
-	r := &Report{Config: cfg, Writes: len(hi.writes), Schedule: hi.sched}
+	r := &Report{Config: cfg, Writes: len(hi.writes), Schedule: hi.sched, writes: hi.writes}
 	holds := map[string]*hold{}
 	var order []*hold
 	last := int64(0)
@@ -335,6 +336,12 @@ func check(cfg Config, hi history) *Report {
 	// the machine did not run the worker, the harness between it and the
 	// servers, or the etcd servers (stalls) do not count.
 	limit := int64(cfg.Wait + cfg.TTL + 2*time.Second)
+	if cfg.CLI != "" {
+		// A call of dlock run is the command's: its start, its connection
+		// (a PING) and its Locker's close, each round trip with the
+		// client's own timeouts, around the wait.
+		limit += int64(10 * time.Second)
+	}
 	for _, h := range order {
 		end := max(h.acq, h.fail)
 		if h.start == 0 || end == 0 || end-h.start <= limit || pausedBetween(hi.pauses[h.worker], h.start, end) {

@@ -2,9 +2,14 @@
 // Jepsen checks a lock service: worker processes contend for one key and
 // write, with the fence of each hold, to a fenced store that the checker
 // runs; a schedule drawn from a seed pauses and kills holders and servers
-// meanwhile; and the checker reads the whole history afterwards.
+// meanwhile, cuts or slows their network, and, in front of Redis, loses
+// the replies of commands that took effect or delivers commands twice;
+// and the checker reads the whole history afterwards.
 //
-// The workers take a lock, an election's leadership, or one of the other
+// The lock store is one redis-server, a Sentinel group (a master, its
+// replica, three Sentinels; the workers count a write once the replica
+// has it), Redlock's masters, or an etcd cluster (Config.Backend). The
+// workers take a lock, an election's leadership, or one of the other
 // primitives (Config.Primitive), each with its rule:
 //
 //   - a lock, a leadership: one hold of the key at a time;
@@ -60,8 +65,12 @@
 // the etcd servers, does not count against a Lock call's time: each
 // process records its own (Report.Stalled sums them).
 //
+// A run lasts Config.Duration from the time its workers are ready, and
+// longer when it must: until its schedule has thrown every fault it names
+// once, and its workers have held Workers times (a minute more at most).
+//
 // The package is internal to dlock's tests: `make test` runs a short
 // seeded run per backend and primitive, each as long as its schedule needs
-// to throw every fault it names once, several side by side; and
+// to throw every fault it names once, side by side; and
 // `make soak SECONDS=600` long ones of every mix (see cmd/faultcheck).
 package faults

@@ -2,10 +2,13 @@ package faults
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -29,11 +32,7 @@ func TestMain(m *testing.M) {
 	if !explicit {
 		flag.Set("test.parallel", strconv.Itoa(len(shortRuns)+4))
 	}
-	code := m.Run()
-	if workerProg.dir != "" {
-		os.RemoveAll(workerProg.dir)
-	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // workerProg is the worker program of a test binary built with the race
@@ -43,7 +42,6 @@ func TestMain(m *testing.M) {
 // workers side by side test the machine's load more than the locks.
 var workerProg struct {
 	once sync.Once
-	dir  string
 	cmd  []string
 	err  error
 }
@@ -56,23 +54,34 @@ func workerCommand(t *testing.T) []string {
 		return []string{os.Args[0], "-test.run=^$"}
 	}
 	workerProg.once.Do(func() {
-		dir, err := os.MkdirTemp("", "faults-worker-")
-		if err != nil {
-			workerProg.err = err
-			return
-		}
-		workerProg.dir = dir
-		bin := filepath.Join(dir, "faultcheck")
-		if out, err := exec.Command("go", "build", "-o", bin, "github.com/dlock-go/dlock/faults/cmd/faultcheck").CombinedOutput(); err != nil {
-			workerProg.err = fmt.Errorf("build faultcheck: %v\n%s", err, out)
-			return
-		}
-		workerProg.cmd = []string{bin}
+		bin, err := build("github.com/dlock-go/dlock/faults/cmd/faultcheck")
+		workerProg.cmd, workerProg.err = []string{bin}, err
 	})
 	if workerProg.err != nil {
 		t.Fatal(workerProg.err)
 	}
 	return workerProg.cmd
+}
+
+// build builds the command pkg into the user's cache directory, a
+// directory for each copy of the sources, where the go command leaves it
+// as it is when nothing changed (a link takes seconds on a loaded
+// machine), and returns its path.
+func build(pkg string) (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	sum := sha256.Sum256([]byte(wd))
+	bin := filepath.Join(cache, "dlock-faults", hex.EncodeToString(sum[:8]), path.Base(pkg))
+	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+	}
+	return bin, nil
 }
 
 // run runs cfg with workerCommand's workers, and fails the test with the
@@ -98,15 +107,18 @@ func run(t *testing.T, cfg Config, want func(*Report) bool) *Report {
 	}
 	t.Log(r)
 	if !want(r) {
-		t.Fatalf("seed %d (replay with DLOCK_FAULTS_SEED=%d):\n%s", cfg.Seed, cfg.Seed, r)
+		dir, err := r.WriteArtifacts(ArtifactsDir())
+		if err != nil {
+			dir = fmt.Sprintf("none (%v)", err)
+		}
+		t.Fatalf("seed %d (replay with DLOCK_FAULTS_SEED=%d); artifacts in %s:\n%s", cfg.Seed, cfg.Seed, dir, r)
 	}
 	return r
 }
 
 // shortRuns are the fault runs of go test: one per backend and primitive,
 // each as long as its schedule needs to throw every fault it names once
-// (Config.cover), the longest first. make soak runs the long mixes
-// (soak.sh).
+// (Config.cover). make soak runs the long mixes (soak.sh).
 var shortRuns = []struct {
 	name string
 	cfg  Config
@@ -127,37 +139,43 @@ var shortRuns = []struct {
 	{"etcd/election-cut", Config{Backend: "etcd", Primitive: PrimElection, Workers: 3, TTL: 2 * time.Second, Faults: []string{CutHolder}}, func(r *Report) bool {
 		return safe(r) && r.LateLoss == 0
 	}},
-	// Redis: holders paused past their TTL or killed, the server paused.
-	{"redis/lock", Config{Backend: "redis", Faults: []string{PauseHolder, KillHolder, PauseServer}}, safe},
+	// Redis: holders paused past their TTL or killed, the server paused,
+	// commands that took effect and whose replies were lost, commands
+	// delivered twice.
+	{"redis/lock", Config{Backend: "redis", Faults: redisFaults}, safe},
 	// dlock run as the holder: the workers run `dlock run`, whose CMD
 	// does the writes with DLOCK_FENCE (the test builds the binary).
-	{"redis/dlock-run", Config{Backend: "redis", Faults: []string{PauseHolder, KillHolder, CutHolder}}, safe},
+	{"redis/dlock-run", Config{Backend: "redis", Faults: []string{PauseHolder, KillHolder, CutHolder, LoseReply, RepeatCommand}}, safe},
 	// The primitives, under the lock run's faults: five workers for a
 	// semaphore of three permits; readers and writers (some
 	// downgrading); LockAll over two or three of four keys, which must
 	// also never leave a worker stuck.
-	{"redis/semaphore", Config{Backend: "redis", Primitive: PrimSemaphore, Workers: 5, Faults: []string{PauseHolder, KillHolder, PauseServer}}, safe},
-	{"redis/rwlock", Config{Backend: "redis", Primitive: PrimRWLock, Workers: 5, Faults: []string{PauseHolder, KillHolder, PauseServer}}, safe},
-	{"redis/multi", Config{Backend: "redis", Primitive: PrimMulti, Workers: 5, Faults: []string{PauseHolder, KillHolder, PauseServer}}, safe},
+	{"redis/semaphore", Config{Backend: "redis", Primitive: PrimSemaphore, Workers: 5, Faults: redisFaults}, safe},
+	{"redis/rwlock", Config{Backend: "redis", Primitive: PrimRWLock, Workers: 5, Faults: redisFaults}, safe},
+	{"redis/multi", Config{Backend: "redis", Primitive: PrimMulti, Workers: 5, Faults: redisFaults}, safe},
+	// Redlock over three masters: one of them paused, or restarted empty
+	// (which may cost a hold its quorum), lost and repeated replies.
+	{"redlock/lock", Config{Backend: "redlock", Faults: []string{PauseHolder, KillHolder, PauseServer, RestartServer, LoseReply, RepeatCommand}}, safe},
+	// Sentinel: a forced failover to the replica, which acknowledged
+	// every write the workers counted.
+	{"sentinel/lock", Config{Backend: "sentinel", Faults: []string{PauseHolder, KillHolder, Failover}}, safe},
 	// Leader election (package election): each term writes with its
 	// epoch. A leader paused past its lease learns of its loss only when
 	// it runs again, after its successor began (late loss), and the
 	// writes it makes then are refused by the fence.
-	{"redis/election", Config{Backend: "redis", Primitive: PrimElection, Workers: 3, Faults: []string{PauseHolder}}, safe},
+	{"redis/election", Config{Backend: "redis", Primitive: PrimElection, Workers: 3, Faults: []string{PauseHolder, LoseReply, RepeatCommand}}, safe},
 }
 
-// TestFaults runs shortRuns side by side, at most eight at once, the
-// longest first: each throws every fault it names once, and its history
-// must keep the properties of a safe run.
+// redisFaults are the faults of the Redis runs of the primitives.
+var redisFaults = []string{PauseHolder, KillHolder, PauseServer, LoseReply, RepeatCommand}
+
+// TestFaults runs shortRuns side by side: each throws every fault it
+// names once, and its history must keep the properties of a safe run.
 func TestFaults(t *testing.T) {
 	t.Parallel()
-	gate := newGate(8)
 	for _, c := range shortRuns {
 		t.Run(c.name, func(t *testing.T) {
-			turn := gate.ticket() // in shortRuns' order, only for the runs -run selects
 			t.Parallel()
-			gate.enter(turn)
-			defer gate.leave()
 			cfg := c.cfg
 			if c.name == "redis/dlock-run" {
 				cfg.CLI = buildCLI(t)
@@ -185,60 +203,26 @@ func TestCheckerSeesNoLock(t *testing.T) {
 				return r.Unsafe > 0 && r.Overlaps > 0 && r.Linearizable == "no" && len(r.Violations) > 0 && len(r.Impasses) > 0
 			})
 			t.Logf("the linearizability check: %s", r.Impasses[0][:strings.IndexByte(r.Impasses[0], '\n')])
+			// What a failing run leaves: the report, the history, and
+			// porcupine's visualisation.
+			dir, err := r.WriteArtifacts(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range map[string]string{"report.txt": "(lin)", "linearizability.html": "faults", "schedule.json": `"Seed"`, "history/writes.jsonl": `"Accepted"`, "history/worker-0.jsonl": `"acq"`} {
+				if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !strings.Contains(string(b), want) {
+					t.Errorf("artifact %s: %v, want it to contain %q", name, err, want)
+				}
+			}
 		})
 	}
 }
 
-// gate lets at most n of the parallel subtests that take its tickets run
-// at once, in the order of their tickets.
-type gate struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	issued int // tickets handed out
-	next   int // the ticket whose turn is next
-	free   int // places left
-}
-
-func newGate(n int) *gate {
-	g := &gate{free: n}
-	g.cond = sync.NewCond(&g.mu)
-	return g
-}
-
-// ticket hands out the next ticket; a subtest takes it before t.Parallel,
-// in its parent's order.
-func (g *gate) ticket() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.issued++
-	return g.issued - 1
-}
-
-// enter waits until it is ticket's turn and a place is free.
-func (g *gate) enter(ticket int) {
-	g.mu.Lock()
-	for g.next != ticket || g.free == 0 {
-		g.cond.Wait()
-	}
-	g.next++
-	g.free--
-	g.mu.Unlock()
-	g.cond.Broadcast()
-}
-
-// leave frees a place.
-func (g *gate) leave() {
-	g.mu.Lock()
-	g.free++
-	g.mu.Unlock()
-	g.cond.Broadcast()
-}
-
-// buildCLI builds the dlock command into the test's directory.
+// buildCLI builds the dlock command (see build).
 func buildCLI(t *testing.T) string {
-	cli := filepath.Join(t.TempDir(), "dlock")
-	if out, err := exec.Command("go", "build", "-o", cli, "github.com/dlock-go/dlock/cmd/dlock").CombinedOutput(); err != nil {
-		t.Fatalf("build dlock: %v\n%s", err, out)
+	cli, err := build("github.com/dlock-go/dlock/cmd/dlock")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return cli
 }
@@ -251,6 +235,7 @@ func safe(r *Report) bool { return r.OK() && r.Holds > 0 }
 func TestConfigErrors(t *testing.T) {
 	for _, cfg := range []Config{
 		{Backend: "etcd", Faults: []string{PauseServer}},
+		{Backend: "etcd", Faults: []string{LoseReply}}, // the proxy reads Redis's protocol only
 		{Backend: "redis", Faults: []string{"bogus"}},
 		{Backend: "zookeeper"},
 		{Backend: "redis"}, // no duration

@@ -47,6 +47,7 @@ type linOp struct {
 	fence    uint64 // acquire: the key's fence
 	from, to int64  // call and return; to is the end of the history when the outcome is unknown
 	ok       bool   // the outcome was seen: acquired, renewed, released, downgraded, taken from the server
+	some     bool   // wipe: one server of several restarted; each hold may have kept a quorum
 }
 
 // lease is a hold the model's lock has: who, how it shares the key, and
@@ -164,13 +165,21 @@ func (m *leaseModel) step(s leases, o *linOp) []leases {
 		}
 		return []leases{n}
 	case opWipe:
-		n := at.clone()
-		for _, l := range n.held {
-			n.gone = append(n.gone, l.h)
+		var out []leases
+		for _, lost := range subsets(len(s.held), !o.some) {
+			n := at.clone()
+			n.held = nil
+			for j, l := range at.held {
+				if lost&(1<<j) != 0 {
+					n.gone = append(n.gone, l.h)
+				} else {
+					n.held = append(n.held, l)
+				}
+			}
+			slices.Sort(n.gone)
+			out = append(out, n)
 		}
-		slices.Sort(n.gone)
-		n.held = nil
-		return []leases{n}
+		return out
 	}
 	return nil
 }
@@ -226,6 +235,19 @@ func (m *leaseModel) expire(s leases, ended []int, by int64) (leases, bool) {
 		n.held = slices.Delete(n.held, ended[j], ended[j]+1)
 	}
 	return n, true
+}
+
+// subsets returns, as bit sets, the subsets of n holds a restart may
+// wipe: all of them, or, when only some may be gone, any of them.
+func subsets(n int, all bool) []uint64 {
+	if all || n > 16 {
+		return []uint64{1<<n - 1}
+	}
+	var out []uint64
+	for set := range uint64(1) << n {
+		out = append(out, set)
+	}
+	return out
 }
 
 // combinations returns every subset of k elements of xs.

@@ -2,6 +2,8 @@ package faults
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +199,34 @@ func TestLinearizableManyUnknowns(t *testing.T) {
 	runLinCases(t, []linCase{{name: "five hundred timeouts", events: events, want: "yes"}})
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the check took %v", d)
+	}
+}
+
+// A failing history leaves its report and porcupine's visualisation of
+// where the search stopped.
+func TestArtifacts(t *testing.T) {
+	cfg := Config{TTL: time.Second, Wait: 2 * time.Second, Backend: "redis", Seed: 42}
+	r := check(cfg, history{
+		events: cat(lockSeq("0.0.0", 0, 1, 10, 500, 501), lockSeq("1.0.0", 2, 100, 11, 300, 301)),
+		writes: []write{wr("0.0.0", 10, 20, true), wr("1.0.0", 11, 150, true)},
+		sched:  []fault{{Kind: PauseHolder, At: ms(50), End: ms(60), Target: "worker 0"}},
+	})
+	if r.OK() {
+		t.Fatalf("two holders: %s", r)
+	}
+	dir, err := r.WriteArtifacts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, want string }{
+		{"report.txt", "replay with seed 42"},
+		{"schedule.json", `"Kind": "pause-holder"`},
+		{"history/writes.jsonl", `"Hold":"1.0.0"`},
+		{"linearizability.html", "0.0.0 release faults: ok"},
+		{"linearizability.html", "pause-holder"}, // the schedule's fault
+	} {
+		if b, err := os.ReadFile(filepath.Join(dir, c.name)); err != nil || !strings.Contains(string(b), c.want) {
+			t.Errorf("artifact %s: %v, want it to contain %q", c.name, err, c.want)
+		}
 	}
 }

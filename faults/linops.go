@@ -96,7 +96,7 @@ func linearOps(cfg Config, hi history, order []*hold, first, last int64) linHist
 			continue
 		}
 		for _, k := range sortedKeys(keys) {
-			add(&linOp{kind: opWipe, key: k, from: f.At, to: f.End, ok: true}, cfg.Workers)
+			add(&linOp{kind: opWipe, key: k, from: f.At, to: f.End, ok: true, some: cfg.Backend == "redlock"}, cfg.Workers)
 		}
 	}
 	return lh

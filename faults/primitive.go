@@ -12,6 +12,7 @@ import (
 	"github.com/dlock-go/dlock/election"
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/redislock"
+	"github.com/dlock-go/dlock/redlock"
 )
 
 // The primitives a run can check.
@@ -36,8 +37,10 @@ var multiKeys = []string{"faults:a", "faults:b", "faults:c", "faults:d"}
 func implements(backend, primitive string) bool {
 	var l any
 	switch backend {
-	case "redis":
+	case "redis", "sentinel":
 		l = (*redislock.Locker)(nil)
+	case "redlock":
+		l = (*redlock.Locker)(nil)
 	case "etcd":
 		l = (*etcdlock.Locker)(nil)
 	case "none":

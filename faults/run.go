@@ -24,17 +24,32 @@ import (
 const (
 	PauseHolder   = "pause-holder"   // SIGSTOP a holder for twice the TTL, then SIGCONT
 	KillHolder    = "kill-holder"    // SIGKILL a holder, and start the worker again
-	PauseServer   = "pause-server"   // SIGSTOP redis-server for 1.5 TTL, then SIGCONT
-	RestartServer = "restart-server" // kill redis-server and start it again, empty
+	PauseServer   = "pause-server"   // SIGSTOP redis-server (with Redlock, one of the masters) for 1.5 TTL, then SIGCONT
+	RestartServer = "restart-server" // kill redis-server (with Redlock, one of the masters) and start it again, empty
+	Failover      = "failover"       // a failover the Sentinels are asked for (SENTINEL FAILOVER), until every server follows the new master
 	StopMember    = "stop-member"    // stop an etcd member (the leader every other time) for twice the TTL
 	CutHolder     = "cut-holder"     // cut a holder off from the servers for twice the TTL (its proxy drops everything)
 	SlowHolder    = "slow-holder"    // delay everything between a holder and the servers by half the TTL, for twice the TTL
+	// LoseReply lets the commands of a worker (the holder, or one that
+	// waits) through to Redis and loses their replies, cutting the
+	// connection after each, for twice the TTL: operations that took
+	// effect with an error, which go-redis sends again.
+	LoseReply = "lose-reply"
+	// RepeatCommand delivers each command of a worker (the holder, or one
+	// that waits) to Redis twice, for twice the TTL, as a client that
+	// sends a command again after a read timeout does.
+	RepeatCommand = "repeat-command"
 )
 
 // Config is one run.
 type Config struct {
-	Backend  string        // "redis", "etcd" or "none"
-	Members  int           // etcd members (default 1)
+	// Backend is "redis" (one redis-server), "sentinel" (a master, a
+	// replica and three Sentinels; the workers count a write once the
+	// replica has it, redislock.WithReplicaAck), "redlock" (Members
+	// independent masters), "etcd", or "none" (a lock that excludes
+	// nothing).
+	Backend  string
+	Members  int           // etcd members (default 1), Redlock's masters (default 3)
 	Workers  int           // worker processes (default 4)
 	Duration time.Duration // how long the workers contend
 	TTL      time.Duration // the lease (default 1s)
@@ -60,6 +75,9 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.Members == 0 {
 		c.Members = 1
+		if c.Backend == "redlock" {
+			c.Members = 3
+		}
 	}
 	if c.Workers == 0 {
 		c.Workers = 4
@@ -83,16 +101,20 @@ func (c *Config) defaults() {
 
 // applies lists the faults each backend's schedules can throw.
 var applies = map[string][]string{
-	"redis": {PauseHolder, KillHolder, PauseServer, RestartServer, CutHolder, SlowHolder},
-	"etcd":  {PauseHolder, KillHolder, StopMember, CutHolder, SlowHolder},
-	"none":  {PauseHolder, KillHolder},
+	"redis":   {PauseHolder, KillHolder, PauseServer, RestartServer, CutHolder, SlowHolder, LoseReply, RepeatCommand},
+	"etcd":    {PauseHolder, KillHolder, StopMember, CutHolder, SlowHolder},
+	"none":    {PauseHolder, KillHolder},
+	"redlock": {PauseHolder, KillHolder, PauseServer, RestartServer, CutHolder, SlowHolder, LoseReply, RepeatCommand},
+	// The workers reach the Sentinels through their proxies, and the
+	// master the Sentinels name directly.
+	"sentinel": {PauseHolder, KillHolder, Failover},
 }
 
 func (c *Config) check() error {
 	kinds, ok := applies[c.Backend]
 	switch {
 	case !ok:
-		return fmt.Errorf("faults: unknown backend %q; want redis, etcd or none", c.Backend)
+		return fmt.Errorf("faults: unknown backend %q; want redis, sentinel, redlock, etcd or none", c.Backend)
 	case c.Duration <= 0 || len(c.Worker) == 0 || c.Dir == "":
 		return fmt.Errorf("faults: a run needs a duration, a worker command and a directory")
 	case !slices.Contains(Primitives, c.Primitive):
@@ -101,8 +123,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("faults: the %s driver does not implement the %s", c.Backend, c.Primitive)
 	case c.Limit < 1 || c.Limit > dlock.MaxLimit:
 		return fmt.Errorf("faults: a semaphore's limit must be from 1 to %d, got %d", dlock.MaxLimit, c.Limit)
-	case c.CLI != "" && (c.Backend == "none" || c.Primitive != PrimLock):
-		return fmt.Errorf("faults: dlock run takes a lock, on a lock store")
+	case c.CLI != "" && (c.Backend != "redis" && c.Backend != "etcd" || c.Primitive != PrimLock):
+		return fmt.Errorf("faults: dlock run takes a lock, on one redis-server or on etcd")
 	case c.Primitive == PrimElection && c.Backend == "none":
 		return fmt.Errorf("faults: an election runs on a lock store")
 	}
@@ -121,7 +143,9 @@ func (c *Config) length(kind string) time.Duration {
 	switch kind {
 	case StopMember:
 		return 2*c.TTL + 4*time.Second // a member's stop and restart take seconds
-	case PauseHolder, CutHolder, SlowHolder:
+	case Failover:
+		return 10 * time.Second // until the old master follows the new one (see redistest.SentinelGroup.Settle)
+	case PauseHolder, CutHolder, SlowHolder, LoseReply, RepeatCommand:
 		return 2*c.TTL + time.Second
 	case PauseServer:
 		return c.TTL*3/2 + time.Second
@@ -194,12 +218,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	until := now() + int64(cfg.Duration)
 	ws.begin()
 	sched := runSchedule(ctx, cfg, env, ws, st, until)
+	// A run proves something only if the workers got to hold: a machine
+	// too loaded to let them is given twice the duration and a minute
+	// more.
+	st.awaitSections(ctx, cfg.Workers, until+int64(2*cfg.Duration+time.Minute))
 	ws.finish()
 	if ctx.Err() != nil {
 		ws.stopAll()
 		return nil, ctx.Err()
 	}
-	ws.waitAll(now() + int64(cfg.Wait+cfg.TTL+10*time.Second))
+	ws.waitAll(cfg.Wait+cfg.TTL+10*time.Second, stalls.stalled.Load)
 	stopWatch()
 	hist, err := readHistory(cfg.Dir)
 	if err != nil {
@@ -210,9 +238,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // servers are the lock store's processes (or members).
 type servers struct {
-	addrs []string
-	redis *redistest.Server
-	etcd  *etcdCluster
+	addrs    []string
+	nodes    []*redistest.Server // redis-server, or Redlock's masters
+	sentinel *redistest.SentinelGroup
+	etcd     *etcdCluster
 }
 
 func startServers(cfg Config) (*servers, error) {
@@ -226,7 +255,29 @@ func startServers(cfg Config) (*servers, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &servers{addrs: []string{s.Addr()}, redis: s}, nil
+		return &servers{addrs: []string{s.Addr()}, nodes: []*redistest.Server{s}}, nil
+	case "redlock":
+		env := &servers{}
+		for i := range cfg.Members {
+			dir := filepath.Join(cfg.Dir, fmt.Sprintf("redis-%d", i))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				env.close()
+				return nil, err
+			}
+			s, err := redistest.New(dir, redistest.Config{})
+			if err != nil {
+				env.close()
+				return nil, err
+			}
+			env.addrs, env.nodes = append(env.addrs, s.Addr()), append(env.nodes, s)
+		}
+		return env, nil
+	case "sentinel":
+		g, err := redistest.NewSentinel(filepath.Join(cfg.Dir, "sentinel"), 1, 3)
+		if err != nil {
+			return nil, err
+		}
+		return &servers{addrs: g.SentinelAddrs(), sentinel: g}, nil
 	case "etcd":
 		c, err := startEtcd(cfg, filepath.Join(cfg.Dir, "etcd"))
 		if err != nil {
@@ -239,9 +290,20 @@ func startServers(cfg Config) (*servers, error) {
 	return nil, fmt.Errorf("faults: unknown backend %q", cfg.Backend)
 }
 
+// nodeName names node i in a schedule.
+func (s *servers) nodeName(i int) string {
+	if len(s.nodes) == 1 {
+		return "redis-server"
+	}
+	return fmt.Sprintf("master %d", i)
+}
+
 func (s *servers) close() {
-	if s.redis != nil {
-		s.redis.Close()
+	for _, n := range s.nodes {
+		n.Close()
+	}
+	if s.sentinel != nil {
+		s.sentinel.Close()
 	}
 	if s.etcd != nil {
 		s.etcd.Close()
@@ -422,26 +484,39 @@ func (ws *workers) pause(ctx context.Context, w int, d time.Duration) (int64, in
 	return t0, t1
 }
 
-// waitAll waits for the workers to stop by themselves, killing those
-// still running at deadline (hung).
-func (ws *workers) waitAll(deadline int64) {
+// waitAll waits grace for the workers to stop by themselves, and longer
+// by the time the machine did not run the harness meanwhile (stalled
+// reads it; two minutes more at most), killing those still running then
+// (hung).
+func (ws *workers) waitAll(grace time.Duration, stalled func() int64) {
 	ws.mu.Lock()
 	procs := make(map[string]*exec.Cmd, len(ws.procs))
 	for w, c := range ws.procs {
 		procs[fmt.Sprintf("%d.%d", w, ws.incarn[w])] = c
 	}
 	ws.mu.Unlock()
+	deadline, counted, extended := now()+int64(grace), stalled(), int64(0)
 	for inc, c := range procs {
 		done := make(chan struct{})
 		go func() { c.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(time.Duration(max(deadline-now(), 0))):
-			signalGroup(c, syscall.SIGKILL)
-			<-done
-			ws.mu.Lock()
-			ws.hung[inc] = true
-			ws.mu.Unlock()
+		for waiting := true; waiting; {
+			t := time.NewTimer(time.Duration(max(deadline-now(), 0)))
+			select {
+			case <-done:
+				waiting = false
+			case <-t.C:
+				if extra := stalled() - counted; extra > 0 && extended < int64(2*time.Minute) {
+					counted, extended, deadline = counted+extra, extended+extra, deadline+extra
+					break
+				}
+				signalGroup(c, syscall.SIGKILL)
+				<-done
+				ws.mu.Lock()
+				ws.hung[inc] = true
+				ws.mu.Unlock()
+				waiting = false
+			}
+			t.Stop()
 		}
 	}
 }
@@ -465,6 +540,27 @@ func (ws *workers) network(ctx context.Context, w int, cut bool, delay, d time.D
 	ws.mu.Lock()
 	ws.pauses[w] = append(ws.pauses[w], [2]int64{t0, now()})
 	ws.mu.Unlock()
+}
+
+// replies sets the reply fault f on worker w's way to the servers for d,
+// and returns how many commands it hit.
+func (ws *workers) replies(ctx context.Context, w int, f replyFault, d time.Duration) int {
+	ws.mu.Lock()
+	ps := ws.proxies[w]
+	ws.mu.Unlock()
+	t0 := now()
+	for _, p := range ps {
+		p.setReplies(f)
+	}
+	sleep(ctx, d) // the fault: the replies stay bad this long
+	hits := 0
+	for _, p := range ps {
+		hits += p.setReplies(passReplies)
+	}
+	ws.mu.Lock()
+	ws.pauses[w] = append(ws.pauses[w], [2]int64{t0, now()})
+	ws.mu.Unlock()
+	return hits
 }
 
 func (ws *workers) closeProxies() {
@@ -531,15 +627,40 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 				ws.network(ctx, w, false, cfg.TTL/2, 2*cfg.TTL)
 			}
 			f.End = now()
+		case LoseReply, RepeatCommand:
+			w := st.holder()
+			if w < 0 || rng.IntN(2) == 0 { // a worker that waits, or the holder
+				w = rng.IntN(cfg.Workers)
+			}
+			rf := loseReplies
+			if kind == RepeatCommand {
+				rf = repeatCommands
+			}
+			hits := ws.replies(ctx, w, rf, 2*cfg.TTL)
+			f.Target, f.End = fmt.Sprintf("worker %d (%d commands)", w, hits), now()
 		case PauseServer:
-			f.Target = "redis-server"
-			env.redis.Pause()
+			i := rng.IntN(len(env.nodes))
+			f.Target = env.nodeName(i)
+			env.nodes[i].Pause()
 			sleep(ctx, cfg.TTL*3/2) // the fault: the server stays stopped
-			env.redis.Resume()
+			env.nodes[i].Resume()
 			f.End = now()
 		case RestartServer:
-			f.Target = "redis-server"
-			env.redis.Restart()
+			i := rng.IntN(len(env.nodes))
+			f.Target = env.nodeName(i)
+			env.nodes[i].Restart()
+			f.End = now()
+		case Failover:
+			f.Target = "the Sentinels"
+			fctx, cancel := context.WithTimeout(ctx, time.Minute)
+			if m, err := env.sentinel.Failover(fctx); err != nil {
+				f.Target += fmt.Sprintf(" (%v)", err)
+			} else if err := env.sentinel.Settle(fctx); err != nil {
+				f.Target += fmt.Sprintf(" (to %s, not settled: %v)", m.Addr(), err)
+			} else {
+				f.Target += " (to " + m.Addr() + ")"
+			}
+			cancel()
 			f.End = now()
 		case StopMember:
 			i := rng.IntN(env.etcd.Size())

@@ -4,6 +4,9 @@
 # election, all at once; prints each report and the safety table, and
 # exits 1 when a run broke a property every safe run keeps. go test runs
 # one short run of each backend and primitive; these are the long mixes.
+# A failing run leaves its artifacts (report, history, porcupine's
+# visualisation) under $DLOCK_FAULTS_ARTIFACTS, or the temporary
+# directory, and its report says where.
 set -u
 seconds=${1:-600}
 dir=$(mktemp -d)
@@ -16,18 +19,21 @@ run() { # NAME FLAGS...
 	echo $? >"$dir/$name.code"
 }
 holders=pause-holder,kill-holder,cut-holder,slow-holder
-run 01-redis -backend redis -faults $holders,pause-server &
+replies=lose-reply,repeat-command
+run 01-redis -backend redis -faults $holders,pause-server,$replies &
 run 02-etcd -backend etcd -members 3 -ttl 2s -faults $holders,stop-member &
-run 03-redis-cli -backend redis -dlock "$dir/dlock" -faults $holders &
+run 03-redis-cli -backend redis -dlock "$dir/dlock" -faults $holders,$replies &
 run 04-redis-empty -backend redis -faults restart-server &
-run 05-redis-semaphore -backend redis -primitive semaphore -limit 3 -workers 5 -faults $holders,pause-server &
-run 06-redis-rwlock -backend redis -primitive rwlock -workers 5 -faults $holders,pause-server &
-run 07-redis-multi -backend redis -primitive multi -workers 5 -faults $holders,pause-server &
+run 05-redis-semaphore -backend redis -primitive semaphore -limit 3 -workers 5 -faults $holders,pause-server,$replies &
+run 06-redis-rwlock -backend redis -primitive rwlock -workers 5 -faults $holders,pause-server,$replies &
+run 07-redis-multi -backend redis -primitive multi -workers 5 -faults $holders,pause-server,$replies &
 run 08-etcd-semaphore -backend etcd -members 3 -ttl 2s -primitive semaphore -limit 3 -workers 5 -faults $holders,stop-member &
 run 09-etcd-rwlock -backend etcd -members 3 -ttl 2s -primitive rwlock -workers 5 -faults $holders,stop-member &
 run 10-etcd-multi -backend etcd -members 3 -ttl 2s -primitive multi -workers 5 -faults $holders,stop-member &
-run 11-redis-election -backend redis -primitive election -workers 3 -faults $holders,pause-server &
+run 11-redis-election -backend redis -primitive election -workers 3 -faults $holders,pause-server,$replies &
 run 12-etcd-election -backend etcd -members 3 -ttl 2s -primitive election -workers 3 -faults $holders,stop-member &
+run 13-redlock -backend redlock -faults $holders,pause-server,restart-server,$replies &
+run 14-sentinel -backend sentinel -faults pause-holder,kill-holder,failover &
 wait
 
 fail=0

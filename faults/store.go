@@ -1,12 +1,14 @@
 package faults
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // How a hold shares the keys it writes to, as the store and the checker
@@ -39,7 +41,9 @@ type store struct {
 	mu      sync.Mutex
 	keys    map[string]*keyState
 	writes  []write
-	holding map[int]bool // worker -> says it holds
+	holding map[int]bool  // worker -> says it holds
+	entered int           // critical sections entered
+	enter   chan struct{} // closed, and replaced, when one is entered
 }
 
 // keyState is what the store keeps of one key to decide its writes.
@@ -120,7 +124,7 @@ func startStore(limit int) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &store{url: "http://" + ln.Addr().String(), limit: limit, keys: map[string]*keyState{}, holding: map[int]bool{}}
+	s := &store{url: "http://" + ln.Addr().String(), limit: limit, keys: map[string]*keyState{}, holding: map[int]bool{}, enter: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /write", s.write)
 	mux.HandleFunc("POST /holding", s.setHolding)
@@ -164,6 +168,11 @@ func (s *store) setHolding(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.holding[worker] = r.FormValue("held") == "1"
+	if s.holding[worker] {
+		s.entered++
+		close(s.enter)
+		s.enter = make(chan struct{})
+	}
 	if hold := r.FormValue("hold"); !s.holding[worker] && hold != "" {
 		s.free(func(h string) bool { return h == hold })
 	}
@@ -174,6 +183,28 @@ func (s *store) setHolding(w http.ResponseWriter, r *http.Request) {
 func (s *store) free(match func(hold string) bool) {
 	for _, k := range s.keys {
 		k.free(match)
+	}
+}
+
+// awaitSections waits until the workers have entered n critical
+// sections, ctx ends or the deadline passes.
+func (s *store) awaitSections(ctx context.Context, n int, deadline int64) {
+	t := time.NewTimer(time.Duration(max(deadline-now(), 0)))
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		entered, enter := s.entered, s.enter
+		s.mu.Unlock()
+		if entered >= n {
+			return
+		}
+		select {
+		case <-enter:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 

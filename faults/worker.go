@@ -16,12 +16,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/etcdlock"
+	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/dlock-go/dlock/redislock"
+	"github.com/dlock-go/dlock/redlock"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -128,10 +131,11 @@ func awaitStart() (running func() bool, err error) {
 // log is a worker's history file, written a line at a time so that a
 // worker killed mid-hold leaves everything before the kill.
 type log struct {
-	mu  sync.Mutex
-	f   *os.File
-	enc *json.Encoder
-	w   int
+	mu      sync.Mutex
+	f       *os.File
+	enc     *json.Encoder
+	w       int
+	stalled atomic.Int64 // the stalls watchStalls recorded, in all
 }
 
 func (l *log) add(e event) {
@@ -148,7 +152,10 @@ func (l *log) watchStalls() (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		watchStalls(ctx, func(from, to int64) { l.add(event{E: "stall", T: from, End: to}) })
+		watchStalls(ctx, func(from, to int64) {
+			l.stalled.Add(to - from)
+			l.add(event{E: "stall", T: from, End: to})
+		})
 	}()
 	return func() { cancel(); <-done }
 }
@@ -385,6 +392,35 @@ func newLocker(cfg workerConfig) (dlock.Locker, func(), error) {
 			return nil, nil, err
 		}
 		return l, func() { l.Close(); client.Close() }, nil
+	case "sentinel":
+		redis.SetLogger(quiet{})
+		client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.MasterName, SentinelAddrs: cfg.Addrs,
+			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		// A write counts once the replica has it: a failover to the
+		// replica then hands no lock to anyone else before its holder
+		// knows it lost it.
+		l, err := redislock.New(client, append(opts, redislock.WithReplicaAck(1, 200*time.Millisecond))...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return l, func() { l.Close(); client.Close() }, nil
+	case "redlock":
+		redis.SetLogger(quiet{})
+		var clients []redis.UniversalClient
+		for _, a := range cfg.Addrs {
+			clients = append(clients, redis.NewClient(&redis.Options{Addr: a, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}))
+		}
+		closeAll := func() {
+			for _, c := range clients {
+				c.Close()
+			}
+		}
+		l, err := redlock.New(clients, opts...)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		return l, func() { l.Close(); closeAll() }, nil
 	case "none":
 		return noLock{}, func() {}, nil
 	}

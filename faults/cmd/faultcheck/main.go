@@ -10,14 +10,18 @@
 //
 //	faultcheck -backend redis -primitive semaphore -limit 3 -workers 5 -faults pause-holder,kill-holder
 //
-// The faults: pause-holder, kill-holder, cut-holder, slow-holder (any
-// backend with a server), pause-server and restart-server (Redis),
-// stop-member (etcd).
+// The faults: pause-holder, kill-holder (any backend), cut-holder,
+// slow-holder (a backend with a server), pause-server, restart-server,
+// lose-reply (a command that takes effect and whose reply is lost) and
+// repeat-command (a command delivered twice) (Redis, Redlock: one of its
+// masters), failover (Sentinel), stop-member (etcd).
 //
 // It prints the report, and with -table one row of the README's safety
 // table. It exits 1 when the run broke a property every safe run keeps
 // (unsafe writes or grants, fence regressions, stuck calls, a history that
-// is not linearizable), and 2 on bad flags.
+// is not linearizable), leaving the run's artifacts (the report, the whole
+// history, porcupine's visualisation of it) in a directory it names, under
+// -artifacts; and 2 on bad flags.
 // A run is replayed by giving its seed.
 package main
 
@@ -41,11 +45,12 @@ func main() {
 	var (
 		cfg     faults.Config
 		seconds = flag.Int("seconds", 60, "how long the workers contend")
-		list    = flag.String("faults", "", "comma-separated faults: pause-holder, kill-holder, cut-holder, slow-holder, pause-server and restart-server (Redis), stop-member (etcd)")
+		list    = flag.String("faults", "", "comma-separated faults: pause-holder, kill-holder, cut-holder, slow-holder, pause-server, restart-server, lose-reply and repeat-command (Redis), stop-member (etcd)")
 		table   = flag.Bool("table", false, "print the report as a row of the safety table too")
+		leave   = flag.String("artifacts", faults.ArtifactsDir(), "where a failing run leaves its artifacts (report, history, porcupine's visualisation)")
 	)
-	flag.StringVar(&cfg.Backend, "backend", "redis", "redis, etcd, or none (a lock that excludes nothing)")
-	flag.IntVar(&cfg.Members, "members", 1, "etcd members")
+	flag.StringVar(&cfg.Backend, "backend", "redis", "redis, sentinel (with a replica's acknowledgement), redlock, etcd, or none (a lock that excludes nothing)")
+	flag.IntVar(&cfg.Members, "members", 0, "etcd members (default 1), or Redlock's masters (default 3)")
 	flag.IntVar(&cfg.Workers, "workers", 4, "worker processes")
 	flag.DurationVar(&cfg.TTL, "ttl", time.Second, "the lease")
 	flag.Uint64Var(&cfg.Seed, "seed", 0, "the schedule's seed (0: from the clock)")
@@ -53,8 +58,8 @@ func main() {
 	flag.StringVar(&cfg.Primitive, "primitive", faults.PrimLock, "what the workers take: "+strings.Join(faults.Primitives, ", "))
 	flag.IntVar(&cfg.Limit, "limit", 3, "a semaphore's permits")
 	flag.Parse()
-	if *seconds <= 0 || cfg.Workers <= 0 || cfg.Members <= 0 || cfg.Limit <= 0 || cfg.TTL < time.Second || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "faultcheck: want -seconds, -workers, -members and -limit above 0, -ttl of 1s or more, and no arguments")
+	if *seconds <= 0 || cfg.Workers <= 0 || cfg.Members < 0 || cfg.Limit <= 0 || cfg.TTL < time.Second || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "faultcheck: want -seconds, -workers and -limit above 0, -members of 0 or more, -ttl of 1s or more, and no arguments")
 		os.Exit(2)
 	}
 	if *list != "" {
@@ -90,6 +95,12 @@ func main() {
 		fmt.Println(r.Row())
 	}
 	if !r.OK() {
+		dir, err := r.WriteArtifacts(*leave)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "faultcheck: artifacts:", err)
+		} else {
+			fmt.Fprintln(os.Stderr, "faultcheck: artifacts in", dir)
+		}
 		os.Exit(1)
 	}
 }
