@@ -104,6 +104,9 @@ func (l *Locker) attempt(ctx context.Context, h *hold, o driver.Options, limit i
 		l.giveBack(h.name, h.token)
 		return 0, err
 	}
+	if fence == 0 && retryMS < 0 {
+		return 0, dlock.ErrUpgrade
+	}
 	if fence == 0 {
 		return max(time.Duration(retryMS)*time.Millisecond, 1), nil
 	}
@@ -138,7 +141,7 @@ func (l *Locker) wait(ctx context.Context, h *hold, o driver.Options, limit int)
 		limitC  <-chan time.Time
 		retry   = o.Retry.Start()
 		waiter  string
-		woken   <-chan struct{}
+		woken   <-chan bool
 		lastErr error
 		after   time.Duration
 	)
@@ -165,7 +168,7 @@ func (l *Locker) wait(ctx context.Context, h *hold, o driver.Options, limit int)
 		return &dlock.NotAcquiredError{Key: h.Key(), RetryAfter: after, Err: cause}
 	}
 	fallback := min(o.TTL/3, time.Second) // with notifications on
-	window := 2*fallback + time.Second     // of a waiter's registration
+	window := 2*fallback + time.Second    // of a waiter's registration
 	for {
 		busy, err := l.attempt(ctx, h, o, limit, waiter, window)
 		switch {
@@ -173,6 +176,8 @@ func (l *Locker) wait(ctx context.Context, h *hold, o driver.Options, limit int)
 			return h, nil
 		case ctx.Err() != nil:
 			return nil, giveUp(context.Cause(ctx))
+		case errors.Is(err, dlock.ErrUpgrade):
+			return nil, &dlock.KeyError{Op: "lock", Key: h.Key(), Err: err}
 		case err != nil:
 			lastErr = err
 			l.opts.Logger.DebugContext(ctx, "attempt failed, waiting on", "key", h.Key(), "error", err)
@@ -199,9 +204,11 @@ func (l *Locker) wait(ctx context.Context, h *hold, o driver.Options, limit int)
 		case <-limitC:
 			t.Stop()
 			return nil, giveUp(nil)
-		case <-woken:
+		case named := <-woken:
 			t.Stop()
-			h.tbl.Woken(h, false)
+			if named {
+				h.tbl.Woken(h, false)
+			}
 		case <-t.C:
 		}
 	}

@@ -23,7 +23,7 @@ type listener struct {
 	started  bool
 	stopped  bool
 	up       bool
-	waiters  map[string]chan struct{}
+	waiters  map[string]chan bool // true: a release named it
 	watchers map[string]map[chan struct{}]struct{}
 	ready    []chan struct{} // told once the session is up
 	cancel   context.CancelFunc
@@ -31,7 +31,7 @@ type listener struct {
 }
 
 func newListener(l *Locker, cfg *pgx.ConnConfig) *listener {
-	return &listener{l: l, cfg: cfg, waiters: map[string]chan struct{}{}, watchers: map[string]map[chan struct{}]struct{}{}}
+	return &listener{l: l, cfg: cfg, waiters: map[string]chan bool{}, watchers: map[string]map[chan struct{}]struct{}{}}
 }
 
 func send(c chan struct{}) {
@@ -52,10 +52,11 @@ func (ln *listener) start() {
 	go ln.run(ctx)
 }
 
-// wait registers waiter id; its channel receives a value when a release
-// names it. leave unregisters it.
-func (ln *listener) wait(id string) (<-chan struct{}, func()) {
-	c := make(chan struct{}, 1)
+// wait registers waiter id; its channel receives true when a release
+// names it, false when the session (re)connects and any notification may
+// have been missed. leave unregisters it.
+func (ln *listener) wait(id string) (<-chan bool, func()) {
+	c := make(chan bool, 1)
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	ln.waiters[id] = c
@@ -114,7 +115,10 @@ func (ln *listener) wakeAll(up bool) {
 	defer ln.mu.Unlock()
 	ln.up = up
 	for _, c := range ln.waiters {
-		send(c)
+		select {
+		case c <- false:
+		default:
+		}
 	}
 	for _, m := range ln.watchers {
 		for c := range m {
@@ -182,7 +186,11 @@ func (ln *listener) session(ctx context.Context) error {
 				send(c)
 			}
 		} else if c := ln.waiters[who]; c != nil {
-			send(c)
+			select {
+			case <-c: // a reconnection's: this says more
+			default:
+			}
+			c <- true
 		}
 		ln.mu.Unlock()
 	}

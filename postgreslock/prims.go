@@ -53,7 +53,9 @@ func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (d
 }
 
 // RUnlock releases this Locker's most recent read lock of key.
-func (l *Locker) RUnlock(ctx context.Context, key string) error { return l.unlockRW(ctx, key, driver.HoldRead) }
+func (l *Locker) RUnlock(ctx context.Context, key string) error {
+	return l.unlockRW(ctx, key, driver.HoldRead)
+}
 
 // WUnlock releases this Locker's most recent write lock of key.
 func (l *Locker) WUnlock(ctx context.Context, key string) error {

@@ -58,7 +58,7 @@ func (l *Locker) CreateTable(ctx context.Context) error {
 // statements are the driver's SQL for one table name.
 type statements struct {
 	acquire, release, renew, refresh, ttl, leave, watch string
-	channel                                              string
+	channel                                             string
 }
 
 func newStatements(t string) statements {

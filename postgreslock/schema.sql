@@ -115,7 +115,7 @@ END $$;
 -- milliseconds, as a hold of kind p_kind ('l' lock, 'p' permit of a
 -- semaphore of p_limit, 'r' read, 'w' write) with token p_token. It
 -- returns the hold's fence, or 0 and the time the holder in the way has
--- left. A caller that waits names itself in p_waiter ('' for none): a busy
+-- left (-1: the owner holds the read lock and asks for the write lock). A caller that waits names itself in p_waiter ('' for none): a busy
 -- attempt then registers it for p_wait_ms, so that a release wakes it,
 -- and an acquisition removes it.
 CREATE OR REPLACE FUNCTION dlock_acquire(p_name text, p_token text, p_kind "char", p_owner text,
@@ -124,6 +124,11 @@ CREATE OR REPLACE FUNCTION dlock_acquire(p_name text, p_token text, p_kind "char
 LANGUAGE plpgsql AS $$
 BEGIN
 	fence := 0;
+	IF p_kind = 'w' AND p_owner <> '' AND EXISTS (SELECT 1 FROM dlock_holds
+		WHERE name = p_name AND kind = 'r' AND owner = p_owner AND expires_at > now()) THEN
+		retry_ms := -1; -- a reader does not become a writer: it would wait on itself
+		RETURN;
+	END IF;
 	-- A busy key is answered without a write, unless the caller waits.
 	retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, false);
 	IF retry_ms IS NOT NULL AND p_waiter = '' THEN
