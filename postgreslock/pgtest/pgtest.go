@@ -171,7 +171,6 @@ func (s *Server) Restart() error {
 		args = append(args, "-c", kv)
 	}
 	cmd := exec.Command(filepath.Join(s.bin, "postgres"), args...)
-	// a process group of its own: its backends pause and die with it
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true}
 	log, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -231,16 +230,48 @@ func (s *Server) Log() string {
 	return string(b)
 }
 
-// signal sends sig to the server's process group, and returns the exit
-// channel of the server, nil when it is not running.
+// signal sends sig to the server's postmaster and then to its children
+// (each backend is a session of its own, so no process group holds them
+// all), and returns the exit channel of the server, nil when it is not
+// running.
 func (s *Server) signal(sig syscall.Signal) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
 		return nil
 	}
-	syscall.Kill(-s.cmd.Process.Pid, sig)
+	pid := s.cmd.Process.Pid
+	syscall.Kill(pid, sig)
+	for _, c := range children(pid) {
+		syscall.Kill(c, sig)
+	}
 	return s.exited
+}
+
+// children returns the processes whose parent is pid, from /proc.
+func children(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Stop shuts the server down (fast shutdown: sessions are ended, data
@@ -253,6 +284,10 @@ func (s *Server) Kill() error { return s.end(syscall.SIGKILL) }
 
 func (s *Server) end(sig syscall.Signal) error {
 	s.signal(syscall.SIGCONT) // a paused server cannot shut down
+	var kids []int
+	if pid := s.Pid(); pid != 0 {
+		kids = children(pid)
+	}
 	exited := s.signal(sig)
 	if exited == nil {
 		return nil
@@ -263,19 +298,21 @@ func (s *Server) end(sig syscall.Signal) error {
 		s.signal(syscall.SIGKILL)
 		<-exited
 	}
+	gone(kids)
 	s.mu.Lock()
-	groupGone(s.cmd.Process.Pid)
 	s.cmd = nil
 	s.mu.Unlock()
 	return nil
 }
 
-// groupGone waits until no process of the server's process group is
-// left: the backends of a killed postmaster exit a little after it.
-func groupGone(pgid int) {
+// gone waits until none of pids is left: the backends of a killed
+// postmaster exit a little after it.
+func gone(pids []int) {
 	deadline := time.Now().Add(5 * time.Second)
-	for syscall.Kill(-pgid, 0) == nil && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	for _, p := range pids {
+		for syscall.Kill(p, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 }
 
