@@ -210,4 +210,3 @@ func TestServerKilled(t *testing.T) {
 		t.Fatalf("fence %d after %d; want the next", next.Fence(), lk.Fence())
 	}
 }
-

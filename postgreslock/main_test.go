@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,21 +107,4 @@ func newLocker(t testing.TB, p *pgxpool.Pool, opts ...dlock.Option) *postgresloc
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
-}
-
-var dbSeq atomic.Int64
-
-// newDB creates a database of its own on s with the tables, and returns
-// its URL.
-func newDB(t testing.TB, s *pgtest.Server) string {
-	t.Helper()
-	ctx := context.Background()
-	url, err := s.CreateDB(ctx, fmt.Sprintf("t%d_%d", os.Getpid(), dbSeq.Add(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := createTables(url); err != nil {
-		t.Fatal(err)
-	}
-	return url
 }
