@@ -240,7 +240,9 @@ func TestClusterHoldThroughMigration(t *testing.T) {
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := New(c.client(t), dlock.WithTTL(300*time.Millisecond), dlock.WithFencing(true))
+	// A lease of a second: a renewal a third of it apart, and two thirds
+	// for its reply on a loaded machine.
+	l, err := New(c.client(t), dlock.WithTTL(time.Second), dlock.WithFencing(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,13 +252,14 @@ func TestClusterHoldThroughMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// outlive waits past three leases, failing if the hold ends meanwhile.
+	// outlive waits a lease and a half (the lease was renewed in between),
+	// failing if the hold ends meanwhile.
 	outlive := func(stage string) {
 		t.Helper()
 		select {
 		case <-lk.Done():
 			t.Fatalf("%s: the hold ended: %v", stage, lk.Err())
-		case <-time.After(time.Second):
+		case <-time.After(1500 * time.Millisecond):
 		}
 	}
 	c.migrate(t, int(redisnode.Slot("dlock:lock:"+key)), 0, 1, outlive)
