@@ -29,6 +29,7 @@ type hold struct {
 	tbl   *driver.Table[*hold]
 	kind  driver.HoldKind
 	name  string // the row name (see Locker.nameOf)
+	owner string // the owner column: the caller's owner, "" for none
 	token string
 	fence uint64
 }
