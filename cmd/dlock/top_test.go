@@ -16,7 +16,7 @@ import (
 	"github.com/dlock-go/dlock/internal/syncbuf"
 )
 
-// topStores are the two stores dlock top reads: the flags that name one,
+// topStores are the stores dlock top reads: the flags that name one,
 // and a Locker on it.
 func topStores(t *testing.T) map[string]struct {
 	flags  []string
@@ -31,6 +31,9 @@ func topStores(t *testing.T) map[string]struct {
 		}},
 		"etcd": {[]string{"--etcd", etcdEndpoints()}, func(t *testing.T, prefix string) dlock.Locker {
 			return newEtcdLocker(t, dlock.WithPrefix(prefix))
+		}},
+		"postgres": {[]string{"--postgres", pgURL(t)}, func(t *testing.T, prefix string) dlock.Locker {
+			return newPgLocker(t, dlock.WithPrefix(prefix))
 		}},
 	}
 }
