@@ -27,6 +27,7 @@ var cells = []cell{
 	{name: "TryLock", fn: (*suite).cellTryLock},
 	{name: "Lock", fn: (*suite).cellLock},
 	{name: "WaitLimit", fn: (*suite).cellWaitLimit},
+	{name: "EndedContext", fn: (*suite).cellEndedContext},
 	{name: "Refresh", fn: (*suite).cellRefresh},
 	{name: "Expiry", fn: (*suite).cellExpiry},
 	{name: "Guard", fn: (*suite).cellGuard},
@@ -128,6 +129,25 @@ func (s *suite) cellRefresh(t *testing.T, k holdKind) {
 		t.Fatalf("Unlock: %v", err)
 	}
 	wantErr(t, "Refresh after Unlock", lk.Refresh(ctx, ttl), dlock.ErrNotHeld)
+}
+
+// cellEndedContext: TryLock and Lock under a context that ended before
+// the call take nothing and say so as for a wait that ran out: a
+// *dlock.NotAcquiredError matching ErrNotAcquired and the context's error
+// (an election's campaign, or Do, tells "not now" from "broken" by it).
+func (s *suite) cellEndedContext(t *testing.T, k holdKind) {
+	ctx, cancel := context.WithCancel(s.context(t))
+	cancel()
+	key := key(t)
+	l := k.of(s.locker(t))
+	for name, call := range map[string]func(context.Context, string, ...dlock.Option) (dlock.Lock, error){"TryLock": l.TryLock, "Lock": l.Lock} {
+		lk, err := call(ctx, key)
+		var na *dlock.NotAcquiredError
+		if lk != nil || !errors.As(err, &na) || !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with an ended context: (%v, %v), want a *dlock.NotAcquiredError matching ErrNotAcquired and context.Canceled", name, lk, err)
+		}
+	}
+	mustLock(t)(l.TryLock(s.context(t), key)).Unlock(s.context(t))
 }
 
 // cellExpiry: a lease nobody renews passes to another party once it has
