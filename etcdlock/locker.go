@@ -246,6 +246,9 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 	if err != nil {
 		return nil, err
 	}
+	if err := driver.Ended(ctx, key); err != nil {
+		return nil, err
+	}
 	if err := h.tbl.Reserve(h, false); err != nil {
 		return nil, err
 	}

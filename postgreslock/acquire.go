@@ -28,6 +28,9 @@ func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit 
 	if k == driver.HoldPermit && (limit < 1 || limit > dlock.MaxLimit) {
 		return nil, &dlock.KeyError{Op: "lock", Key: key, Err: fmt.Errorf("%w: limit %d is outside 1 to %d", dlock.ErrInvalidOption, limit, dlock.MaxLimit)}
 	}
+	if err := driver.Ended(ctx, key); err != nil {
+		return nil, err
+	}
 	if o.Waiting && o.Wait == 0 {
 		wait = false
 	}

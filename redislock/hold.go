@@ -139,8 +139,8 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 	if err != nil {
 		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
+	if err := driver.Ended(ctx, key); err != nil {
+		return nil, o, err
 	}
 	owner, token := o.OwnerIn(ctx), driver.NewToken()
 	holder, byOption := owner, o.Owner != ""

@@ -196,8 +196,8 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	if err != nil {
 		return nil, o, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, o, &dlock.KeyError{Key: key, Err: err}
+	if err := driver.Ended(ctx, key); err != nil {
+		return nil, o, err
 	}
 	lk := l.newLock(key, k, driver.NewToken(), o.OwnerIn(ctx), o.Owner != "", o.TTL)
 	lk.renew, lk.fenced = o.AutoRenew, o.Fencing

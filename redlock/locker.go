@@ -230,9 +230,8 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	if err != nil {
 		return nil, o, err
 	}
-	if err := ctx.Err(); err != nil {
-		// as when the context ends during the call
-		return nil, o, &dlock.NotAcquiredError{Key: key, Err: err}
+	if err := driver.Ended(ctx, key); err != nil {
+		return nil, o, err
 	}
 	owner := o.OwnerIn(ctx)
 	lk := &lock{l: l, keys: k, keyArgs: k.Args(), scripts: lockScripts, token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}

@@ -94,9 +94,8 @@ func (l *Locker) prepareHold(ctx context.Context, k driver.HoldKind, key string,
 	if err != nil {
 		return nil, o, &dlock.KeyError{Op: "lock", Key: key, Err: err}
 	}
-	if err := ctx.Err(); err != nil {
-		// as when the context ends during the call
-		return nil, o, &dlock.NotAcquiredError{Key: key, Err: err}
+	if err := driver.Ended(ctx, key); err != nil {
+		return nil, o, err
 	}
 	owner := o.OwnerIn(ctx)
 	lk := &lock{l: l, keys: keys, keyArgs: keys.Args(), scripts: rwScripts, kind: k,
