@@ -9,9 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// listener is a Locker's one LISTEN session. A release sends a NOTIFY on
-// the table's channel naming the waiter it wakes ("<waiter> <name>"), or
-// "* <name>" for the watchers of a name; the listener passes it on. It
+// listener is a Locker's one LISTEN session, on a channel of its own
+// (channelOf). A release sends a NOTIFY there naming the waiter it wakes
+// ("<waiter> <name>"), or "* <name>" for the watchers of a name; the
+// listener passes it on. It
 // connects on first use and again after the connection breaks; each
 // (re)connection wakes everyone, since notifications sent meanwhile are
 // lost.
@@ -165,7 +166,7 @@ func (ln *listener) session(ctx context.Context) error {
 		conn.Close(c)
 		cl()
 	}()
-	_, err = conn.Exec(cctx, "LISTEN "+pgx.Identifier{ln.l.sql.channel}.Sanitize())
+	_, err = conn.Exec(cctx, "LISTEN "+pgx.Identifier{channelOf(ln.l.id)}.Sanitize())
 	cancel()
 	if err != nil {
 		return err
