@@ -59,6 +59,8 @@ type Locker struct {
 	locks, permits, rw driver.Table[*hold]
 	wd                 driver.Watchdog[*hold]
 	ln                 *listener
+
+	beforeWatchStart func() // a test's hook, nil outside tests
 }
 
 var (

@@ -26,6 +26,9 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 	if l.locks.Closed() {
 		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
 	}
+	if l.beforeWatchStart != nil {
+		l.beforeWatchStart()
+	}
 	name := l.nameOf(driver.HoldLock, key)
 	out := make(chan struct{}, 1)
 	in := make(chan struct{}, 1)
