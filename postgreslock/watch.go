@@ -35,7 +35,7 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 	up := make(chan struct{}, 1)
 	id := l.waiterID()
 	stop := l.ln.watch(name, in, up)
-	l.wg.Go(func() {
+	started := l.spawn(func() {
 		defer close(out)
 		defer stop()
 		defer func() {
@@ -80,5 +80,9 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 			}
 		}
 	})
+	if !started {
+		stop()
+		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
+	}
 	return out, nil
 }
