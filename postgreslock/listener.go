@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,10 +30,16 @@ type listener struct {
 	ready    []chan struct{} // told once the session is up
 	cancel   context.CancelFunc
 	done     chan struct{}
+
+	ping     time.Duration // see listenPing
+	sessions atomic.Int64  // set up so far
 }
 
+// listenPing is not used yet.
+const listenPing = 5 * time.Second
+
 func newListener(l *Locker, cfg *pgx.ConnConfig) *listener {
-	return &listener{l: l, cfg: cfg, waiters: map[string]chan bool{}, watchers: map[string]map[chan struct{}]struct{}{}}
+	return &listener{l: l, cfg: cfg, ping: listenPing, waiters: map[string]chan bool{}, watchers: map[string]map[chan struct{}]struct{}{}}
 }
 
 func send(c chan struct{}) {
@@ -171,6 +178,7 @@ func (ln *listener) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ln.sessions.Add(1)
 	ln.wakeAll(true)
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -196,3 +204,4 @@ func (ln *listener) session(ctx context.Context) error {
 		ln.mu.Unlock()
 	}
 }
+
