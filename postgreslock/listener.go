@@ -2,12 +2,15 @@ package postgreslock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // listener is a Locker's one LISTEN session, on a channel of its own
@@ -35,7 +38,9 @@ type listener struct {
 	sessions atomic.Int64  // set up so far
 }
 
-// listenPing is not used yet.
+// listenPing is how long the LISTEN session may stay silent before it is
+// pinged, and how long the ping may take: a connection that went silent
+// without closing is found and replaced within twice that.
 const listenPing = 5 * time.Second
 
 func newListener(l *Locker, cfg *pgx.ConnConfig) *listener {
@@ -181,7 +186,7 @@ func (ln *listener) session(ctx context.Context) error {
 	ln.sessions.Add(1)
 	ln.wakeAll(true)
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		n, err := ln.next(ctx, conn)
 		if err != nil {
 			return err
 		}
@@ -205,3 +210,23 @@ func (ln *listener) session(ctx context.Context) error {
 	}
 }
 
+// next waits for the next notification on conn. After ln.ping of
+// silence it pings the server, and returns the error of a ping that
+// fails or takes longer than ln.ping: the connection is dead, though
+// nothing closed it.
+func (ln *listener) next(ctx context.Context, conn *pgx.Conn) (*pgconn.Notification, error) {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, ln.ping)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return n, err
+		}
+		pctx, cancel := context.WithTimeout(ctx, ln.ping)
+		err = conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("the LISTEN session did not answer a ping within %v: %w", ln.ping, err)
+		}
+	}
+}
