@@ -60,6 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "RESULTS.md", "Markdown file to write; the SVG charts go beside it")
 	clusterOut := fs.String("cluster", "", "measure only the Cluster part (3 masters, dlock beside bsm/redislock and redsync) and write it to this Markdown file")
 	redlockOut := fs.String("redlock", "", "measure only the Redlock part (5 servers, dlock redlock beside redsync) and write it to this Markdown file")
+	pgOut := fs.String("postgres", "", "measure only the PostgreSQL part (dlock's postgreslock beside advisory locks, a lease row and cirello.io/pglock, on one server with fsync on) and write it as the PostgreSQL section of this Markdown file")
 	quick := fs.Bool("quick", false, "short cells and fewer locks, for a smoke test (under a minute)")
 	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "length of one uncontended cell")
 	fs.DurationVar(&cfg.hotDuration, "hot-duration", cfg.hotDuration, "length of one hot-key cell")
@@ -102,6 +103,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "bench: %v\n", err)
 			return 1
 		}
+		return 0
+	}
+	if *pgOut != "" {
+		if err := runPostgres(ctx, cfg, *pgOut); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "wrote the PostgreSQL section of %s\n", *pgOut)
 		return 0
 	}
 	if *redlockOut != "" {

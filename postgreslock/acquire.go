@@ -131,7 +131,7 @@ func (l *Locker) attempt(ctx context.Context, h *hold, o driver.Options, limit i
 // giveBack deletes the row an acquisition may have written, on a context
 // of its own (the caller's may have ended), in the background.
 func (l *Locker) giveBack(name, token string) {
-	l.wg.Go(func() {
+	l.cleanUp(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
 		defer cancel()
 		if _, err := l.releaseRow(ctx, name, token); err != nil {
@@ -226,7 +226,7 @@ func (l *Locker) wait(ctx context.Context, h *hold, o driver.Options, limit int)
 // leave removes a waiter's registration, so that releases stop waking
 // it; one that stays lapses within its window.
 func (l *Locker) leave(name, waiter string) {
-	l.wg.Go(func() {
+	l.cleanUp(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		l.pool.Exec(ctx, l.sql.leave, pgx.QueryExecModeExec, name, waiter)

@@ -2,16 +2,21 @@ package postgreslock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// listener is a Locker's one LISTEN session. A release sends a NOTIFY on
-// the table's channel naming the waiter it wakes ("<waiter> <name>"), or
-// "* <name>" for the watchers of a name; the listener passes it on. It
+// listener is a Locker's one LISTEN session, on a channel of its own
+// (channelOf). A release sends a NOTIFY there naming the waiter it wakes
+// ("<waiter> <name>"), or "* <name>" for the watchers of a name; the
+// listener passes it on. It
 // connects on first use and again after the connection breaks; each
 // (re)connection wakes everyone, since notifications sent meanwhile are
 // lost.
@@ -28,10 +33,18 @@ type listener struct {
 	ready    []chan struct{} // told once the session is up
 	cancel   context.CancelFunc
 	done     chan struct{}
+
+	ping     time.Duration // see listenPing
+	sessions atomic.Int64  // set up so far
 }
 
+// listenPing is how long the LISTEN session may stay silent before it is
+// pinged, and how long the ping may take: a connection that went silent
+// without closing is found and replaced within twice that.
+const listenPing = 5 * time.Second
+
 func newListener(l *Locker, cfg *pgx.ConnConfig) *listener {
-	return &listener{l: l, cfg: cfg, waiters: map[string]chan bool{}, watchers: map[string]map[chan struct{}]struct{}{}}
+	return &listener{l: l, cfg: cfg, ping: listenPing, waiters: map[string]chan bool{}, watchers: map[string]map[chan struct{}]struct{}{}}
 }
 
 func send(c chan struct{}) {
@@ -165,14 +178,15 @@ func (ln *listener) session(ctx context.Context) error {
 		conn.Close(c)
 		cl()
 	}()
-	_, err = conn.Exec(cctx, "LISTEN "+pgx.Identifier{ln.l.sql.channel}.Sanitize())
+	_, err = conn.Exec(cctx, "LISTEN "+pgx.Identifier{channelOf(ln.l.id)}.Sanitize())
 	cancel()
 	if err != nil {
 		return err
 	}
+	ln.sessions.Add(1)
 	ln.wakeAll(true)
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		n, err := ln.next(ctx, conn)
 		if err != nil {
 			return err
 		}
@@ -193,5 +207,26 @@ func (ln *listener) session(ctx context.Context) error {
 			c <- true
 		}
 		ln.mu.Unlock()
+	}
+}
+
+// next waits for the next notification on conn. After ln.ping of
+// silence it pings the server, and returns the error of a ping that
+// fails or takes longer than ln.ping: the connection is dead, though
+// nothing closed it.
+func (ln *listener) next(ctx context.Context, conn *pgx.Conn) (*pgconn.Notification, error) {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, ln.ping)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return n, err
+		}
+		pctx, cancel := context.WithTimeout(ctx, ln.ping)
+		err = conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("the LISTEN session did not answer a ping within %v: %w", ln.ping, err)
+		}
 	}
 }

@@ -54,11 +54,17 @@ type Locker struct {
 
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the goroutines of spawn
+	mu     sync.Mutex     // guards stopped, and wg's count against its Wait
+	// stopped is set by Close before it waits for wg: no goroutine
+	// starts after that.
+	stopped bool
 
 	locks, permits, rw driver.Table[*hold]
 	wd                 driver.Watchdog[*hold]
 	ln                 *listener
+
+	beforeWatchStart func() // a test's hook, nil outside tests
 }
 
 var (
@@ -225,8 +231,32 @@ func (l *Locker) Close() error {
 	}
 	l.wd.Stop()
 	l.ln.stop()
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
 	l.wg.Wait()
 	return err
+}
+
+// spawn runs f on a goroutine that Close waits for, and returns true; once
+// Close is waiting for them, or done, it starts nothing and returns
+// false.
+func (l *Locker) spawn(f func()) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return false
+	}
+	l.wg.Go(f)
+	return true
+}
+
+// cleanUp runs f, a clean-up that must happen (a row to give back), on a
+// goroutine that Close waits for, or at once once Close is waiting.
+func (l *Locker) cleanUp(f func()) {
+	if !l.spawn(f) {
+		f()
+	}
 }
 
 // waiterID returns a new name for one waiting call of this Locker.

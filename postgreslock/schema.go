@@ -58,8 +58,11 @@ func (l *Locker) CreateTable(ctx context.Context) error {
 // statements are the driver's SQL for one table name.
 type statements struct {
 	acquire, release, renew, refresh, ttl, leave, watch string
-	channel                                             string
 }
+
+// channelOf is the channel a Locker named id listens on: the notify
+// function of the schema sends each waiter's wake-up there.
+func channelOf(id string) string { return "dlock_" + id }
 
 func newStatements(t string) statements {
 	return statements{
@@ -73,6 +76,5 @@ WHERE h.name = u.name AND h.token = u.token RETURNING h.name, h.token`,
 		leave:   `DELETE FROM ` + t + `_waiters WHERE name = $1::text AND waiter = $2::text`,
 		watch: `INSERT INTO ` + t + `_waiters (name, waiter, kind, until) VALUES ($1::text, $2::text, 'o', now() + $3::bigint * interval '1 millisecond')
 ON CONFLICT (name, waiter) DO UPDATE SET until = EXCLUDED.until`,
-		channel: t,
 	}
 }

@@ -42,8 +42,10 @@ CREATE TABLE IF NOT EXISTS dlock_waiters (
 );
 
 -- dlock_notify wakes the oldest waiter of p_name, and every watcher of
--- it, with a NOTIFY on channel "dlock" whose payload is
--- "<waiter> <name>" ("* <name>" for the watchers). It sends nothing when
+-- it. Each waiter and watcher is named "<locker>.<n>", and its Locker
+-- listens on channel "dlock_<locker>": the NOTIFY goes to that one
+-- session, with payload "<waiter> <name>" ("* <name>" for watchers), so a
+-- release wakes one process however many wait. It sends nothing when
 -- nobody waits or watches.
 CREATE OR REPLACE FUNCTION dlock_notify(p_name text, p_waiters boolean) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -55,12 +57,13 @@ BEGIN
 		WHERE name = p_name AND kind <> 'o' AND until > now()
 		ORDER BY since, waiter LIMIT 1;
 		IF w IS NOT NULL THEN
-			PERFORM pg_notify('dlock', w || ' ' || p_name);
+			PERFORM pg_notify('dlock_' || split_part(w, '.', 1), w || ' ' || p_name);
 		END IF;
 	END IF;
-	IF EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o' AND until > now()) THEN
-		PERFORM pg_notify('dlock', '* ' || p_name);
-	END IF;
+	FOR w IN SELECT DISTINCT split_part(waiter, '.', 1) FROM dlock_waiters
+	         WHERE name = p_name AND kind = 'o' AND until > now() LOOP
+		PERFORM pg_notify('dlock_' || w, '* ' || p_name);
+	END LOOP;
 END $$;
 
 -- dlock_busy returns how long the first hold in the way of an acquisition

@@ -26,13 +26,16 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 	if l.locks.Closed() {
 		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
 	}
+	if l.beforeWatchStart != nil {
+		l.beforeWatchStart()
+	}
 	name := l.nameOf(driver.HoldLock, key)
 	out := make(chan struct{}, 1)
 	in := make(chan struct{}, 1)
 	up := make(chan struct{}, 1)
 	id := l.waiterID()
 	stop := l.ln.watch(name, in, up)
-	l.wg.Go(func() {
+	started := l.spawn(func() {
 		defer close(out)
 		defer stop()
 		defer func() {
@@ -77,5 +80,9 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 			}
 		}
 	})
+	if !started {
+		stop()
+		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
+	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -184,7 +185,7 @@ func TestPostgresURLFromEnvironment(t *testing.T) {
 	pgURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	url, err := pgSrv.CreateDB(ctx, "clienv")
+	url, err := pgSrv.CreateDB(ctx, fmt.Sprintf("clienv%d", time.Now().UnixNano())) // a new database, without the tables
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,9 +19,22 @@ type Proxy struct {
 	cut    chan struct{} // a value per reply dropped
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closed  bool
+	stalled []*atomic.Bool // one per connection pair
+}
+
+// Stall makes the connections open now go silent in both directions, as
+// a peer that vanished without closing them (a cable pulled): bytes sent
+// either way are dropped, and nothing closes. Later connections are
+// forwarded as usual.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.stalled {
+		s.Store(true)
+	}
 }
 
 // NewProxy starts a proxy to target (host:port) on a free loopback port.
@@ -88,18 +101,25 @@ func (p *Proxy) accept() {
 		p.track(c, true)
 		p.track(s, true)
 		var doomed atomic.Bool
-		p.wg.Go(func() { p.up(c, s, &doomed) })
-		p.wg.Go(func() { p.down(s, c, &doomed) })
+		stalled := new(atomic.Bool)
+		p.mu.Lock()
+		p.stalled = append(p.stalled, stalled)
+		p.mu.Unlock()
+		p.wg.Go(func() { p.up(c, s, &doomed, stalled) })
+		p.wg.Go(func() { p.down(s, c, &doomed, stalled) })
 	}
 }
 
 // up forwards the client's bytes, and marks the connection doomed when a
 // chunk carries the armed marker.
-func (p *Proxy) up(c, s net.Conn, doomed *atomic.Bool) {
+func (p *Proxy) up(c, s net.Conn, doomed, stalled *atomic.Bool) {
 	defer func() { s.Close(); p.track(s, false) }()
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := c.Read(buf)
+		if stalled.Load() {
+			n = 0
+		}
 		if n > 0 {
 			if m := p.marker.Load(); m != nil && bytes.Contains(buf[:n], *m) && p.marker.CompareAndSwap(m, nil) {
 				doomed.Store(true)
@@ -116,11 +136,14 @@ func (p *Proxy) up(c, s net.Conn, doomed *atomic.Bool) {
 
 // down forwards the server's bytes, unless the connection is doomed: then
 // the reply is dropped and both sides are cut.
-func (p *Proxy) down(s, c net.Conn, doomed *atomic.Bool) {
+func (p *Proxy) down(s, c net.Conn, doomed, stalled *atomic.Bool) {
 	defer func() { c.Close(); p.track(c, false) }()
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := s.Read(buf)
+		if stalled.Load() {
+			n = 0
+		}
 		if n > 0 && doomed.Load() {
 			s.Close()
 			select {

@@ -1,0 +1,14 @@
+package postgreslock
+
+import "time"
+
+// SetBeforeWatchStart has Watch call f once its arguments are checked,
+// just before it starts its goroutine.
+func SetBeforeWatchStart(l *Locker, f func()) { l.beforeWatchStart = f }
+
+// SetListenPing sets how long l's LISTEN session may stay silent before
+// it is pinged, and how long the ping may take. Call it before any use.
+func SetListenPing(l *Locker, d time.Duration) { l.ln.ping = d }
+
+// ListenSessions returns how many LISTEN sessions l has set up so far.
+func ListenSessions(l *Locker) int { return int(l.ln.sessions.Load()) }
