@@ -12,9 +12,6 @@ PACKAGES = $(SLOW) $(addsuffix /...,$(MODULES))
 # servers and timers, so more than the 2 cores the machines have, and more
 # than the slow packages, so that the others build and run beside them.
 TEST_P ?= 6
-# How many tests of one package run at once (go test's default is the
-# number of cores): most of them wait on servers and timers.
-TEST_PARALLEL ?= 4
 # More flags for go test, such as -v or -json.
 TESTFLAGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -65,7 +62,7 @@ test: deps ## install what the tests need, then vet and run every module's tests
 	@$(MAKE) --no-print-directory -j2 --output-sync=target vet race
 
 race: deps ## run every module's tests with -race (what test runs beside vet)
-	$(GO) test -race -count=1 -timeout 15m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TESTFLAGS) $(PACKAGES)
+	$(GO) test -race -count=1 -timeout 15m -p $(TEST_P) $(TESTFLAGS) $(PACKAGES)
 
 matrix: deps ## run the conformance matrix on every backend and write README's table of what works where from it
 	@for d in redislock redlock etcdlock postgreslock; do \
