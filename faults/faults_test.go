@@ -153,9 +153,14 @@ var shortRuns = []struct {
 	{"redis/semaphore", Config{Backend: "redis", Primitive: PrimSemaphore, Workers: 5, Faults: redisFaults}, safe},
 	{"redis/rwlock", Config{Backend: "redis", Primitive: PrimRWLock, Workers: 5, Faults: redisFaults}, safe},
 	{"redis/multi", Config{Backend: "redis", Primitive: PrimMulti, Workers: 5, Faults: redisFaults}, safe},
-	// Redlock over three masters: one of them paused, or restarted empty
-	// (which may cost a hold its quorum), lost and repeated replies.
-	{"redlock/lock", Config{Backend: "redlock", Faults: []string{PauseHolder, KillHolder, PauseServer, RestartServer, LoseReply, RepeatCommand}}, safe},
+	// Redlock over three masters: one of them paused, restarted empty at
+	// once (which may cost a hold its quorum), or killed and restarted
+	// empty after the restart delay; a holder cut off from a majority of
+	// them, lost and repeated replies; the same under an election and
+	// RunOnce, which keeps the key for its hold after its job returned.
+	{"redlock/lock", Config{Backend: "redlock", Faults: []string{KillHolder, PauseServer, RestartServer, KillServer, CutMajority}}, safe},
+	{"redlock/election", Config{Backend: "redlock", Primitive: PrimElection, Workers: 3, Faults: []string{PauseHolder, LoseReply, RepeatCommand}}, safe},
+	{"redlock/runonce", Config{Backend: "redlock", Primitive: PrimRunOnce, Faults: []string{KillHolder, PauseHolder, KillServer, CutMajority}}, safe},
 	// Sentinel: a forced failover to the replica, which acknowledged
 	// every write the workers counted.
 	{"sentinel/lock", Config{Backend: "sentinel", Faults: []string{PauseHolder, KillHolder, Failover}}, safe},

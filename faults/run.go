@@ -26,10 +26,18 @@ const (
 	KillHolder    = "kill-holder"    // SIGKILL a holder, and start the worker again
 	PauseServer   = "pause-server"   // SIGSTOP redis-server (with Redlock, one of the masters) for 1.5 TTL, then SIGCONT
 	RestartServer = "restart-server" // kill redis-server (with Redlock, one of the masters) and start it again, empty
-	Failover      = "failover"       // a failover the Sentinels are asked for (SENTINEL FAILOVER), until every server follows the new master
-	StopMember    = "stop-member"    // stop an etcd member (the leader every other time) for twice the TTL
-	CutHolder     = "cut-holder"     // cut a holder off from the servers for twice the TTL (its proxy drops everything)
-	SlowHolder    = "slow-holder"    // delay everything between a holder and the servers by half the TTL, for twice the TTL
+	// KillServer kills redis-server (with Redlock, one of the masters)
+	// and starts it again, empty, after Redlock's restart delay: once
+	// every lease it may have granted has run out (the run's longest
+	// lease and a TTL more).
+	KillServer = "kill-server"
+	// CutMajority cuts a holder off from a majority of Redlock's masters
+	// for twice the TTL; it still reaches the others.
+	CutMajority = "cut-majority"
+	Failover    = "failover"    // a failover the Sentinels are asked for (SENTINEL FAILOVER), until every server follows the new master
+	StopMember  = "stop-member" // stop an etcd member (the leader every other time) for twice the TTL
+	CutHolder   = "cut-holder"  // cut a holder off from the servers for twice the TTL (its proxy drops everything)
+	SlowHolder  = "slow-holder" // delay everything between a holder and the servers by half the TTL, for twice the TTL
 	// LoseReply lets the commands of a worker (the holder, or one that
 	// waits) through to Redis and loses their replies, cutting the
 	// connection after each, for twice the TTL: operations that took
@@ -101,10 +109,10 @@ func (c *Config) defaults() {
 
 // applies lists the faults each backend's schedules can throw.
 var applies = map[string][]string{
-	"redis":   {PauseHolder, KillHolder, PauseServer, RestartServer, CutHolder, SlowHolder, LoseReply, RepeatCommand},
+	"redis":   {PauseHolder, KillHolder, PauseServer, RestartServer, KillServer, CutHolder, SlowHolder, LoseReply, RepeatCommand},
 	"etcd":    {PauseHolder, KillHolder, StopMember, CutHolder, SlowHolder},
 	"none":    {PauseHolder, KillHolder},
-	"redlock": {PauseHolder, KillHolder, PauseServer, RestartServer, CutHolder, SlowHolder, LoseReply, RepeatCommand},
+	"redlock": {PauseHolder, KillHolder, PauseServer, RestartServer, KillServer, CutHolder, CutMajority, SlowHolder, LoseReply, RepeatCommand},
 	// The workers reach the Sentinels through their proxies, and the
 	// master the Sentinels name directly.
 	"sentinel": {PauseHolder, KillHolder, Failover},
@@ -145,12 +153,24 @@ func (c *Config) length(kind string) time.Duration {
 		return 2*c.TTL + 4*time.Second // a member's stop and restart take seconds
 	case Failover:
 		return 10 * time.Second // until the old master follows the new one (see redistest.SentinelGroup.Settle)
-	case PauseHolder, CutHolder, SlowHolder, LoseReply, RepeatCommand:
+	case PauseHolder, CutHolder, CutMajority, SlowHolder, LoseReply, RepeatCommand:
 		return 2*c.TTL + time.Second
+	case KillServer:
+		return c.restartDelay() + time.Second
 	case PauseServer:
 		return c.TTL*3/2 + time.Second
 	}
 	return time.Second
+}
+
+// restartDelay is how long a server killed by KillServer stays down: the
+// run's longest lease (a RunOnce run's hold) and a TTL more.
+func (c *Config) restartDelay() time.Duration {
+	lease := c.TTL
+	if c.Primitive == PrimRunOnce {
+		lease = runHold(c.TTL)
+	}
+	return lease + c.TTL
 }
 
 // cover is the shortest Duration in which the schedule throws each kind of
@@ -522,11 +542,19 @@ func (ws *workers) waitAll(grace time.Duration, stalled func() int64) {
 }
 
 // network cuts worker w off from the servers (cut), or delays what flows
-// between them by delay, for d; then heals.
-func (ws *workers) network(ctx context.Context, w int, cut bool, delay, d time.Duration) {
+// between them by delay, for d; then heals. With only, it does so on the
+// way to those servers (by index) alone.
+func (ws *workers) network(ctx context.Context, w int, cut bool, delay, d time.Duration, only ...int) {
 	ws.mu.Lock()
 	ps := ws.proxies[w]
 	ws.mu.Unlock()
+	if len(only) > 0 {
+		var some []*proxy
+		for _, i := range only {
+			some = append(some, ps[i])
+		}
+		ps = some
+	}
 	t0 := now()
 	for _, p := range ps {
 		p.setCut(cut)
@@ -609,7 +637,7 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 		sleep(ctx, gap) // the quiet time between two faults
 		f := fault{Kind: kind, At: now()}
 		switch kind {
-		case PauseHolder, KillHolder, CutHolder, SlowHolder:
+		case PauseHolder, KillHolder, CutHolder, CutMajority, SlowHolder:
 			w := st.holder()
 			if w < 0 {
 				w = rng.IntN(cfg.Workers)
@@ -623,6 +651,11 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 				st.killed(ws.kill(w))
 			case CutHolder:
 				ws.network(ctx, w, true, 0, 2*cfg.TTL)
+			case CutMajority:
+				cut := rng.Perm(len(env.nodes))[:len(env.nodes)/2+1]
+				slices.Sort(cut)
+				f.Target += fmt.Sprintf(" from masters %v", cut)
+				ws.network(ctx, w, true, 0, 2*cfg.TTL, cut...)
 			case SlowHolder:
 				ws.network(ctx, w, false, cfg.TTL/2, 2*cfg.TTL)
 			}
@@ -644,6 +677,15 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 			env.nodes[i].Pause()
 			sleep(ctx, cfg.TTL*3/2) // the fault: the server stays stopped
 			env.nodes[i].Resume()
+			f.End = now()
+		case KillServer:
+			i := rng.IntN(len(env.nodes))
+			f.Target = env.nodeName(i)
+			env.nodes[i].Kill()
+			sleep(ctx, cfg.restartDelay()) // the fault: the server stays down
+			if err := env.nodes[i].Restart(); err != nil {
+				f.Target += fmt.Sprintf(" (not restarted: %v)", err)
+			}
 			f.End = now()
 		case RestartServer:
 			i := rng.IntN(len(env.nodes))

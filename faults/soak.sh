@@ -32,7 +32,11 @@ run 09-etcd-rwlock -backend etcd -members 3 -ttl 2s -primitive rwlock -workers 5
 run 10-etcd-multi -backend etcd -members 3 -ttl 2s -primitive multi -workers 5 -faults $holders,stop-member &
 run 11-redis-election -backend redis -primitive election -workers 3 -faults $holders,pause-server,$replies &
 run 12-etcd-election -backend etcd -members 3 -ttl 2s -primitive election -workers 3 -faults $holders,stop-member &
-run 13-redlock -backend redlock -faults $holders,pause-server,restart-server,$replies &
+redlock=pause-server,restart-server,kill-server,cut-majority
+run 13-redlock -backend redlock -faults $holders,$redlock,$replies &
+run 15-redlock-election -backend redlock -primitive election -workers 3 -faults $holders,$redlock,$replies &
+run 16-redlock-runonce -backend redlock -primitive runonce -faults $holders,$redlock,$replies &
+run 17-redis-runonce -backend redis -primitive runonce -faults $holders,pause-server,kill-server,$replies &
 run 14-sentinel -backend sentinel -faults pause-holder,kill-holder,failover &
 wait
 

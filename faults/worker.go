@@ -204,7 +204,10 @@ func runWorker(cfg workerConfig) error {
 			cancel()
 			busy := errors.Is(err, dlock.ErrNotAcquired)
 			hist.add(event{E: "fail", Hold: id, T: now(), Busy: busy, Err: err.Error()})
-			if !busy {
+			switch {
+			case busy && cfg.Primitive == PrimRunOnce:
+				time.Sleep(cfg.TTL / 10) // RunOnce tries once: the next tick
+			case !busy:
 				time.Sleep(20 * time.Millisecond) // the server is down: pace the retries
 			}
 			continue
