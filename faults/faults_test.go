@@ -130,6 +130,10 @@ var shortRuns = []struct {
 	{"etcd/semaphore", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimSemaphore, Workers: 5, Faults: []string{PauseHolder, KillHolder, StopMember}}, safe},
 	{"etcd/rwlock", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimRWLock, Workers: 5, Faults: []string{PauseHolder, KillHolder, StopMember}}, safe},
 	{"etcd/multi", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimMulti, Workers: 5, Faults: []string{PauseHolder, KillHolder, StopMember}}, safe},
+	// etcd, three members apart: the leader cut off from the others
+	// (which elect another while the workers' clients still reach it),
+	// or two members that no longer reach each other, each the third.
+	{"etcd/partition", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Faults: []string{IsolateLeader, PartitionMembers}}, safe},
 	{"etcd/election-pause", Config{Backend: "etcd", Primitive: PrimElection, Workers: 3, TTL: 2 * time.Second, Faults: []string{PauseHolder}}, safe},
 	// A leader cut off from the servers keeps running: its context is
 	// cancelled at its local lease deadline, before another leader is
@@ -248,6 +252,7 @@ func TestConfigErrors(t *testing.T) {
 		{Backend: "redis", Duration: time.Second, Primitive: PrimSemaphore, Limit: -1},
 		{Backend: "redis", Duration: time.Second, Primitive: PrimMulti, CLI: "dlock"},
 		{Backend: "none", Primitive: PrimElection},
+		{Backend: "etcd", Faults: []string{IsolateLeader}}, // one member
 	} {
 		if cfg.Duration == 0 && cfg.Backend != "redis" {
 			cfg.Duration = time.Second

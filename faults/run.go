@@ -36,8 +36,15 @@ const (
 	CutMajority = "cut-majority"
 	Failover    = "failover"    // a failover the Sentinels are asked for (SENTINEL FAILOVER), until every server follows the new master
 	StopMember  = "stop-member" // stop an etcd member (the leader every other time) for twice the TTL
-	CutHolder   = "cut-holder"  // cut a holder off from the servers for twice the TTL (its proxy drops everything)
-	SlowHolder  = "slow-holder" // delay everything between a holder and the servers by half the TTL, for twice the TTL
+	// IsolateLeader cuts the etcd leader off from the other members for
+	// twice the TTL; the workers' clients still reach it.
+	IsolateLeader = "isolate-leader"
+	// PartitionMembers cuts the link between two etcd members (the leader
+	// and a follower every other time) for twice the TTL; each still
+	// reaches the third.
+	PartitionMembers = "partition-members"
+	CutHolder        = "cut-holder"  // cut a holder off from the servers for twice the TTL (its proxy drops everything)
+	SlowHolder       = "slow-holder" // delay everything between a holder and the servers by half the TTL, for twice the TTL
 	// LoseReply lets the commands of a worker (the holder, or one that
 	// waits) through to Redis and loses their replies, cutting the
 	// connection after each, for twice the TTL: operations that took
@@ -110,7 +117,7 @@ func (c *Config) defaults() {
 // applies lists the faults each backend's schedules can throw.
 var applies = map[string][]string{
 	"redis":   {PauseHolder, KillHolder, PauseServer, RestartServer, KillServer, CutHolder, SlowHolder, LoseReply, RepeatCommand},
-	"etcd":    {PauseHolder, KillHolder, StopMember, CutHolder, SlowHolder},
+	"etcd":    {PauseHolder, KillHolder, StopMember, IsolateLeader, PartitionMembers, CutHolder, SlowHolder},
 	"none":    {PauseHolder, KillHolder},
 	"redlock": {PauseHolder, KillHolder, PauseServer, RestartServer, KillServer, CutHolder, CutMajority, SlowHolder, LoseReply, RepeatCommand},
 	// The workers reach the Sentinels through their proxies, and the
@@ -140,6 +147,9 @@ func (c *Config) check() error {
 		if !slices.Contains(kinds, f) {
 			return fmt.Errorf("faults: %q does not apply to %s; choose from %s", f, c.Backend, strings.Join(kinds, ", "))
 		}
+		if (f == IsolateLeader || f == PartitionMembers) && c.Members < 3 {
+			return fmt.Errorf("faults: %s needs three etcd members or more, not %d", f, c.Members)
+		}
 	}
 	return nil
 }
@@ -153,6 +163,8 @@ func (c *Config) length(kind string) time.Duration {
 		return 2*c.TTL + 4*time.Second // a member's stop and restart take seconds
 	case Failover:
 		return 10 * time.Second // until the old master follows the new one (see redistest.SentinelGroup.Settle)
+	case IsolateLeader, PartitionMembers:
+		return 2*c.TTL + 2*time.Second // and a second or two for an election
 	case PauseHolder, CutHolder, CutMajority, SlowHolder, LoseReply, RepeatCommand:
 		return 2*c.TTL + time.Second
 	case KillServer:
@@ -703,6 +715,35 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 				f.Target += " (to " + m.Addr() + ")"
 			}
 			cancel()
+			f.End = now()
+		case IsolateLeader, PartitionMembers:
+			l, err := env.etcd.Leader()
+			if err != nil {
+				l = rng.IntN(env.etcd.Size())
+			}
+			others := []int{}
+			for i := range env.etcd.Size() {
+				if i != l {
+					others = append(others, i)
+				}
+			}
+			rng.Shuffle(len(others), func(a, b int) { others[a], others[b] = others[b], others[a] })
+			switch {
+			case kind == IsolateLeader:
+				f.Target = fmt.Sprintf("etcd member %d (the leader)", l)
+				err = env.etcd.Isolate(l)
+			case n%2 == 0 || len(others) < 2:
+				f.Target = fmt.Sprintf("etcd members %d (the leader) and %d", l, others[0])
+				err = env.etcd.Partition(l, others[0])
+			default:
+				f.Target = fmt.Sprintf("etcd members %d and %d", others[0], others[1])
+				err = env.etcd.Partition(others[0], others[1])
+			}
+			if err != nil {
+				f.Target += fmt.Sprintf(" (%v)", err)
+			}
+			sleep(ctx, 2*cfg.TTL) // the fault: the members stay apart
+			env.etcd.Heal()
 			f.End = now()
 		case StopMember:
 			i := rng.IntN(env.etcd.Size())

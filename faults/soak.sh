@@ -20,18 +20,19 @@ run() { # NAME FLAGS...
 }
 holders=pause-holder,kill-holder,cut-holder,slow-holder
 replies=lose-reply,repeat-command
+etcd=stop-member,isolate-leader,partition-members
 run 01-redis -backend redis -faults $holders,pause-server,$replies &
-run 02-etcd -backend etcd -members 3 -ttl 2s -faults $holders,stop-member &
+run 02-etcd -backend etcd -members 3 -ttl 2s -faults $holders,$etcd &
 run 03-redis-cli -backend redis -dlock "$dir/dlock" -faults $holders,$replies &
 run 04-redis-empty -backend redis -faults restart-server &
 run 05-redis-semaphore -backend redis -primitive semaphore -limit 3 -workers 5 -faults $holders,pause-server,$replies &
 run 06-redis-rwlock -backend redis -primitive rwlock -workers 5 -faults $holders,pause-server,$replies &
 run 07-redis-multi -backend redis -primitive multi -workers 5 -faults $holders,pause-server,$replies &
-run 08-etcd-semaphore -backend etcd -members 3 -ttl 2s -primitive semaphore -limit 3 -workers 5 -faults $holders,stop-member &
-run 09-etcd-rwlock -backend etcd -members 3 -ttl 2s -primitive rwlock -workers 5 -faults $holders,stop-member &
-run 10-etcd-multi -backend etcd -members 3 -ttl 2s -primitive multi -workers 5 -faults $holders,stop-member &
+run 08-etcd-semaphore -backend etcd -members 3 -ttl 2s -primitive semaphore -limit 3 -workers 5 -faults $holders,$etcd &
+run 09-etcd-rwlock -backend etcd -members 3 -ttl 2s -primitive rwlock -workers 5 -faults $holders,$etcd &
+run 10-etcd-multi -backend etcd -members 3 -ttl 2s -primitive multi -workers 5 -faults $holders,$etcd &
 run 11-redis-election -backend redis -primitive election -workers 3 -faults $holders,pause-server,$replies &
-run 12-etcd-election -backend etcd -members 3 -ttl 2s -primitive election -workers 3 -faults $holders,stop-member &
+run 12-etcd-election -backend etcd -members 3 -ttl 2s -primitive election -workers 3 -faults $holders,$etcd &
 redlock=pause-server,restart-server,kill-server,cut-majority
 run 13-redlock -backend redlock -faults $holders,$redlock,$replies &
 run 15-redlock-election -backend redlock -primitive election -workers 3 -faults $holders,$redlock,$replies &
