@@ -168,6 +168,10 @@ var shortRuns = []struct {
 	// Sentinel: a forced failover to the replica, which acknowledged
 	// every write the workers counted.
 	{"sentinel/lock", Config{Backend: "sentinel", Faults: []string{PauseHolder, KillHolder, Failover}}, safe},
+	// Cluster, three masters with a replica each: the master of the
+	// lock's slot replaced by its replica (CLUSTER FAILOVER), the slot
+	// moved to another master with its keys.
+	{"cluster/lock", Config{Backend: "cluster", Faults: []string{PauseHolder, KillHolder, ClusterFailover, MigrateSlot}}, safe},
 	// Leader election (package election): each term writes with its
 	// epoch. A leader paused past its lease learns of its loss only when
 	// it runs again, after its successor began (late loss), and the

@@ -40,7 +40,7 @@ var multiKeys = []string{"faults:a", "faults:b", "faults:c", "faults:d"}
 func implements(backend, primitive string) bool {
 	var l any
 	switch backend {
-	case "redis", "sentinel":
+	case "redis", "sentinel", "cluster":
 		l = (*redislock.Locker)(nil)
 	case "redlock":
 		l = (*redlock.Locker)(nil)

@@ -34,6 +34,13 @@ const (
 	// CutMajority cuts a holder off from a majority of Redlock's masters
 	// for twice the TTL; it still reaches the others.
 	CutMajority = "cut-majority"
+	// ClusterFailover makes the replica of the Cluster master that serves
+	// the lock key take over (CLUSTER FAILOVER), until the cluster is
+	// whole again.
+	ClusterFailover = "cluster-failover"
+	// MigrateSlot moves the lock key's slot, with its keys, to another
+	// Cluster master, as a resharding does.
+	MigrateSlot = "migrate-slot"
 	Failover    = "failover"    // a failover the Sentinels are asked for (SENTINEL FAILOVER), until every server follows the new master
 	StopMember  = "stop-member" // stop an etcd member (the leader every other time) for twice the TTL
 	// IsolateLeader cuts the etcd leader off from the other members for
@@ -60,7 +67,8 @@ const (
 type Config struct {
 	// Backend is "redis" (one redis-server), "sentinel" (a master, a
 	// replica and three Sentinels; the workers count a write once the
-	// replica has it, redislock.WithReplicaAck), "redlock" (Members
+	// replica has it, redislock.WithReplicaAck), "cluster" (a Redis
+	// Cluster of three masters with a replica each), "redlock" (Members
 	// independent masters), "etcd", or "none" (a lock that excludes
 	// nothing).
 	Backend  string
@@ -123,13 +131,16 @@ var applies = map[string][]string{
 	// The workers reach the Sentinels through their proxies, and the
 	// master the Sentinels name directly.
 	"sentinel": {PauseHolder, KillHolder, Failover},
+	// The workers reach the Cluster's nodes directly: a proxy would hide
+	// the addresses its redirections name.
+	"cluster": {PauseHolder, KillHolder, ClusterFailover, MigrateSlot},
 }
 
 func (c *Config) check() error {
 	kinds, ok := applies[c.Backend]
 	switch {
 	case !ok:
-		return fmt.Errorf("faults: unknown backend %q; want redis, sentinel, redlock, etcd or none", c.Backend)
+		return fmt.Errorf("faults: unknown backend %q; want redis, sentinel, cluster, redlock, etcd or none", c.Backend)
 	case c.Duration <= 0 || len(c.Worker) == 0 || c.Dir == "":
 		return fmt.Errorf("faults: a run needs a duration, a worker command and a directory")
 	case !slices.Contains(Primitives, c.Primitive):
@@ -163,6 +174,8 @@ func (c *Config) length(kind string) time.Duration {
 		return 2*c.TTL + 4*time.Second // a member's stop and restart take seconds
 	case Failover:
 		return 10 * time.Second // until the old master follows the new one (see redistest.SentinelGroup.Settle)
+	case ClusterFailover, MigrateSlot:
+		return 3 * time.Second // until every node sees the cluster whole
 	case IsolateLeader, PartitionMembers:
 		return 2*c.TTL + 2*time.Second // and a second or two for an election
 	case PauseHolder, CutHolder, CutMajority, SlowHolder, LoseReply, RepeatCommand:
@@ -273,6 +286,7 @@ type servers struct {
 	addrs    []string
 	nodes    []*redistest.Server // redis-server, or Redlock's masters
 	sentinel *redistest.SentinelGroup
+	cluster  *clusterEnv
 	etcd     *etcdCluster
 }
 
@@ -310,6 +324,12 @@ func startServers(cfg Config) (*servers, error) {
 			return nil, err
 		}
 		return &servers{addrs: g.SentinelAddrs(), sentinel: g}, nil
+	case "cluster":
+		c, err := startCluster(filepath.Join(cfg.Dir, "cluster"), workerPrefix, workerKey)
+		if err != nil {
+			return nil, err
+		}
+		return &servers{addrs: c.addrs(), cluster: c}, nil
 	case "etcd":
 		c, err := startEtcd(cfg, filepath.Join(cfg.Dir, "etcd"))
 		if err != nil {
@@ -336,6 +356,9 @@ func (s *servers) close() {
 	}
 	if s.sentinel != nil {
 		s.sentinel.Close()
+	}
+	if s.cluster != nil {
+		s.cluster.close()
 	}
 	if s.etcd != nil {
 		s.etcd.Close()
@@ -367,7 +390,7 @@ func (ws *workers) start(w int) error {
 		ws.incarn, ws.kills, ws.pauses, ws.hung = map[int]int{}, map[string]int64{}, map[int][][2]int64{}, map[string]bool{}
 		ws.stdins, ws.readys = map[int]*os.File{}, map[int]chan struct{}{}
 	}
-	if _, ok := ws.proxies[w]; !ok {
+	if _, ok := ws.proxies[w]; !ok && ws.cfg.Backend != "cluster" {
 		for _, a := range ws.addrs {
 			p, err := startProxy(strings.TrimPrefix(a, "http://"))
 			if err != nil {
@@ -380,8 +403,11 @@ func (ws *workers) start(w int) error {
 	for i, p := range ws.proxies[w] {
 		addrs = append(addrs, strings.TrimSuffix(ws.addrs[i], strings.TrimPrefix(ws.addrs[i], "http://"))+p.addr())
 	}
+	if ws.cfg.Backend == "cluster" {
+		addrs = ws.addrs
+	}
 	cfg := workerConfig{
-		Backend: ws.cfg.Backend, Addrs: addrs, Key: "faults", TTL: ws.cfg.TTL, Wait: ws.cfg.Wait,
+		Backend: ws.cfg.Backend, Addrs: addrs, Key: workerKey, TTL: ws.cfg.TTL, Wait: ws.cfg.Wait,
 		Hold: ws.cfg.Hold, Store: ws.store, Worker: w, Incarnation: ws.incarn[w],
 		Out: filepath.Join(ws.cfg.Dir, fmt.Sprintf("worker-%d.jsonl", w)), Seed: ws.cfg.Seed,
 		CLI: ws.cfg.CLI, Self: ws.cfg.Worker, Primitive: ws.cfg.Primitive, Limit: ws.cfg.Limit,
@@ -744,6 +770,20 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 			}
 			sleep(ctx, 2*cfg.TTL) // the fault: the members stay apart
 			env.etcd.Heal()
+			f.End = now()
+		case ClusterFailover, MigrateSlot:
+			fctx, cancel := context.WithTimeout(ctx, time.Minute)
+			var err error
+			if kind == ClusterFailover {
+				f.Target, err = env.cluster.failover(fctx)
+			} else {
+				to := (env.cluster.owner + 1 + rng.IntN(len(env.cluster.c.Masters)-1)) % len(env.cluster.c.Masters)
+				f.Target, err = env.cluster.migrate(fctx, to)
+			}
+			cancel()
+			if err != nil {
+				f.Target += fmt.Sprintf(" (%v)", err)
+			}
 			f.End = now()
 		case StopMember:
 			i := rng.IntN(env.etcd.Size())

@@ -39,6 +39,9 @@ run 15-redlock-election -backend redlock -primitive election -workers 3 -faults 
 run 16-redlock-runonce -backend redlock -primitive runonce -faults $holders,$redlock,$replies &
 run 17-redis-runonce -backend redis -primitive runonce -faults $holders,pause-server,kill-server,$replies &
 run 14-sentinel -backend sentinel -faults pause-holder,kill-holder,failover &
+cluster=pause-holder,kill-holder,cluster-failover,migrate-slot
+run 18-cluster -backend cluster -faults $cluster &
+run 19-cluster-election -backend cluster -primitive election -workers 3 -faults $cluster &
 wait
 
 fail=0

@@ -30,6 +30,9 @@ import (
 	"go.uber.org/zap"
 )
 
+// workerKey is the key the workers lock, under workerPrefix.
+const workerKey, workerPrefix = "faults", "faults"
+
 // workerEnv is the environment variable that makes a process a worker: it
 // holds the worker's config as JSON.
 const workerEnv = "DLOCK_FAULTS_WORKER"
@@ -375,7 +378,7 @@ func post(hc *http.Client, u string, form url.Values) int {
 
 // newLocker connects the worker's Locker.
 func newLocker(cfg workerConfig) (dlock.Locker, func(), error) {
-	opts := []dlock.Option{dlock.WithTTL(cfg.TTL), dlock.WithPrefix("faults")}
+	opts := []dlock.Option{dlock.WithTTL(cfg.TTL), dlock.WithPrefix(workerPrefix)}
 	switch cfg.Backend {
 	case "redis":
 		redis.SetLogger(quiet{}) // a server that is down is part of the run
@@ -391,6 +394,14 @@ func newLocker(cfg workerConfig) (dlock.Locker, func(), error) {
 			return nil, nil, err
 		}
 		l, err := etcdlock.New(client, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return l, func() { l.Close(); client.Close() }, nil
+	case "cluster":
+		redis.SetLogger(quiet{})
+		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.Addrs, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		l, err := redislock.New(client, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
