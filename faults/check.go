@@ -62,6 +62,14 @@ func (r *Report) Row() string {
 	if r.Config.CLI != "" {
 		backend += ", through dlock run"
 	}
+	switch {
+	case r.Config.Backend == "sentinel" && r.Config.NoAck:
+		backend += ", without acknowledgement"
+	case r.Config.Backend == "sentinel":
+		backend += ", WithReplicaAck"
+	case r.Config.Backend == "cluster":
+		backend += ", 3 masters and 3 replicas"
+	}
 	switch p := r.Config.Primitive; p {
 	case PrimSemaphore:
 		backend += fmt.Sprintf(", semaphore of %d", r.Config.Limit)

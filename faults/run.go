@@ -41,8 +41,11 @@ const (
 	// MigrateSlot moves the lock key's slot, with its keys, to another
 	// Cluster master, as a resharding does.
 	MigrateSlot = "migrate-slot"
-	Failover    = "failover"    // a failover the Sentinels are asked for (SENTINEL FAILOVER), until every server follows the new master
-	StopMember  = "stop-member" // stop an etcd member (the leader every other time) for twice the TTL
+	// KillMaster kills the master of a Sentinel group (SIGKILL); the
+	// Sentinels promote its replica, and it rejoins, empty, as a replica.
+	KillMaster = "kill-master"
+	Failover   = "failover"    // a failover the Sentinels are asked for (SENTINEL FAILOVER), until every server follows the new master
+	StopMember = "stop-member" // stop an etcd member (the leader every other time) for twice the TTL
 	// IsolateLeader cuts the etcd leader off from the other members for
 	// twice the TTL; the workers' clients still reach it.
 	IsolateLeader = "isolate-leader"
@@ -93,6 +96,10 @@ type Config struct {
 	Primitive string
 	// Limit is a semaphore's permits (default 3).
 	Limit int
+	// NoAck, on Sentinel, counts a write once the master has it, without
+	// waiting for the replica's acknowledgement: a failover may then
+	// promote a replica that never had it.
+	NoAck bool
 }
 
 func (c *Config) defaults() {
@@ -130,7 +137,7 @@ var applies = map[string][]string{
 	"redlock": {PauseHolder, KillHolder, PauseServer, RestartServer, KillServer, CutHolder, CutMajority, SlowHolder, LoseReply, RepeatCommand},
 	// The workers reach the Sentinels through their proxies, and the
 	// master the Sentinels name directly.
-	"sentinel": {PauseHolder, KillHolder, Failover},
+	"sentinel": {PauseHolder, KillHolder, Failover, KillMaster},
 	// The workers reach the Cluster's nodes directly: a proxy would hide
 	// the addresses its redirections name.
 	"cluster": {PauseHolder, KillHolder, ClusterFailover, MigrateSlot},
@@ -151,6 +158,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("faults: a semaphore's limit must be from 1 to %d, got %d", dlock.MaxLimit, c.Limit)
 	case c.CLI != "" && (c.Backend != "redis" && c.Backend != "etcd" || c.Primitive != PrimLock):
 		return fmt.Errorf("faults: dlock run takes a lock, on one redis-server or on etcd")
+	case c.NoAck && c.Backend != "sentinel":
+		return fmt.Errorf("faults: only Sentinel waits for a replica's acknowledgement")
 	case c.Primitive == PrimElection && c.Backend == "none":
 		return fmt.Errorf("faults: an election runs on a lock store")
 	}
@@ -172,7 +181,7 @@ func (c *Config) length(kind string) time.Duration {
 	switch kind {
 	case StopMember:
 		return 2*c.TTL + 4*time.Second // a member's stop and restart take seconds
-	case Failover:
+	case Failover, KillMaster:
 		return 10 * time.Second // until the old master follows the new one (see redistest.SentinelGroup.Settle)
 	case ClusterFailover, MigrateSlot:
 		return 3 * time.Second // until every node sees the cluster whole
@@ -410,7 +419,7 @@ func (ws *workers) start(w int) error {
 		Backend: ws.cfg.Backend, Addrs: addrs, Key: workerKey, TTL: ws.cfg.TTL, Wait: ws.cfg.Wait,
 		Hold: ws.cfg.Hold, Store: ws.store, Worker: w, Incarnation: ws.incarn[w],
 		Out: filepath.Join(ws.cfg.Dir, fmt.Sprintf("worker-%d.jsonl", w)), Seed: ws.cfg.Seed,
-		CLI: ws.cfg.CLI, Self: ws.cfg.Worker, Primitive: ws.cfg.Primitive, Limit: ws.cfg.Limit,
+		CLI: ws.cfg.CLI, Self: ws.cfg.Worker, Primitive: ws.cfg.Primitive, Limit: ws.cfg.Limit, NoAck: ws.cfg.NoAck,
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -784,6 +793,22 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 			if err != nil {
 				f.Target += fmt.Sprintf(" (%v)", err)
 			}
+			f.End = now()
+		case KillMaster:
+			fctx, cancel := context.WithTimeout(ctx, time.Minute)
+			killed, promoted, err := env.sentinel.KillMaster(fctx)
+			switch {
+			case err != nil:
+				f.Target = fmt.Sprintf("the master (%v)", err)
+			default:
+				f.Target = fmt.Sprintf("the master %s (%s promoted)", killed.Addr(), promoted.Addr())
+			}
+			if killed != nil {
+				if err := env.sentinel.Rejoin(fctx, killed); err != nil {
+					f.Target += fmt.Sprintf(" (not rejoined: %v)", err)
+				}
+			}
+			cancel()
 			f.End = now()
 		case StopMember:
 			i := rng.IntN(env.etcd.Size())

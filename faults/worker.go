@@ -55,6 +55,7 @@ type workerConfig struct {
 	Section     string   // set for dlock run's CMD: the hold it is the critical section of
 	Primitive   string   // what the workers take: see Primitives
 	Limit       int      // a semaphore's permits
+	NoAck       bool     // Sentinel: without a replica's acknowledgement
 }
 
 // event is one line of a worker's history.
@@ -413,7 +414,10 @@ func newLocker(cfg workerConfig) (dlock.Locker, func(), error) {
 		// A write counts once the replica has it: a failover to the
 		// replica then hands no lock to anyone else before its holder
 		// knows it lost it.
-		l, err := redislock.New(client, append(opts, redislock.WithReplicaAck(1, 200*time.Millisecond))...)
+		if !cfg.NoAck {
+			opts = append(opts, redislock.WithReplicaAck(1, 200*time.Millisecond))
+		}
+		l, err := redislock.New(client, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
