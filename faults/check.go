@@ -68,7 +68,7 @@ func (r *Report) Row() string {
 	case r.Config.Backend == "sentinel":
 		backend += ", WithReplicaAck"
 	case r.Config.Backend == "cluster":
-		backend += ", 3 masters and 3 replicas"
+		backend += ", 2 masters and 2 replicas"
 	}
 	switch p := r.Config.Primitive; p {
 	case PrimSemaphore:

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// clusterEnv is a Redis Cluster of three masters, each with a replica,
+// clusterEnv is a Redis Cluster of two masters, each with a replica,
 // and where the run's lock key is served: roles change with failovers,
 // and the slot moves between the pairs (a master and its replica, by
 // their index in redistest.Cluster).
@@ -23,7 +23,7 @@ type clusterEnv struct {
 // startCluster starts the cluster of a run whose workers lock key with
 // prefix.
 func startCluster(dir, prefix, key string) (*clusterEnv, error) {
-	c, err := redistest.NewCluster(dir, 3, 3)
+	c, err := redistest.NewCluster(dir, 2, 2)
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,7 @@ type Config struct {
 	// Backend is "redis" (one redis-server), "sentinel" (a master, a
 	// replica and three Sentinels; the workers count a write once the
 	// replica has it, redislock.WithReplicaAck), "cluster" (a Redis
-	// Cluster of three masters with a replica each), "redlock" (Members
+	// Cluster of two masters with a replica each), "redlock" (Members
 	// independent masters), "etcd", or "none" (a lock that excludes
 	// nothing).
 	Backend  string
