@@ -3,6 +3,8 @@ package faults
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/dlock-go/dlock/internal/redisnode"
@@ -21,9 +23,16 @@ type clusterEnv struct {
 }
 
 // startCluster starts the cluster of a run whose workers lock key with
-// prefix.
+// prefix. A cluster whose nodes did not meet in time (a loaded machine
+// runs them late) is started again, three times at most.
 func startCluster(dir, prefix, key string) (*clusterEnv, error) {
-	c, err := redistest.NewCluster(dir, 2, 2)
+	var c *redistest.Cluster
+	var err error
+	for try := range 3 {
+		if c, err = redistest.NewCluster(filepath.Join(dir, strconv.Itoa(try)), 2, 2); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
