@@ -6,12 +6,15 @@ MODULES = $(shell $(GO) list -m -f '{{.Dir}}')
 # The packages of every module, as patterns that one go command takes in
 # workspace mode, so that one scheduler builds and tests them all. The
 # slowest packages come first, so that they start first.
-SLOW = ./redislock ./cmd/dlock ./faults ./etcdlock
+SLOW = ./redislock ./cmd/dlock ./faults ./etcdlock ./postgreslock
 PACKAGES = $(SLOW) $(addsuffix /...,$(MODULES))
 # How many builds and test binaries run at once. The tests mostly wait on
 # servers and timers, so more than the 2 cores the machines have, and more
 # than the slow packages, so that the others build and run beside them.
 TEST_P ?= 6
+# How many tests of one package run at once (go test's default is the
+# number of cores): most of them wait on servers and timers.
+TEST_PARALLEL ?= 4
 # More flags for go test, such as -v or -json.
 TESTFLAGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -31,11 +34,15 @@ install: ## build the dlock command, stamped with this clone's revision, into GO
 	$(GO) install -ldflags "-X main.version=$$(git describe --tags --match 'v[0-9]*' --always --dirty)" ./cmd/dlock
 	@bin=$$($(GO) env GOBIN); bin=$${bin:-$$($(GO) env GOPATH)/bin}; echo "$$bin/dlock: $$("$$bin/dlock" version)"
 
-deps: ## install redis-server when it is missing (Debian, apt-get)
+deps: ## install redis-server and PostgreSQL when they are missing (Debian, apt-get)
 	@command -v redis-server >/dev/null || { \
 	  echo "installing redis-server with apt-get"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq -o DPkg::Lock::Timeout=600 redis-server >/dev/null; }
 	@command -v redis-server >/dev/null
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "installing postgresql with apt-get"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq -o DPkg::Lock::Timeout=600 postgresql >/dev/null; }
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null
 
 # staticcheck is built once per machine: again only when its version, or
 # the Go it was built with, is not the one wanted (a staticcheck built with
@@ -58,10 +65,10 @@ test: deps ## install what the tests need, then vet and run every module's tests
 	@$(MAKE) --no-print-directory -j2 --output-sync=target vet race
 
 race: deps ## run every module's tests with -race (what test runs beside vet)
-	$(GO) test -race -count=1 -timeout 15m -p $(TEST_P) $(TESTFLAGS) $(PACKAGES)
+	$(GO) test -race -count=1 -timeout 15m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TESTFLAGS) $(PACKAGES)
 
 matrix: deps ## run the conformance matrix on every backend and write README's table of what works where from it
-	@for d in redislock redlock etcdlock; do \
+	@for d in redislock redlock etcdlock postgreslock; do \
 	  (cd $$d && DLOCK_MATRIX_UPDATE=1 $(GO) test -count=1 -run '^TestConformance$$' -v . | grep -A6 'dlocktest: the matrix on') || exit 1; done
 	@sed -n '/matrix:begin/,/matrix:end/p' README.md
 

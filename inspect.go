@@ -7,7 +7,7 @@ import (
 )
 
 // Inspector is an operator's view of a lock store: who holds a lock, and
-// the means to clear a stuck one. Both drivers' Lockers implement it; the
+// the means to clear a stuck one. Every driver's Locker implements it; the
 // dlock command's status, ls and unlock are built on it.
 type Inspector interface {
 	// Inspect reads what the store holds about key. It changes nothing.

@@ -107,7 +107,7 @@ func (o Outcome) String() string {
 // the event's Kind are zero.
 type Event struct {
 	Kind EventKind
-	// Backend names the store: "redis" or "etcd".
+	// Backend names the driver: "redis", "redlock", "etcd" or "postgres".
 	Backend string
 	// Key is the key as the caller named it, without the Locker's prefix.
 	Key string

@@ -7,7 +7,7 @@ import (
 
 // Watcher is a [Locker] that can say when a key's lock may have changed
 // hands, so that an observer (see package election) reads the lock again
-// then instead of polling. Both drivers implement it.
+// then instead of polling. Every driver implements it.
 type Watcher interface {
 	// Watch returns a channel that receives a value once the watch is in
 	// place (or, if the store could not be reached, once it gave up for
@@ -29,7 +29,7 @@ type Watcher interface {
 // Lapser is a [Lock] that can be released by letting its lease lapse: the
 // way to keep a key taken for a while after the work under it is done,
 // even after the process exits (a scheduled job that must not run twice
-// in one tick on hosts whose clocks disagree). Both drivers' locks
+// in one tick on hosts whose clocks disagree). Every driver's locks
 // implement it.
 type Lapser interface {
 	// UnlockAfter sets the lock's remaining lease to d (rounded up to what

@@ -120,13 +120,18 @@ func (s *suite) oneLeader(t *testing.T) {
 		}
 	}()
 
+	// A campaign gives up after patience: long enough for a loaded
+	// machine to grant a lease, short enough that campaigns end unelected.
+	patience := max(200*time.Millisecond, s.h.leaseTTL())
 	var wg sync.WaitGroup
 	errs := make(chan error, campaigners)
 	for i := range campaigners {
 		e, _ := s.election(t, k)
 		wg.Go(func() {
-			for elected.Load() < terms {
-				cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			// Until the terms are served, or the test's time is up (a
+			// campaign under an ended context fails at once).
+			for elected.Load() < terms && ctx.Err() == nil {
+				cctx, cancel := context.WithTimeout(ctx, patience)
 				ld, err := e.Campaign(cctx, fmt.Sprintf("campaigner-%d", i))
 				cancel()
 				if errors.Is(err, dlock.ErrNotAcquired) {

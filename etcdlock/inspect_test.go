@@ -16,6 +16,7 @@ import (
 )
 
 func TestInspect(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, client(t), dlock.WithPrefix("inspect"))
 
@@ -79,6 +80,7 @@ func TestInspect(t *testing.T) {
 // A hold written without a lease (by another program) never expires:
 // Inspect says so with a TTL of -1.
 func TestInspectNoLease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cli := client(t)
 	l := newLocker(t, cli, dlock.WithPrefix("inspect-nolease"))
@@ -92,6 +94,7 @@ func TestInspectNoLease(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cli := client(t)
 	l := newLocker(t, cli, dlock.WithPrefix("list"))
@@ -174,6 +177,7 @@ func keysOf(infos []dlock.Info) []string {
 // List reads in pages: a lock whose holds span page boundaries is counted
 // whole, and every lock of a range larger than a page is listed.
 func TestListPages(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cli := client(t)
 	l := newLocker(t, cli, dlock.WithPrefix("pages"))
@@ -239,6 +243,7 @@ func TestListPages(t *testing.T) {
 }
 
 func TestForceUnlock(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cli := client(t)
 	l := newLocker(t, cli, dlock.WithPrefix("force"))

@@ -74,6 +74,7 @@ func TestWatchdogKeepsAndStops(t *testing.T) {
 }
 
 func TestOwnershipLostSignal(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared), newLocker(t, shared)
 	raw := shared.Client(t)
@@ -107,6 +108,7 @@ func TestOwnershipLostSignal(t *testing.T) {
 }
 
 func TestServerUnreachable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := redistest.Start(t)
 	l := newLocker(t, s)
@@ -155,6 +157,7 @@ func (lk *lock) leaseDeadline() time.Time {
 }
 
 func TestLeaseWithoutWatchdog(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, shared)
 	lk, err := l.TryLock(ctx, keyFor(t), dlock.WithLease(200*time.Millisecond))
@@ -168,6 +171,7 @@ func TestLeaseWithoutWatchdog(t *testing.T) {
 }
 
 func TestDo(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, shared)
 	raw := shared.Client(t)
@@ -292,6 +296,7 @@ func TestCloseReleasesAndStops(t *testing.T) {
 }
 
 func TestOrphan(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	raw := shared.Client(t)
 	l, err := New(shared.Client(t))

@@ -16,6 +16,7 @@ import (
 // acknowledged them. The replica is stopped (SIGSTOP) to make every
 // acknowledgement fall short.
 func TestReplicaAck(t *testing.T) {
+	t.Parallel()
 	m := redistest.Start(t)
 	r := redistest.StartReplica(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -188,6 +189,7 @@ func TestReplicaAck(t *testing.T) {
 
 // WithReplicaAck refuses values it cannot keep, changing nothing.
 func TestReplicaAckBadInput(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		n       int
 		timeout time.Duration
@@ -216,6 +218,7 @@ func TestReplicaAckBadInput(t *testing.T) {
 // A renewal that reaches a master that was demoted to a replica is not
 // counted: the lease runs out, and the handle says it was lost.
 func TestRenewalOnDemotedMaster(t *testing.T) {
+	t.Parallel()
 	m := redistest.Start(t)
 	r := redistest.StartReplica(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -93,16 +93,19 @@ func permitWorker() int {
 }
 
 // Permits never exceed the limit with 64 contenders in 8 processes, while
-// the test kills a process (SIGKILL) every 250ms and starts another: a
-// killed holder's permits come back when their leases end, and at every
+// the test kills a process (SIGKILL) every 250ms and starts another, until
+// 16 were killed and 20 permits were acquired and released (30s at most):
+// a killed holder's permits come back when their leases end, and at every
 // moment at most limit holders work.
 func TestSemaphoreKilled(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
 	const (
 		procs, goroutines, limit = 8, 8, 3
-		run                      = 4 * time.Second
+		wantKills, wantCycles    = 16, 20
+		run                      = 30 * time.Second // at most: a loaded machine starts processes slowly
 	)
 	ctx := context.Background()
 	c := shared.Client(t)
@@ -157,7 +160,8 @@ func TestSemaphoreKilled(t *testing.T) {
 	kills := 0
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
-	for end := time.Now().Add(run); time.Now().Before(end); {
+	cycles := func() int { n, _ := c.Get(ctx, key+":acquisitions").Int(); return n }
+	for end := time.Now().Add(run); time.Now().Before(end) && (kills < wantKills || cycles() < wantCycles); {
 		<-tick.C
 		mu.Lock()
 		ids := make([]int, 0, len(running))
@@ -185,8 +189,8 @@ func TestSemaphoreKilled(t *testing.T) {
 	if violations != 0 {
 		t.Errorf("%d times more than %d holders worked at once", violations, limit)
 	}
-	if acquisitions < 20 {
-		t.Errorf("only %d permits acquired and released in %v: the contenders made no progress", acquisitions, run)
+	if kills < wantKills || acquisitions < wantCycles {
+		t.Errorf("%d kills and %d permits acquired and released in %v, want %d and %d: the contenders made no progress", kills, acquisitions, run, wantKills, wantCycles)
 	}
 	// The dead holders' permits come back when their leases end, and the
 	// dead waiters' places when their claim windows do (a permit granted

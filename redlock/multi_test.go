@@ -17,6 +17,7 @@ import (
 // has two holders at once, and each key's fences rise from holder to
 // holder.
 func TestLockAllOppositeOrders(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	servers := shared[:3]
 	base := keyFor(t)
@@ -101,6 +102,7 @@ func TestLockAllOppositeOrders(t *testing.T) {
 // key it fails with that key's busy error and gives back the keys it took
 // before it.
 func TestTryLockAll(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared[:3]), newLocker(t, shared[:3])
 	base := keyFor(t)

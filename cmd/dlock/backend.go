@@ -27,11 +27,12 @@ type quietLogger struct{}
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // backendFlags are the flags every command that talks to a lock store
-// takes: --redis or --etcd, and --prefix.
+// takes: --redis, --etcd or --postgres, and --prefix.
 type backendFlags struct {
-	url    string
-	etcd   string
-	prefix string
+	url      string
+	etcd     string
+	postgres string
+	prefix   string
 	// etcd's login and TLS files
 	etcdUser, etcdCA, etcdCert, etcdKey string
 }
@@ -39,7 +40,8 @@ type backendFlags struct {
 func (b *backendFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.url, "redis", "", "Redis `URL` (default $DLOCK_REDIS_URL, else "+defaultRedisURL+")")
 	fs.StringVar(&b.etcd, "etcd", "", "etcd `ENDPOINTS`, comma-separated, instead of Redis (default $DLOCK_ETCD_ENDPOINTS)")
-	fs.StringVar(&b.prefix, "prefix", dlock.DefaultPrefix, "namespace of the lock keys: KEY is stored as PREFIX:lock:KEY (Redis), PREFIX/lock/KEY/ (etcd)")
+	fs.StringVar(&b.postgres, "postgres", "", "PostgreSQL `URL` (postgres://USER@HOST:PORT/DATABASE), instead of Redis (default $DLOCK_POSTGRES_URL)")
+	fs.StringVar(&b.prefix, "prefix", dlock.DefaultPrefix, "namespace of the lock keys: KEY is stored as PREFIX:lock:KEY (Redis, PostgreSQL), PREFIX/lock/KEY/ (etcd)")
 	fs.StringVar(&b.etcdUser, "etcd-user", "", "etcd `USER[:PASSWORD]` (default $DLOCK_ETCD_USER; the password may come from $DLOCK_ETCD_PASSWORD)")
 	fs.StringVar(&b.etcdCA, "etcd-cacert", "", "`FILE` of the CAs that sign etcd's certificate (default $DLOCK_ETCD_CACERT)")
 	fs.StringVar(&b.etcdCert, "etcd-cert", "", "client certificate `FILE` for etcd (default $DLOCK_ETCD_CERT)")
@@ -48,30 +50,48 @@ func (b *backendFlags) register(fs *flag.FlagSet) {
 
 // The lock stores dlock can use.
 const (
-	useRedis = "Redis"
-	useEtcd  = "etcd"
+	useRedis    = "Redis"
+	useEtcd     = "etcd"
+	usePostgres = "PostgreSQL"
 )
 
-// store says which lock store the flags and environment choose: --redis
-// or --etcd, else $DLOCK_REDIS_URL or $DLOCK_ETCD_ENDPOINTS, else the
-// default Redis URL. Asking for both is a usage error.
+// store says which lock store the flags and environment choose: --redis,
+// --etcd or --postgres, else $DLOCK_REDIS_URL, $DLOCK_ETCD_ENDPOINTS or
+// $DLOCK_POSTGRES_URL, else the default Redis URL. Asking for more than
+// one is a usage error.
 func (b *backendFlags) store(e *env) (string, error) {
-	switch {
-	case b.url != "" && b.etcd != "":
-		return "", errors.New("--redis and --etcd both given: choose one lock store")
-	case b.etcd != "":
-		return useEtcd, nil
-	case b.url != "":
-		return useRedis, nil
+	stores := []string{useRedis, useEtcd, usePostgres}
+	if s, err := chooseOne(stores, []string{"--redis", "--etcd", "--postgres"}, []string{b.url, b.etcd, b.postgres}, "given: choose one lock store"); s != "" || err != nil {
+		return s, err
 	}
-	redisEnv, etcdEnv := e.getenv("DLOCK_REDIS_URL"), e.getenv("DLOCK_ETCD_ENDPOINTS")
-	switch {
-	case redisEnv != "" && etcdEnv != "":
-		return "", errors.New("DLOCK_REDIS_URL and DLOCK_ETCD_ENDPOINTS both set: choose one lock store with --redis or --etcd")
-	case etcdEnv != "":
-		return useEtcd, nil
+	vars := []string{"DLOCK_REDIS_URL", "DLOCK_ETCD_ENDPOINTS", "DLOCK_POSTGRES_URL"}
+	values := make([]string, len(vars))
+	for i, v := range vars {
+		values[i] = e.getenv(v)
+	}
+	if s, err := chooseOne(stores, vars, values, "set: choose one lock store with --redis, --etcd or --postgres"); s != "" || err != nil {
+		return s, err
 	}
 	return useRedis, nil
+}
+
+// chooseOne returns the store whose value is set, "" when none is, and an
+// error naming them when more than one is.
+func chooseOne(stores, names, values []string, both string) (string, error) {
+	var set []string
+	store := ""
+	for i, v := range values {
+		if v != "" {
+			set, store = append(set, names[i]), stores[i]
+		}
+	}
+	switch len(set) {
+	case 0, 1:
+		return store, nil
+	case 2:
+		return "", fmt.Errorf("%s and %s both %s", set[0], set[1], both)
+	}
+	return "", fmt.Errorf("%s and %s all %s", strings.Join(set[:len(set)-1], ", "), set[len(set)-1], both)
 }
 
 // backend is a connected lock store: the Locker that run uses, and the
@@ -79,7 +99,8 @@ func (b *backendFlags) store(e *env) (string, error) {
 type backend interface {
 	dlock.Locker
 	dlock.Inspector
-	// name is the store's name in messages: "Redis" or "etcd".
+	// name is the store's name in messages: "Redis", "etcd" or
+	// "PostgreSQL".
 	name() string
 	close()
 }
@@ -98,9 +119,12 @@ func (b *backendFlags) connect(e *env, name string, needs []need, opts ...dlock.
 		ping func() int
 		code int
 	)
-	if store == useEtcd {
+	switch store {
+	case useEtcd:
 		be, ping, code = b.openEtcd(e, name, opts...)
-	} else {
+	case usePostgres:
+		be, ping, code = b.openPostgres(e, name, opts...)
+	default:
 		be, ping, code = b.openRedis(e, name, opts...)
 	}
 	if be == nil {

@@ -50,10 +50,12 @@ func etcdArgs(args ...string) []string {
 // Four dlock processes run five jobs each on one etcd key, checked as in
 // TestRunMutualExclusion.
 func TestEtcdRunMutualExclusion(t *testing.T) {
+	t.Parallel()
 	mutualExclusion(t, 4, 5, etcdArgs)
 }
 
 func TestEtcdRunBusy(t *testing.T) {
+	t.Parallel()
 	l := newEtcdLocker(t)
 	lk, err := l.TryLock(context.Background(), "busy", dlock.WithTTL(30*time.Second))
 	if err != nil {
@@ -83,6 +85,7 @@ func TestEtcdRunBusy(t *testing.T) {
 }
 
 func TestEtcdRunExitCodes(t *testing.T) {
+	t.Parallel()
 	l := newEtcdLocker(t)
 	for _, tc := range []struct {
 		script string
@@ -109,6 +112,7 @@ func TestEtcdRunExitCodes(t *testing.T) {
 
 // A fractional --ttl is rounded up to whole seconds, as the driver does.
 func TestEtcdRunRoundsTTLUp(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cli := etcdSrv.Client(t)
 	dir := t.TempDir()
@@ -142,6 +146,7 @@ func TestEtcdRunRoundsTTLUp(t *testing.T) {
 // Another client deletes the hold: dlock stops CMD and exits 76, and its
 // release leaves the next holder alone.
 func TestEtcdRunLostLock(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l := newEtcdLocker(t)
 	cli := etcdSrv.Client(t)
@@ -178,6 +183,7 @@ func TestEtcdRunLostLock(t *testing.T) {
 }
 
 func TestEtcdStatus(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l := newEtcdLocker(t, dlock.WithPrefix("st"))
 	args := func(a ...string) []string { return append(etcdArgs(a[0], "--prefix", "st"), a[1:]...) }
@@ -230,6 +236,7 @@ func TestEtcdStatus(t *testing.T) {
 }
 
 func TestEtcdList(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l := newEtcdLocker(t, dlock.WithPrefix("ls"))
 	res := dlockIn(t, etcdArgs("ls", "--prefix", "ls"))
@@ -274,6 +281,7 @@ func TestEtcdList(t *testing.T) {
 }
 
 func TestEtcdUnlock(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l := newEtcdLocker(t, dlock.WithPrefix("ul"))
 	lk, err := l.TryLock(ctx, "stuck", dlock.WithTTL(5*time.Second))
@@ -337,6 +345,7 @@ func TestEtcdUnreachable(t *testing.T) {
 
 // DLOCK_ETCD_ENDPOINTS chooses etcd when no flag does.
 func TestEtcdEndpointsFromEnvironment(t *testing.T) {
+	t.Parallel()
 	l := newEtcdLocker(t)
 	lk, err := l.TryLock(context.Background(), "envkey")
 	if err != nil {
@@ -351,6 +360,7 @@ func TestEtcdEndpointsFromEnvironment(t *testing.T) {
 }
 
 func TestEtcdBadInput(t *testing.T) {
+	t.Parallel()
 	eps := etcdEndpoints()
 	for _, tc := range []struct {
 		args []string
@@ -379,6 +389,7 @@ func TestEtcdBadInput(t *testing.T) {
 // dlock cut off from etcd while CMD runs: the lease deadline passes, dlock
 // says etcd could not be reached, stops CMD and exits 76.
 func TestEtcdRunPartitioned(t *testing.T) {
+	t.Parallel()
 	proxy := etcdtest.StartProxy(t, strings.TrimPrefix(etcdSrv.Endpoint(0), "http://"))
 	ready := filepath.Join(t.TempDir(), "ready")
 	res := make(chan result, 1)

@@ -9,6 +9,8 @@ require (
 	github.com/creack/pty v1.1.24
 	github.com/dlock-go/dlock v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/etcdlock v0.0.0-00010101000000-000000000000
+	github.com/dlock-go/dlock/postgreslock v0.0.0-00010101000000-000000000000
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3

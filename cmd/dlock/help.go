@@ -41,6 +41,7 @@ var topics = []topic{
 	{"exit-codes", "what dlock's exit codes mean", exitCodesHelp},
 	{"redis", "choosing the Redis server: URLs, Sentinel, Cluster", redisHelp},
 	{"etcd", "keeping the locks in etcd instead", etcdHelp},
+	{"postgres", "keeping the locks in PostgreSQL instead", postgresHelp},
 }
 
 func usage(w io.Writer) {
@@ -53,11 +54,12 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-11s %s\n", t.name, t.short)
 	}
 	fmt.Fprint(w, "\nRun `dlock help COMMAND` for its flags; the flags that say where the locks\n"+
-		"are (--redis, --etcd, --prefix, --etcd-*) and --json may also come before COMMAND.\n"+
+		"are (--redis, --etcd, --postgres, --prefix, --etcd-*) and --json may also come\nbefore COMMAND.\n"+
 		"Every duration is a Go duration (1.5s, 2m, 500ms) or a number of seconds.\n"+
 		"The Redis server comes from --redis URL\n"+
 		"or DLOCK_REDIS_URL (default "+defaultRedisURL+"); an etcd cluster, used\n"+
-		"instead, from --etcd ENDPOINTS or DLOCK_ETCD_ENDPOINTS.\n\n"+
+		"instead, from --etcd ENDPOINTS or DLOCK_ETCD_ENDPOINTS; a PostgreSQL database\n"+
+		"from --postgres URL or DLOCK_POSTGRES_URL.\n\n"+
 		"Examples:\n\n"+examples)
 }
 
@@ -145,6 +147,7 @@ released after CMD exits. If dlock itself is killed, CMD gets SIGTERM
 
 With --etcd, the lease is whole seconds: --ttl must be at least 1s, and a
 fractional one is rounded up (1.5s becomes 2s); --fair is not available.
+With --postgres, --fair is not available either.
 A flag the store cannot honour is refused before CMD runs, with exit 2 and
 one line saying why: --limit on Redlock, whose independent masters cannot
 bound permits, or --hold-at-least, --shared or --exclusive where the
@@ -309,3 +312,25 @@ stored under PREFIX/lock/KEY/, with '%' and '/' in KEY written %25 and %2F,
 and the fence is the create revision of the hold, which grows with every
 write to the cluster. etcd keeps nothing of a released lock, and waiters
 leave no trace in it.`
+
+const postgresHelp = `
+--postgres URL, or $DLOCK_POSTGRES_URL when no --redis, --etcd or
+--postgres flag is given, keeps the locks in a PostgreSQL database: for
+teams that run no Redis. URL is postgres://USER[:PASSWORD]@HOST[:PORT]/DB
+with libpq's options (sslmode=require, connect_timeout=2), or a libpq
+key=value string; the password may also come from $PGPASSWORD or
+~/.pgpass. Naming two stores is a usage error. dlock gives up on a server
+that does not answer within connect_timeout (default 5s), with one line
+naming it, and exits 69; a refused login exits 77, a database that does
+not exist 78.
+
+The locks live in the tables dlock, dlock_holds and dlock_waiters, which
+dlock creates on first use when they are missing (the user needs the
+privilege to create tables); or create them in a migration with the DDL
+that the Go package postgreslock exports as Schema. A lease is counted by
+the server's clock, the fence of KEY is a counter kept in its row, which
+grows with every acquisition and is kept after the release, and KEY's
+holds are rows named PREFIX:lock:KEY. A release wakes the longest waiter
+at once; --fair is not available, since a newcomer may still come first.
+PgBouncer in transaction pooling mode is fine for the locks; waiters are
+woken through LISTEN, which needs a direct connection, and otherwise poll.`

@@ -192,7 +192,7 @@ var invalidValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for fl
 
 // globalFlags are the flags that may come before the command: where the
 // locks are, and --json.
-var globalFlags = map[string]bool{"redis": true, "etcd": true, "prefix": true, "etcd-user": true,
+var globalFlags = map[string]bool{"redis": true, "etcd": true, "postgres": true, "prefix": true, "etcd-user": true,
 	"etcd-cacert": true, "etcd-cert": true, "etcd-key": true, "json": false} // name -> takes a value
 
 // moveGlobalFlags turns "dlock --redis URL status KEY" into "dlock status

@@ -58,6 +58,11 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer etcdSrv.Close()
+	defer func() {
+		if pgSrv != nil {
+			pgSrv.Close()
+		}
+	}()
 	return m.Run()
 }
 

@@ -280,6 +280,9 @@ func cmdRun(e *env, args []string) int {
 			return usageError(e, "run", "--fair: etcd has no fair mode (waiters are woken in no particular order)")
 		}
 	}
+	if store == usePostgres && c.fair {
+		return usageError(e, "run", "--fair: PostgreSQL has no fair mode (a release wakes the longest waiter, but a newcomer may take the lock first)")
+	}
 	switch {
 	case c.ttl < minTTL:
 		return usageError(e, "run", "--ttl %v: must be at least %v", c.ttl, minTTL)

@@ -1,0 +1,231 @@
+package postgreslock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/jackc/pgx/v5"
+)
+
+// take acquires a hold of kind k on key: a lock, a permit of a semaphore
+// of limit, or a read or write lock. It makes one attempt, or (wait)
+// waits as Lock does.
+func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit int, wait bool, opts []dlock.Option) (_ dlock.Lock, err error) {
+	if err := driver.CheckKey(key); err != nil {
+		return nil, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+	}
+	o, err := l.opts.Apply(opts...)
+	if err == nil {
+		err = checkOptions(o)
+	}
+	if err != nil {
+		return nil, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+	}
+	if k == driver.HoldPermit && (limit < 1 || limit > dlock.MaxLimit) {
+		return nil, &dlock.KeyError{Op: "lock", Key: key, Err: fmt.Errorf("%w: limit %d is outside 1 to %d", dlock.ErrInvalidOption, limit, dlock.MaxLimit)}
+	}
+	if o.Waiting && o.Wait == 0 {
+		wait = false
+	}
+	h := &hold{l: l, tbl: l.tableOf(k), kind: k, name: l.nameOf(k, key), owner: o.OwnerIn(ctx)}
+	if k == driver.HoldPermit && h.owner == "" {
+		// A Locker may hold many permits of a key: each is a holder of
+		// its own in the table, found by Release as a WithOwner hold is.
+		h.Init(key, driver.NewToken(), true)
+	} else {
+		h.Init(key, h.owner, o.Owner != "")
+	}
+	if err := h.tbl.Reserve(h, wait); err != nil {
+		return nil, err
+	}
+	if wait {
+		defer h.tbl.Leave()
+	}
+	h.tbl.Begin(ctx, h)
+	defer func() {
+		if err != nil {
+			h.tbl.Remove(h)
+			h.tbl.Failed(h, wait, err)
+		}
+	}()
+	// Close ends every call in flight.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(l.ctx, func() { cancel(dlock.ErrClosed) })()
+	defer func() {
+		if err != nil && errors.Is(context.Cause(ctx), dlock.ErrClosed) {
+			err = &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
+		}
+	}()
+	if !wait {
+		busy, err := l.attempt(ctx, h, o, limit, "", 0)
+		switch {
+		case err != nil:
+			return nil, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+		case busy > 0:
+			return nil, &dlock.NotAcquiredError{Key: key, RetryAfter: busy}
+		}
+		return h, nil
+	}
+	return l.wait(ctx, h, o, limit)
+}
+
+func (l *Locker) tableOf(k driver.HoldKind) *driver.Table[*hold] {
+	switch k {
+	case driver.HoldPermit:
+		return &l.permits
+	case driver.HoldRead, driver.HoldWrite:
+		return &l.rw
+	}
+	return &l.locks
+}
+
+// kindLetter is the kind column of a hold of kind k.
+func kindLetter(k driver.HoldKind) string {
+	if k == driver.HoldLock {
+		return "l"
+	}
+	return k.Letter()
+}
+
+// attempt makes one attempt: one statement. It returns 0 when h is now
+// held, else how long the holder in the way has left (at least 1ns). A
+// waiter names itself (waiter, registered for waitFor when busy).
+//
+// When the statement fails, it may have run: the row it may have written
+// is deleted by token, in the background, so that no hold is left that
+// nobody renews or releases beyond its lease.
+func (l *Locker) attempt(ctx context.Context, h *hold, o driver.Options, limit int, waiter string, waitFor time.Duration) (time.Duration, error) {
+	h.tbl.Attempted(h)
+	h.token = driver.NewToken()
+	sent := time.Now()
+	var fence, retryMS int64
+	err := l.pool.QueryRow(ctx, l.sql.acquire, pgx.QueryExecModeExec,
+		h.name, h.token, kindLetter(h.kind), h.owner, o.TTL.Milliseconds(), limit, waiter, waitFor.Milliseconds()).Scan(&fence, &retryMS)
+	if err != nil {
+		l.giveBack(h.name, h.token)
+		return 0, err
+	}
+	if fence == 0 && retryMS < 0 {
+		return 0, dlock.ErrUpgrade
+	}
+	if fence == 0 {
+		return max(time.Duration(retryMS)*time.Millisecond, 1), nil
+	}
+	h.fence = uint64(fence)
+	if err := h.tbl.Add(h); err != nil { // closed meanwhile: give it back
+		l.giveBack(h.name, h.token)
+		return 0, err
+	}
+	l.wd.Add(h, sent, o.TTL, o.AutoRenew)
+	return 0, nil
+}
+
+// giveBack deletes the row an acquisition may have written, on a context
+// of its own (the caller's may have ended), in the background.
+func (l *Locker) giveBack(name, token string) {
+	l.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
+		defer cancel()
+		if _, err := l.releaseRow(ctx, name, token); err != nil {
+			l.opts.Logger.Warn("could not give back an acquisition whose outcome is unknown; it lapses at its lease", "name", name, "error", err)
+		}
+	})
+}
+
+// wait makes attempts until h is held, ctx ends, the wait limit passes or
+// the retry strategy gives up. Between attempts it sleeps until a release
+// wakes it (a NOTIFY for its waiter id), the holder's lease would run
+// out, or the fallback delay passes: the retry strategy's, at most a third
+// of the TTL.
+func (l *Locker) wait(ctx context.Context, h *hold, o driver.Options, limit int) (dlock.Lock, error) {
+	var (
+		limitC  <-chan time.Time
+		retry   = o.Retry.Start()
+		waiter  string
+		woken   <-chan bool
+		lastErr error
+		after   time.Duration
+	)
+	if o.Waiting {
+		t := time.NewTimer(o.Wait)
+		defer t.Stop()
+		limitC = t.C
+	}
+	if o.Notify {
+		waiter = l.waiterID()
+		var leave func()
+		woken, leave = l.ln.wait(waiter)
+		defer leave()
+		defer func() {
+			if h.State() != driver.Held {
+				l.leave(h.name, waiter)
+			}
+		}()
+	}
+	giveUp := func(cause error) error {
+		if cause == nil && lastErr != nil {
+			return &dlock.KeyError{Op: "lock", Key: h.Key(), Err: lastErr}
+		}
+		return &dlock.NotAcquiredError{Key: h.Key(), RetryAfter: after, Err: cause}
+	}
+	fallback := min(o.TTL/3, time.Second) // with notifications on
+	window := 2*fallback + time.Second    // of a waiter's registration
+	for {
+		busy, err := l.attempt(ctx, h, o, limit, waiter, window)
+		switch {
+		case err == nil && busy == 0:
+			return h, nil
+		case ctx.Err() != nil:
+			return nil, giveUp(context.Cause(ctx))
+		case errors.Is(err, dlock.ErrUpgrade):
+			return nil, &dlock.KeyError{Op: "lock", Key: h.Key(), Err: err}
+		case err != nil:
+			lastErr = err
+			l.opts.Logger.DebugContext(ctx, "attempt failed, waiting on", "key", h.Key(), "error", err)
+		default:
+			lastErr, after = nil, busy
+		}
+		d, ok := retry.Next()
+		if !ok {
+			return nil, giveUp(nil)
+		}
+		if o.Notify {
+			d = max(d, fallback)
+			window = 2*d + time.Second
+		}
+		if err == nil {
+			d = min(d, busy)
+		}
+		h.tbl.Waiting(h)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, giveUp(context.Cause(ctx))
+		case <-limitC:
+			t.Stop()
+			return nil, giveUp(nil)
+		case named := <-woken:
+			t.Stop()
+			if named {
+				h.tbl.Woken(h, false)
+			}
+		case <-t.C:
+		}
+	}
+}
+
+// leave removes a waiter's registration, so that releases stop waking
+// it; one that stays lapses within its window.
+func (l *Locker) leave(name, waiter string) {
+	l.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		l.pool.Exec(ctx, l.sql.leave, pgx.QueryExecModeExec, name, waiter)
+	})
+}

@@ -1,0 +1,89 @@
+// Package postgreslock is the PostgreSQL driver of dlock: a
+// [dlock.Locker] whose locks live in a lease table, for teams that run
+// PostgreSQL and no Redis. It is a module of its own, on pgx v5, so that
+// programs that use other backends never pull in pgx.
+//
+//	pool, _ := pgxpool.New(ctx, "postgres://app@db/app")
+//	locker, err := postgreslock.New(pool, dlock.WithTTL(15*time.Second))
+//	err = locker.CreateTable(ctx) // or run Schema from your migrations
+//	lk, err := locker.TryLock(ctx, "order:42")
+//
+// # Leases by the server's clock
+//
+// Each hold is a row of "<table>_holds": the lock's name, a random token,
+// the owner, the fence, and expires_at = now() + TTL by the server's
+// clock, so clients' clocks never matter. An acquisition is one statement
+// (the function "<table>_acquire"): it takes a free key, or one whose
+// holds all expired, and inserts the hold; a busy key is answered without
+// a write. Renewals of all the locks a Locker holds go in one statement
+// per tick (an UPDATE joined with unnest of names and tokens), on the
+// shared watchdog, every third of the TTL.
+//
+// Renewal and release are keyed on the token: sent again, they find the
+// same row or nothing, and change nothing else. So a reply that is lost
+// is not a lost lock: the outcome is held, lost (the row is gone) or
+// unknown, and only "lost" or the local deadline ends a hold. The deadline
+// counts on the client's monotonic clock from before the statement was
+// sent (less a drift margin of 1% and 2ms); the server counts from its
+// now(), which is later. A release whose reply is lost is sent again once;
+// an acquisition whose reply is lost deletes the row it may have written.
+// A step of the server's wall clock (not its rate) shortens or lengthens
+// every lease by as much: keep it synchronised.
+//
+// # Fences
+//
+// The name's row in "<table>" keeps a counter that every acquisition bumps
+// (never a renewal), and which is kept when the lock is released: fences
+// never go back while the database keeps its data, and their storage is
+// one row per name, not per acquisition. [Locker.CheckFence] (pgx) and
+// [Locker.CheckFenceSQL] (database/sql) check a (key, fence) inside the
+// caller's own transaction with SELECT … FOR SHARE of the hold's row: a
+// holder that paused past its lease cannot commit writes to this database
+// once someone else took the lock, since taking it deletes that row, and
+// waits for the check's transaction to end.
+//
+// # Waiting
+//
+// A waiter registers itself with its failed attempt (a row of
+// "<table>_waiters", which lapses if its process dies) and waits for a
+// NOTIFY naming it on the Locker's one LISTEN session. A release sends one
+// NOTIFY, to the longest waiter, and only when someone waits: an
+// uncontended release sends none, for a NOTIFY serialises commits. A
+// fallback attempt comes when the holder's lease would run out, and at
+// most a third of the TTL (at most 1s) after the last. With
+// dlock.WithNotify(false) there is no LISTEN session, and waiters poll at
+// the retry strategy's pace. Waiters are woken in order of arrival, but a
+// newcomer's TryLock may still come first: there is no fair mode, and
+// WithFair(true) is an error matching [dlock.ErrInvalidOption].
+//
+// # Poolers
+//
+// The lock path keeps no session state: no advisory locks, no named
+// prepared statements (statements run in pgx's exec mode), no SET. It
+// works through PgBouncer in transaction pooling mode. LISTEN needs a
+// session of its own: give a direct connection in [Config].Listen, or
+// turn notifications off.
+//
+// # Semaphores, read-write locks, watches, inspection
+//
+// A Locker is also a [dlock.Semaphore], a [dlock.RWLocker] (writers come
+// first: a waiting writer holds back the readers that come after it; a
+// reader asking for the write lock gets [dlock.ErrUpgrade]), a
+// [dlock.Watcher] (a watch registers itself so that acquisitions and
+// releases of the key send a NOTIFY) and a [dlock.KindInspector]
+// (Inspect, List, ForceUnlock; the fence of a free lock is known, as the
+// table keeps it). Locks, semaphores and read-write locks of one key live
+// under different names: "<prefix>:lock:<key>", "<prefix>:sem:<key>" and
+// "<prefix>:rw:<key>".
+//
+// # What it promises
+//
+// A lock is exclusive while the primary keeps its data. A failover to a
+// streaming replica that missed the latest commits can hand a lock out
+// twice and a fence again, unless commits wait for that replica
+// (synchronous_commit with synchronous_standby_names). With the fence
+// checked in the same transaction, writes to the same database stay
+// exclusive even across a holder's pause.
+//
+// The test helper package pgtest starts PostgreSQL servers.
+package postgreslock

@@ -1,0 +1,175 @@
+package postgreslock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/jackc/pgx/v5"
+)
+
+// hold is one acquisition: one row of the holds table, keyed by the lock's
+// name and the acquisition's token. It implements dlock.Lock.
+//
+//	attempt ──row inserted, in the table──▶ held ──release deleted the row──▶ released
+//	   │                                      ├──renewal found no row───────▶ lost
+//	   │                                      └──local deadline passed──────▶ lost
+//	   └──busy, error (a row it may have written is deleted), Close──▶ (no handle)
+//
+// While a hold reports held, its row lives at least until the local
+// deadline, which counts from before the statement that set the lease was
+// sent: the server sets expires_at from its own now(), taken after that.
+type hold struct {
+	driver.Hold
+	driver.Lease
+	l     *Locker
+	tbl   *driver.Table[*hold]
+	kind  driver.HoldKind
+	name  string // the row name (see Locker.nameOf)
+	owner string // the owner column: the caller's owner, "" for none
+	token string
+	fence uint64
+}
+
+var (
+	_ dlock.Lock       = (*hold)(nil)
+	_ dlock.Lapser     = (*hold)(nil)
+	_ dlock.Downgrader = (*hold)(nil)
+)
+
+func (h *hold) Token() string { return h.token }
+
+// Fence is the value of the lock's counter that this acquisition took: it
+// grows by one with every acquisition of the name, never with a renewal,
+// and is kept when the lock is released, so it never goes back while the
+// database keeps its data. Check it inside a transaction with
+// [CheckFence].
+func (h *hold) Fence() uint64 { return h.fence }
+
+// Unlock deletes the hold's row, keyed by its token: sent again, it finds
+// nothing and changes nothing. A release whose reply does not come is
+// sent again once; when that fails too, Unlock returns the error and the
+// hold ends as released all the same: it is no longer renewed, so its row
+// lapses at its lease.
+func (h *hold) Unlock(ctx context.Context) error {
+	if err := h.Check(); err != nil {
+		return err
+	}
+	return h.release(ctx, dlock.ErrNotHeld)
+}
+
+// release deletes the row and ends the hold with why (released), or as
+// lost when the row was gone.
+func (h *hold) release(ctx context.Context, why error) error {
+	l := h.l
+	l.wd.Releasing(h)
+	deleted, err := l.releaseRow(ctx, h.name, h.token)
+	if err != nil && ctx.Err() == nil {
+		// The outcome is unknown: the statement may have run. Deleting
+		// by token again is safe, and tells.
+		if _, err = l.releaseRow(ctx, h.name, h.token); err == nil {
+			deleted = true // by this one or the first
+		}
+	}
+	switch {
+	case err != nil:
+		err = &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
+		h.tbl.End(h, fmt.Errorf("%w: %w", why, err))
+		return err
+	case !deleted:
+		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
+	}
+	h.tbl.End(h, why)
+	return nil
+}
+
+// releaseRow runs the release function.
+func (l *Locker) releaseRow(ctx context.Context, name, token string) (bool, error) {
+	var deleted bool
+	err := l.pool.QueryRow(ctx, l.sql.release, pgx.QueryExecModeExec, name, token).Scan(&deleted)
+	return deleted, err
+}
+
+// Refresh sets the hold's lease to ttl from now, in the server's time.
+func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
+	if err := h.Check(); err != nil {
+		return err
+	}
+	if ttl < time.Millisecond {
+		return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: fmt.Errorf("%w: %v is below 1ms", dlock.ErrInvalidTTL, ttl)}
+	}
+	sent := time.Now()
+	tag, err := h.l.pool.Exec(ctx, h.l.sql.refresh, pgx.QueryExecModeExec, h.name, h.token, ttl.Milliseconds())
+	if err != nil {
+		h.l.wd.Refreshed(h, sent, ttl, false)
+		return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
+	}
+	if tag.RowsAffected() == 0 {
+		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
+	}
+	h.l.wd.Refreshed(h, sent, ttl, true)
+	return h.Check()
+}
+
+// TTL asks the server for the hold's remaining lease.
+func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
+	if err := h.Check(); err != nil {
+		return 0, err
+	}
+	var ms int64
+	err := h.l.pool.QueryRow(ctx, h.l.sql.ttl, pgx.QueryExecModeExec, h.name, h.token).Scan(&ms)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
+	case err != nil:
+		return 0, &dlock.KeyError{Op: "ttl", Key: h.Key(), Err: err}
+	}
+	return time.Duration(max(ms, 0)) * time.Millisecond, nil
+}
+
+// UnlockAfter sets the hold's lease to d from now (rounded up to whole
+// milliseconds), stops renewing it and forgets it: the row lapses when d
+// has passed. See [dlock.Lapser].
+func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
+	if err := h.Check(); err != nil {
+		return err
+	}
+	if d <= 0 {
+		return h.Unlock(ctx)
+	}
+	h.l.wd.Releasing(h)
+	ms := (d + time.Millisecond - 1).Milliseconds()
+	tag, err := h.l.pool.Exec(ctx, h.l.sql.refresh, pgx.QueryExecModeExec, h.name, h.token, ms)
+	switch {
+	case err != nil:
+		return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
+	case tag.RowsAffected() == 0:
+		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
+	}
+	h.tbl.End(h, dlock.ErrNotHeld)
+	return nil
+}
+
+// Downgrade turns a write lock into a read lock in one statement: the row
+// keeps its token, fence and lease.
+func (h *hold) Downgrade(ctx context.Context) error {
+	if h.kind != driver.HoldWrite {
+		return &dlock.KeyError{Op: "downgrade", Key: h.Key(), Err: fmt.Errorf("%w: not a write lock", dlock.ErrInvalidOption)}
+	}
+	if err := h.Check(); err != nil {
+		return err
+	}
+	tag, err := h.l.pool.Exec(ctx, `WITH d AS (UPDATE `+h.l.table+`_holds SET kind = 'r' WHERE name = $1::text AND token = $2::text RETURNING name)
+SELECT `+h.l.table+`_notify(name, true) FROM d`, pgx.QueryExecModeExec, h.name, h.token)
+	switch {
+	case err != nil:
+		return &dlock.KeyError{Op: "downgrade", Key: h.Key(), Err: err}
+	case tag.RowsAffected() == 0:
+		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
+	}
+	h.kind = driver.HoldRead
+	return nil
+}

@@ -1,0 +1,197 @@
+package postgreslock
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// listener is a Locker's one LISTEN session. A release sends a NOTIFY on
+// the table's channel naming the waiter it wakes ("<waiter> <name>"), or
+// "* <name>" for the watchers of a name; the listener passes it on. It
+// connects on first use and again after the connection breaks; each
+// (re)connection wakes everyone, since notifications sent meanwhile are
+// lost.
+type listener struct {
+	l   *Locker
+	cfg *pgx.ConnConfig
+
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	up       bool
+	waiters  map[string]chan bool // true: a release named it
+	watchers map[string]map[chan struct{}]struct{}
+	ready    []chan struct{} // told once the session is up
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+func newListener(l *Locker, cfg *pgx.ConnConfig) *listener {
+	return &listener{l: l, cfg: cfg, waiters: map[string]chan bool{}, watchers: map[string]map[chan struct{}]struct{}{}}
+}
+
+func send(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// start starts the session's goroutine, once. Called with ln.mu held.
+func (ln *listener) start() {
+	if ln.started || ln.stopped {
+		return
+	}
+	ln.started = true
+	ctx, cancel := context.WithCancel(context.Background())
+	ln.cancel, ln.done = cancel, make(chan struct{})
+	go ln.run(ctx)
+}
+
+// wait registers waiter id; its channel receives true when a release
+// names it, false when the session (re)connects and any notification may
+// have been missed. leave unregisters it.
+func (ln *listener) wait(id string) (<-chan bool, func()) {
+	c := make(chan bool, 1)
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	ln.waiters[id] = c
+	ln.start()
+	return c, func() {
+		ln.mu.Lock()
+		delete(ln.waiters, id)
+		ln.mu.Unlock()
+	}
+}
+
+// watch registers c for the changes of name; ready, when not nil, is
+// told once the session is up (at once when it is). stop unregisters it.
+func (ln *listener) watch(name string, c chan struct{}, ready chan struct{}) func() {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	m := ln.watchers[name]
+	if m == nil {
+		m = map[chan struct{}]struct{}{}
+		ln.watchers[name] = m
+	}
+	m[c] = struct{}{}
+	if ready != nil {
+		if ln.up {
+			send(ready)
+		} else {
+			ln.ready = append(ln.ready, ready)
+		}
+	}
+	ln.start()
+	return func() {
+		ln.mu.Lock()
+		defer ln.mu.Unlock()
+		delete(m, c)
+		if len(m) == 0 && ln.watchers[name] != nil && len(ln.watchers[name]) == 0 {
+			delete(ln.watchers, name)
+		}
+	}
+}
+
+// stop ends the session and waits for its goroutine.
+func (ln *listener) stop() {
+	ln.mu.Lock()
+	ln.stopped = true
+	cancel, done := ln.cancel, ln.done
+	ln.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// wakeAll tells every waiter and watcher: after a (re)connection.
+func (ln *listener) wakeAll(up bool) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	ln.up = up
+	for _, c := range ln.waiters {
+		select {
+		case c <- false:
+		default:
+		}
+	}
+	for _, m := range ln.watchers {
+		for c := range m {
+			send(c)
+		}
+	}
+	if up {
+		for _, r := range ln.ready {
+			send(r)
+		}
+		ln.ready = nil
+	}
+}
+
+func (ln *listener) run(ctx context.Context) {
+	defer close(ln.done)
+	backoff := 10 * time.Millisecond
+	for ctx.Err() == nil {
+		err := ln.session(ctx)
+		ln.wakeAll(false)
+		if ctx.Err() != nil {
+			return
+		}
+		ln.l.opts.Logger.Debug("the LISTEN session ended; connecting again", "error", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// session runs one LISTEN connection until it fails or ctx ends.
+func (ln *listener) session(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	conn, err := pgx.ConnectConfig(cctx, ln.cfg)
+	if err != nil {
+		cancel()
+		return err
+	}
+	defer func() {
+		c, cl := context.WithTimeout(context.Background(), time.Second)
+		conn.Close(c)
+		cl()
+	}()
+	_, err = conn.Exec(cctx, "LISTEN "+pgx.Identifier{ln.l.sql.channel}.Sanitize())
+	cancel()
+	if err != nil {
+		return err
+	}
+	ln.wakeAll(true)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		who, name, ok := strings.Cut(n.Payload, " ")
+		if !ok {
+			continue
+		}
+		ln.mu.Lock()
+		if who == "*" {
+			for c := range ln.watchers[name] {
+				send(c)
+			}
+		} else if c := ln.waiters[who]; c != nil {
+			select {
+			case <-c: // a reconnection's: this says more
+			default:
+			}
+			c <- true
+		}
+		ln.mu.Unlock()
+	}
+}

@@ -1,0 +1,235 @@
+package postgreslock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// drift is the margin taken off every lease for the server's clock
+// running faster than the client's.
+var drift = driver.Drift{Divisor: 100, Floor: 2 * time.Millisecond}
+
+// backend names the driver in events and errors.
+const backend = "postgres"
+
+// Config is what [NewConfig] needs besides dlock's options.
+type Config struct {
+	// Pool runs the driver's statements. Required. It may go through a
+	// pooler in transaction mode (PgBouncer): the driver keeps no session
+	// state on it and uses no named prepared statements.
+	Pool *pgxpool.Pool
+	// Table is the name of the lease table, "dlock" when empty; the other
+	// objects are named after it (see [Schema]). Lower-case letters,
+	// digits and underscores, optionally as schema.table.
+	Table string
+	// Listen is the connection the Locker's one LISTEN session uses, which
+	// wakes waiters on a release. Nil uses a copy of Pool's connection
+	// configuration: give a direct connection to the server here when
+	// Pool goes through a pooler in transaction mode, or turn
+	// notifications off with dlock.WithNotify(false), and waiters poll.
+	Listen *pgx.ConnConfig
+}
+
+// Locker hands out locks kept in PostgreSQL tables. It implements
+// [dlock.Locker], [dlock.Semaphore], [dlock.RWLocker], [dlock.Watcher]
+// and [dlock.Inspector]; create it with [New] or [NewConfig]. Its methods
+// are safe for concurrent use.
+type Locker struct {
+	pool  *pgxpool.Pool
+	table string
+	sql   statements
+	opts  driver.Options
+	id    string // names this Locker's waiters
+	seq   atomic.Uint64
+
+	ctx    context.Context // ended by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	locks, permits, rw driver.Table[*hold]
+	wd                 driver.Watchdog[*hold]
+	ln                 *listener
+}
+
+var (
+	_ dlock.Locker        = (*Locker)(nil)
+	_ dlock.Inspector     = (*Locker)(nil)
+	_ dlock.KindInspector = (*Locker)(nil)
+	_ dlock.Semaphore     = (*Locker)(nil)
+	_ dlock.RWLocker      = (*Locker)(nil)
+	_ dlock.Watcher       = (*Locker)(nil)
+	_ driver.Declarer     = (*Locker)(nil)
+)
+
+// New returns a Locker over pool with the default table name. See
+// [NewConfig].
+func New(pool *pgxpool.Pool, opts ...dlock.Option) (*Locker, error) {
+	return NewConfig(Config{Pool: pool}, opts...)
+}
+
+// NewConfig returns a Locker over cfg.Pool. The options become the
+// Locker's defaults (see [dlock.Option]). The Locker does not own the
+// pool: close it after the Locker. The tables must exist (see
+// [Locker.CreateTable] and [Schema]).
+//
+// It returns an error matching [dlock.ErrNilClient] when the pool is nil,
+// [dlock.ErrInvalidOption] for a bad table name or fair mode (which the
+// driver does not offer), and [dlock.ErrInvalidTTL] or
+// [dlock.ErrInvalidOption] when an option is out of range.
+func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
+	if cfg.Pool == nil {
+		return nil, dlock.ErrNilClient
+	}
+	if cfg.Table == "" {
+		cfg.Table = DefaultTable
+	}
+	if err := checkTable(cfg.Table); err != nil {
+		return nil, err
+	}
+	o, err := driver.NewOptions(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOptions(o); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Locker{pool: cfg.Pool, table: cfg.Table, sql: newStatements(cfg.Table), opts: o,
+		id: driver.NewToken(), ctx: ctx, cancel: cancel}
+	listen := cfg.Listen
+	if listen == nil {
+		listen = cfg.Pool.Config().ConnConfig
+	}
+	l.ln = newListener(l, listen.Copy())
+	for _, t := range l.tables() {
+		t.Init(o.Logger, func(h *hold) { l.wd.Remove(h) })
+		t.Observe(backend, o)
+	}
+	if err := l.wd.Init(driver.WatchdogConfig[*hold]{
+		Drift:   drift,
+		Renew:   l.renew,
+		Lost:    func(h *hold, cause error) { h.tbl.Lose(h, cause) },
+		Lapsed:  func(h *hold) { h.tbl.End(h, &dlock.KeyError{Key: h.Key(), Err: dlock.ErrNotHeld}) },
+		Renewed: func(h *hold, err error) { h.tbl.Renewed(h, err) },
+		OnFailure: func(n int, err error) {
+			o.Logger.Warn("renewal failed", "locks", n, "error", err)
+		},
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	return l, nil
+}
+
+var (
+	errNoFair       = fmt.Errorf("%w: postgreslock has no fair mode (WithFair(true)): a release wakes the longest waiter, but a newcomer may still take the lock first", dlock.ErrInvalidOption)
+	errNoReplicaAck = fmt.Errorf("%w: replica acknowledgement is a Redis option; PostgreSQL's synchronous_commit and synchronous_standby_names decide what a commit waits for", dlock.ErrInvalidOption)
+)
+
+func checkOptions(o driver.Options) error {
+	switch {
+	case o.Fair:
+		return errNoFair
+	case o.Replicas > 0:
+		return errNoReplicaAck
+	case o.TTL < time.Millisecond:
+		return fmt.Errorf("%w: %v is below 1ms, the resolution of the lease table", dlock.ErrInvalidTTL, o.TTL)
+	}
+	return nil
+}
+
+// Unsupported returns nil: the driver offers every feature.
+func (l *Locker) Unsupported(driver.Feature) error { return nil }
+
+func (l *Locker) tables() []*driver.Table[*hold] {
+	return []*driver.Table[*hold]{&l.locks, &l.permits, &l.rw}
+}
+
+// Table returns the name of the Locker's lease table.
+func (l *Locker) Table() string { return l.table }
+
+// nameOf is the row name of key's lock of kind k: "<prefix>:lock:<key>",
+// "<prefix>:sem:<key>" or "<prefix>:rw:<key>".
+func (l *Locker) nameOf(k driver.HoldKind, key string) string {
+	switch k {
+	case driver.HoldPermit:
+		return l.opts.Prefix + ":sem:" + key
+	case driver.HoldRead, driver.HoldWrite:
+		return l.opts.Prefix + ":rw:" + key
+	}
+	return l.opts.Prefix + ":lock:" + key
+}
+
+// NameOf returns the value of the name column of key's lock in the lease
+// tables: what [CheckFence] looks up.
+func (l *Locker) NameOf(key string) string { return l.nameOf(driver.HoldLock, key) }
+
+// TryLock makes one attempt to acquire key. See [dlock.Locker.TryLock].
+func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
+	return l.take(ctx, driver.HoldLock, key, 0, false, opts)
+}
+
+// Lock waits for key until it holds it, ctx ends, the WithWait limit
+// passes or the retry strategy gives up. A release wakes the longest
+// waiter through the Locker's LISTEN session; a fallback attempt comes
+// at the latest when the holder's lease would run out, and at most a
+// third of the TTL after the last. With dlock.WithNotify(false) waiters
+// poll at the retry strategy's pace.
+func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
+	return l.take(ctx, driver.HoldLock, key, 0, true, opts)
+}
+
+// Unlock releases this Locker's most recent hold on key for the owner in
+// ctx (see [dlock.Locker.Unlock]).
+func (l *Locker) Unlock(ctx context.Context, key string) error {
+	h, err := l.locks.Find(ctx, key)
+	if err != nil {
+		return err
+	}
+	return h.Unlock(ctx)
+}
+
+// Close releases every lock the Locker holds, stops its goroutines and
+// waits for them, and makes later calls return ErrClosed. Waiting calls
+// return at once. Calling Close again returns ErrClosed.
+func (l *Locker) Close() error {
+	hs, ok := l.locks.Close()
+	if !ok {
+		return dlock.ErrClosed
+	}
+	for _, t := range l.tables()[1:] {
+		more, _ := t.Close()
+		hs = append(hs, more...)
+	}
+	l.cancel()
+	for _, t := range l.tables() {
+		t.Wait()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
+	defer cancel()
+	var err error
+	for _, h := range hs {
+		if e := h.release(ctx, driver.ErrReleasedByClose); e != nil && !errors.Is(e, dlock.ErrNotHeld) {
+			err = errors.Join(err, e)
+		}
+	}
+	l.wd.Stop()
+	l.ln.stop()
+	l.wg.Wait()
+	return err
+}
+
+// waiterID returns a new name for one waiting call of this Locker.
+func (l *Locker) waiterID() string {
+	return l.id + "." + strconv.FormatUint(l.seq.Add(1), 36)
+}

@@ -1,0 +1,78 @@
+package postgreslock
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/dlock-go/dlock"
+)
+
+// Schema is the DDL of the driver's tables and functions for the default
+// table name "dlock": the file schema.sql of this package, to copy into a
+// migration. [Locker.CreateTable] runs it for the Locker's table name.
+//
+//go:embed schema.sql
+var Schema string
+
+// DefaultTable is the table name of a Config that sets none.
+const DefaultTable = "dlock"
+
+// identRE is a table name the driver accepts: lower-case letters, digits
+// and underscores, optionally after a schema name of the same form. It
+// needs no quoting, and leaves room for the suffixes of the other objects.
+var identRE = regexp.MustCompile(`^([a-z_][a-z0-9_]{0,49}\.)?[a-z_][a-z0-9_]{0,49}$`)
+
+// checkTable refuses a table name that is not a plain identifier.
+func checkTable(name string) error {
+	if !identRE.MatchString(name) {
+		return fmt.Errorf("%w: table name %q: want lower-case letters, digits and underscores (at most 50, not starting with a digit), optionally as schema.table", dlock.ErrInvalidOption, name)
+	}
+	return nil
+}
+
+// wordRE finds the default name in the DDL, alone or before a suffix.
+var wordRE = regexp.MustCompile(`\bdlock(_[a-z]+)?\b`)
+
+// schemaFor returns the DDL for table name t.
+func schemaFor(t string) string {
+	if t == DefaultTable {
+		return Schema
+	}
+	return wordRE.ReplaceAllStringFunc(Schema, func(w string) string { return t + strings.TrimPrefix(w, "dlock") })
+}
+
+// CreateTable creates the Locker's tables and functions when they are
+// missing (see [Schema]): for a quick start. Production systems usually
+// run the DDL from their migrations instead. It needs the privileges to
+// create tables and functions in the schema.
+func (l *Locker) CreateTable(ctx context.Context) error {
+	if _, err := l.pool.Exec(ctx, schemaFor(l.table)); err != nil {
+		return fmt.Errorf("postgreslock: create table %s: %w", l.table, err)
+	}
+	return nil
+}
+
+// statements are the driver's SQL for one table name.
+type statements struct {
+	acquire, release, renew, refresh, ttl, leave, watch string
+	channel                                             string
+}
+
+func newStatements(t string) statements {
+	return statements{
+		acquire: `SELECT fence, coalesce(retry_ms, 0) FROM ` + t + `_acquire($1::text, $2::text, $3::"char", $4::text, $5::bigint, $6::integer, $7::text, $8::bigint)`,
+		release: `SELECT ` + t + `_release($1::text, $2::text)`,
+		renew: `UPDATE ` + t + `_holds AS h SET expires_at = now() + u.ttl * interval '1 millisecond'
+FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(name, token, ttl)
+WHERE h.name = u.name AND h.token = u.token RETURNING h.name, h.token`,
+		refresh: `UPDATE ` + t + `_holds SET expires_at = now() + $3::bigint * interval '1 millisecond' WHERE name = $1::text AND token = $2::text`,
+		ttl:     `SELECT ceil(extract(epoch FROM expires_at - now()) * 1000)::bigint FROM ` + t + `_holds WHERE name = $1::text AND token = $2::text`,
+		leave:   `DELETE FROM ` + t + `_waiters WHERE name = $1::text AND waiter = $2::text`,
+		watch: `INSERT INTO ` + t + `_waiters (name, waiter, kind, until) VALUES ($1::text, $2::text, 'o', now() + $3::bigint * interval '1 millisecond')
+ON CONFLICT (name, waiter) DO UPDATE SET until = EXCLUDED.until`,
+		channel: t,
+	}
+}
