@@ -62,10 +62,18 @@ func (r *Report) Row() string {
 	if r.Config.CLI != "" {
 		backend += ", through dlock run"
 	}
+	switch {
+	case r.Config.Backend == "sentinel" && r.Config.NoAck:
+		backend += ", without acknowledgement"
+	case r.Config.Backend == "sentinel":
+		backend += ", WithReplicaAck"
+	case r.Config.Backend == "cluster":
+		backend += ", 2 masters and 2 replicas"
+	}
 	switch p := r.Config.Primitive; p {
 	case PrimSemaphore:
 		backend += fmt.Sprintf(", semaphore of %d", r.Config.Limit)
-	case PrimElection, PrimRWLock, PrimMulti:
+	case PrimElection, PrimRunOnce, PrimRWLock, PrimMulti:
 		backend += ", " + p
 	}
 	return fmt.Sprintf("| %s | %s | %d | %d | %d | %d | %d | %d | %d | %s |", backend, strings.Join(r.Config.Faults, ", "),
@@ -293,7 +301,7 @@ func check(cfg Config, hi history) *Report {
 	if cfg.CLI == "" {
 		uses = nil
 		for _, h := range acquired {
-			if h.valid(hi) {
+			if h.valid(cfg, hi) {
 				uses = append(uses, h.uses(h.rel)...)
 			}
 		}
@@ -301,6 +309,21 @@ func check(cfg Config, hi history) *Report {
 		r.Unsafe += pairs(cs)
 		for _, c := range cs {
 			r.violation(events, c.u.from, "(a) %s took %s while %s held it with a valid lease", c.u.h.id, c.u.key, ids(c.with))
+		}
+	}
+
+	// (a) A run of RunOnce keeps its key for its hold from its call,
+	// whatever becomes of its worker: the next run is granted no earlier,
+	// unless a server lost its data meanwhile.
+	if cfg.Primitive == PrimRunOnce {
+		for i := 1; i < len(acquired); i++ {
+			a, b := acquired[i-1], acquired[i]
+			if b.acq-a.start >= int64(runHold(cfg.TTL)-leaseSlack(runHold(cfg.TTL))) || wiped(cfg, hi.sched, a.start, b.acq) {
+				continue
+			}
+			r.Unsafe++
+			r.violation(events, b.acq, "(a) run %s began %v after the call of run %s, within its hold of %v", b.id,
+				time.Duration(b.acq-a.start).Round(time.Millisecond), a.id, runHold(cfg.TTL))
 		}
 	}
 
@@ -409,16 +432,24 @@ func (h *hold) uses(end int64) []use {
 // call to the start of its release: the release succeeded, the lease was
 // not lost, no fault touched h's worker meanwhile and no server restarted
 // empty.
-func (h *hold) valid(hi history) bool {
+func (h *hold) valid(cfg Config, hi history) bool {
 	if h.rel == 0 || h.relok == 0 || h.relErr || h.lost || pausedBetween(hi.pauses[h.worker], h.acq, h.rel) {
 		return false
 	}
-	for _, f := range hi.sched {
-		if f.Kind == RestartServer && f.At < h.rel && f.End > h.acq {
-			return false
+	return !wiped(cfg, hi.sched, h.acq, h.rel)
+}
+
+// wiped reports whether a fault of sched may have cost the lock store its
+// data between from and to: a server restarted empty at once, or one
+// killed on a backend of one server (Redlock's masters come back after
+// its restart delay, when every lease they had has run out).
+func wiped(cfg Config, sched []fault, from, to int64) bool {
+	for _, f := range sched {
+		if f.At < to && f.End > from && (f.Kind == RestartServer || f.Kind == KillServer && cfg.Backend != "redlock") {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // use is a hold's use of one key over [from, to): in time, or in

@@ -296,3 +296,30 @@ func TestStoreRules(t *testing.T) {
 		t.Fatalf("a slot given back takes a new permit, not an evicted one: %v", k.slots)
 	}
 }
+
+// A RunOnce run must keep its key for its hold from its call, even when
+// it returned at once: a run granted within it is counted, unless a server
+// restarted empty meanwhile.
+func TestCheckRunOnceHold(t *testing.T) {
+	cfg := Config{TTL: time.Second, Primitive: PrimRunOnce}
+	early := cat(lockSeq("0.0.0", 0, 1, 10, 50, 51), lockSeq("1.0.0", 1500, 1501, 11, 1550, 1551))
+	if r := check(cfg, history{events: early}); r.Unsafe != 1 || r.OK() || !strings.Contains(r.String(), "within its hold") {
+		t.Errorf("a run 1.5s after the previous one's call, within its hold of 2s: %s", r)
+	}
+	late := cat(lockSeq("0.0.0", 0, 1, 10, 50, 51), lockSeq("1.0.0", 2000, 2001, 11, 2050, 2051))
+	if r := check(cfg, history{events: late}); r.Unsafe != 0 || !r.OK() {
+		t.Errorf("a run after the previous one's hold: %s", r)
+	}
+	restart := []fault{{Kind: RestartServer, At: ms(100), End: ms(200)}}
+	if r := check(cfg, history{events: early, sched: restart}); r.Unsafe != 0 {
+		t.Errorf("a run after a restart that lost the data: %s", r)
+	}
+	kill := []fault{{Kind: KillServer, At: ms(100), End: ms(1400)}}
+	if r := check(cfg, history{events: early, sched: kill}); r.Unsafe != 0 {
+		t.Errorf("a run after one redis-server was killed: %s", r)
+	}
+	cfg.Backend = "redlock"
+	if r := check(cfg, history{events: early, sched: kill}); r.Unsafe != 1 {
+		t.Errorf("a run after one of Redlock's masters was killed and restarted after its delay: %s", r)
+	}
+}

@@ -4,15 +4,20 @@
 // runs; a schedule drawn from a seed pauses and kills holders and servers
 // meanwhile, cuts or slows their network, and, in front of Redis, loses
 // the replies of commands that took effect or delivers commands twice;
-// and the checker reads the whole history afterwards.
+// fails a Sentinel or Cluster master over, moves a Cluster slot, cuts a
+// holder off from a majority of Redlock's masters, and cuts etcd members
+// apart; and the checker reads the whole history afterwards.
 //
 // The lock store is one redis-server, a Sentinel group (a master, its
 // replica, three Sentinels; the workers count a write once the replica
-// has it), Redlock's masters, or an etcd cluster (Config.Backend). The
-// workers take a lock, an election's leadership, or one of the other
-// primitives (Config.Primitive), each with its rule:
+// has it, unless Config.NoAck), a Redis Cluster, Redlock's masters, or an
+// etcd cluster (Config.Backend). The workers take a lock, an election's
+// leadership, a RunOnce run, or one of the other primitives
+// (Config.Primitive), each with its rule:
 //
 //   - a lock, a leadership: one hold of the key at a time;
+//   - a RunOnce run: one at a time, and none within a run's hold from
+//     its call, even when its worker died;
 //   - a semaphore's permits (dlock.Semaphore): at most Config.Limit at once;
 //   - a read-write lock (dlock.RWLocker): readers beside one another, a
 //     writer beside no one; a writer that downgrades is a reader from

@@ -125,6 +125,26 @@ func (c *etcdCluster) Restart(i int) error {
 	return err
 }
 
+// Isolate cuts member i off from the other members; its clients still
+// reach it.
+func (c *etcdCluster) Isolate(i int) error {
+	_, err := c.do(fmt.Sprintf("isolate %d", i))
+	return err
+}
+
+// Partition cuts the link between members i and j; each still reaches
+// the others.
+func (c *etcdCluster) Partition(i, j int) error {
+	_, err := c.do(fmt.Sprintf("partition %d %d", i, j))
+	return err
+}
+
+// Heal restores the links Isolate and Partition cut.
+func (c *etcdCluster) Heal() error {
+	_, err := c.do("heal")
+	return err
+}
+
 // Close kills the process: the members' data is the run's, thrown away
 // with it.
 func (c *etcdCluster) Close() {
@@ -147,7 +167,11 @@ func serveEtcd(raw string) error {
 	defer stalls.f.Close()
 	stop := stalls.watchStalls()
 	defer stop()
-	c, err := etcdtest.New(cfg.Dir, cfg.Members)
+	var opts []etcdtest.Option
+	if cfg.Members > 1 {
+		opts = append(opts, etcdtest.WithPartitions())
+	}
+	c, err := etcdtest.New(cfg.Dir, cfg.Members, opts...)
 	if err != nil {
 		return err
 	}
@@ -160,7 +184,9 @@ func serveEtcd(raw string) error {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		verb, arg, _ := strings.Cut(in.Text(), " ")
-		i, _ := strconv.Atoi(arg)
+		a, b, _ := strings.Cut(arg, " ")
+		i, _ := strconv.Atoi(a)
+		j, _ := strconv.Atoi(b)
 		var answer string
 		switch {
 		case verb == "leader":
@@ -175,6 +201,12 @@ func serveEtcd(raw string) error {
 			} else {
 				answer = result("", c.Restart(i))
 			}
+		case verb == "isolate":
+			answer = result("", c.Isolate(i))
+		case verb == "partition":
+			answer = result("", c.Partition(i, j))
+		case verb == "heal":
+			answer = result("", c.Heal())
 		default:
 			answer = result("", fmt.Errorf("unknown command %q", in.Text()))
 		}

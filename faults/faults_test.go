@@ -125,12 +125,14 @@ var shortRuns = []struct {
 	want func(*Report) bool
 }{
 	// etcd, three members: holders paused or killed, a member (the
-	// leader every other time) stopped.
-	{"etcd/lock", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Faults: []string{PauseHolder, KillHolder, StopMember}}, safe},
-	{"etcd/semaphore", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimSemaphore, Workers: 5, Faults: []string{PauseHolder, KillHolder, StopMember}}, safe},
-	{"etcd/rwlock", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimRWLock, Workers: 5, Faults: []string{PauseHolder, KillHolder, StopMember}}, safe},
-	{"etcd/multi", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimMulti, Workers: 5, Faults: []string{PauseHolder, KillHolder, StopMember}}, safe},
-	{"etcd/election-pause", Config{Backend: "etcd", Primitive: PrimElection, Workers: 3, TTL: 2 * time.Second, Faults: []string{PauseHolder}}, safe},
+	// leader every other time) stopped; the leader cut off from the
+	// other members (which elect another while the workers' clients
+	// still reach it), or two members that no longer reach each other,
+	// each the third.
+	{"etcd/lock", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Faults: []string{PauseHolder, StopMember}}, safe},
+	{"etcd/semaphore", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimSemaphore, Workers: 5, Faults: []string{KillHolder, IsolateLeader}}, safe},
+	{"etcd/rwlock", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimRWLock, Workers: 5, Faults: []string{PauseHolder, PartitionMembers}}, safe},
+	{"etcd/multi", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimMulti, Workers: 5, Faults: []string{KillHolder, StopMember}}, safe},
 	// A leader cut off from the servers keeps running: its context is
 	// cancelled at its local lease deadline, before another leader is
 	// elected (no late loss; etcd's margin is a tenth of the lease, so
@@ -153,17 +155,26 @@ var shortRuns = []struct {
 	{"redis/semaphore", Config{Backend: "redis", Primitive: PrimSemaphore, Workers: 5, Faults: redisFaults}, safe},
 	{"redis/rwlock", Config{Backend: "redis", Primitive: PrimRWLock, Workers: 5, Faults: redisFaults}, safe},
 	{"redis/multi", Config{Backend: "redis", Primitive: PrimMulti, Workers: 5, Faults: redisFaults}, safe},
-	// Redlock over three masters: one of them paused, or restarted empty
-	// (which may cost a hold its quorum), lost and repeated replies.
-	{"redlock/lock", Config{Backend: "redlock", Faults: []string{PauseHolder, KillHolder, PauseServer, RestartServer, LoseReply, RepeatCommand}}, safe},
+	// Redlock over three masters: one of them paused, restarted empty at
+	// once (which may cost a hold its quorum), or killed and restarted
+	// empty after the restart delay; a holder cut off from a majority of
+	// them, lost and repeated replies; the same under an election and
+	// RunOnce, which keeps the key for its hold after its job returned.
+	{"redlock/lock", Config{Backend: "redlock", Faults: []string{KillHolder, PauseServer, RestartServer, KillServer, CutMajority}}, safe},
+	{"redlock/runonce", Config{Backend: "redlock", Primitive: PrimRunOnce, Workers: 3, Faults: []string{KillHolder, PauseHolder, KillServer, CutMajority}}, safe},
 	// Sentinel: a forced failover to the replica, which acknowledged
 	// every write the workers counted.
 	{"sentinel/lock", Config{Backend: "sentinel", Faults: []string{PauseHolder, KillHolder, Failover}}, safe},
-	// Leader election (package election): each term writes with its
-	// epoch. A leader paused past its lease learns of its loss only when
-	// it runs again, after its successor began (late loss), and the
-	// writes it makes then are refused by the fence.
-	{"redis/election", Config{Backend: "redis", Primitive: PrimElection, Workers: 3, Faults: []string{PauseHolder, LoseReply, RepeatCommand}}, safe},
+	// Cluster, two masters with a replica each: the master of the
+	// lock's slot replaced by its replica (CLUSTER FAILOVER), the slot
+	// moved to another master with its keys.
+	{"cluster/lock", Config{Backend: "cluster", Workers: 3, Faults: []string{PauseHolder, KillHolder, ClusterFailover, MigrateSlot}}, safe},
+	// Leader election (package election) over Redlock: each term writes
+	// with its epoch. A leader paused past its lease learns of its loss
+	// only when it runs again, after its successor began (late loss), and
+	// the writes it makes then are refused by the fence. (On one Redis
+	// and on etcd with its leader paused: make soak.)
+	{"redlock/election", Config{Backend: "redlock", Primitive: PrimElection, Workers: 3, Faults: []string{PauseHolder, LoseReply, RepeatCommand}}, safe},
 }
 
 // redisFaults are the faults of the Redis runs of the primitives.
@@ -243,6 +254,7 @@ func TestConfigErrors(t *testing.T) {
 		{Backend: "redis", Duration: time.Second, Primitive: PrimSemaphore, Limit: -1},
 		{Backend: "redis", Duration: time.Second, Primitive: PrimMulti, CLI: "dlock"},
 		{Backend: "none", Primitive: PrimElection},
+		{Backend: "etcd", Faults: []string{IsolateLeader}}, // one member
 	} {
 		if cfg.Duration == 0 && cfg.Backend != "redis" {
 			cfg.Duration = time.Second

@@ -22,22 +22,25 @@ const (
 	PrimSemaphore = "semaphore" // permits of one key (dlock.Semaphore), at most Config.Limit at once
 	PrimRWLock    = "rwlock"    // read and write locks of one key (dlock.RWLocker), some writers downgrading
 	PrimMulti     = "multi"     // dlock.LockAll over two or three of a few keys
+	// PrimRunOnce runs a scheduled job's tick with election.RunOnce (one
+	// attempt; the key stays taken for twice the TTL from the call).
+	PrimRunOnce = "runonce"
 )
 
 // Primitives lists the primitives, in the order of the CLI's help.
-var Primitives = []string{PrimLock, PrimElection, PrimSemaphore, PrimRWLock, PrimMulti}
+var Primitives = []string{PrimLock, PrimElection, PrimRunOnce, PrimSemaphore, PrimRWLock, PrimMulti}
 
 // multiKeys are the keys of a multi-key run.
 var multiKeys = []string{"faults:a", "faults:b", "faults:c", "faults:d"}
 
 // implements reports whether the backend's Locker has what the primitive
 // needs: a semaphore or a read-write lock needs its interface; a lock, an
-// election and LockAll work on any Locker. A driver that gains an
+// election, RunOnce and LockAll work on any Locker. A driver that gains an
 // interface can be checked with it at once.
 func implements(backend, primitive string) bool {
 	var l any
 	switch backend {
-	case "redis", "sentinel":
+	case "redis", "sentinel", "cluster":
 		l = (*redislock.Locker)(nil)
 	case "redlock":
 		l = (*redlock.Locker)(nil)
@@ -112,6 +115,8 @@ func acquire(ctx context.Context, cfg workerConfig, l dlock.Locker, p plan) (ter
 	t := &lockTerm{kind: p.kind, downgrade: p.downgrade}
 	var err error
 	switch cfg.Primitive {
+	case PrimRunOnce:
+		return runOnce(ctx, l, cfg.Key, runHold(cfg.TTL))
 	case PrimElection:
 		e, err := election.New(l, cfg.Key, dlock.WithWait(cfg.Wait))
 		if err != nil {

@@ -26,10 +26,35 @@ const (
 	KillHolder    = "kill-holder"    // SIGKILL a holder, and start the worker again
 	PauseServer   = "pause-server"   // SIGSTOP redis-server (with Redlock, one of the masters) for 1.5 TTL, then SIGCONT
 	RestartServer = "restart-server" // kill redis-server (with Redlock, one of the masters) and start it again, empty
-	Failover      = "failover"       // a failover the Sentinels are asked for (SENTINEL FAILOVER), until every server follows the new master
-	StopMember    = "stop-member"    // stop an etcd member (the leader every other time) for twice the TTL
-	CutHolder     = "cut-holder"     // cut a holder off from the servers for twice the TTL (its proxy drops everything)
-	SlowHolder    = "slow-holder"    // delay everything between a holder and the servers by half the TTL, for twice the TTL
+	// KillServer kills redis-server (with Redlock, one of the masters)
+	// and starts it again, empty, after Redlock's restart delay: once
+	// every lease it may have granted has run out (the run's longest
+	// lease and a TTL more).
+	KillServer = "kill-server"
+	// CutMajority cuts a holder off from a majority of Redlock's masters
+	// for twice the TTL; it still reaches the others.
+	CutMajority = "cut-majority"
+	// ClusterFailover makes the replica of the Cluster master that serves
+	// the lock key take over (CLUSTER FAILOVER), until the cluster is
+	// whole again.
+	ClusterFailover = "cluster-failover"
+	// MigrateSlot moves the lock key's slot, with its keys, to another
+	// Cluster master, as a resharding does.
+	MigrateSlot = "migrate-slot"
+	// KillMaster kills the master of a Sentinel group (SIGKILL); the
+	// Sentinels promote its replica, and it rejoins, empty, as a replica.
+	KillMaster = "kill-master"
+	Failover   = "failover"    // a failover the Sentinels are asked for (SENTINEL FAILOVER), until every server follows the new master
+	StopMember = "stop-member" // stop an etcd member (the leader every other time) for twice the TTL
+	// IsolateLeader cuts the etcd leader off from the other members for
+	// twice the TTL; the workers' clients still reach it.
+	IsolateLeader = "isolate-leader"
+	// PartitionMembers cuts the link between two etcd members (the leader
+	// and a follower every other time) for twice the TTL; each still
+	// reaches the third.
+	PartitionMembers = "partition-members"
+	CutHolder        = "cut-holder"  // cut a holder off from the servers for twice the TTL (its proxy drops everything)
+	SlowHolder       = "slow-holder" // delay everything between a holder and the servers by half the TTL, for twice the TTL
 	// LoseReply lets the commands of a worker (the holder, or one that
 	// waits) through to Redis and loses their replies, cutting the
 	// connection after each, for twice the TTL: operations that took
@@ -45,7 +70,8 @@ const (
 type Config struct {
 	// Backend is "redis" (one redis-server), "sentinel" (a master, a
 	// replica and three Sentinels; the workers count a write once the
-	// replica has it, redislock.WithReplicaAck), "redlock" (Members
+	// replica has it, redislock.WithReplicaAck), "cluster" (a Redis
+	// Cluster of two masters with a replica each), "redlock" (Members
 	// independent masters), "etcd", or "none" (a lock that excludes
 	// nothing).
 	Backend  string
@@ -70,6 +96,10 @@ type Config struct {
 	Primitive string
 	// Limit is a semaphore's permits (default 3).
 	Limit int
+	// NoAck, on Sentinel, counts a write once the master has it, without
+	// waiting for the replica's acknowledgement: a failover may then
+	// promote a replica that never had it.
+	NoAck bool
 }
 
 func (c *Config) defaults() {
@@ -101,20 +131,23 @@ func (c *Config) defaults() {
 
 // applies lists the faults each backend's schedules can throw.
 var applies = map[string][]string{
-	"redis":   {PauseHolder, KillHolder, PauseServer, RestartServer, CutHolder, SlowHolder, LoseReply, RepeatCommand},
-	"etcd":    {PauseHolder, KillHolder, StopMember, CutHolder, SlowHolder},
+	"redis":   {PauseHolder, KillHolder, PauseServer, RestartServer, KillServer, CutHolder, SlowHolder, LoseReply, RepeatCommand},
+	"etcd":    {PauseHolder, KillHolder, StopMember, IsolateLeader, PartitionMembers, CutHolder, SlowHolder},
 	"none":    {PauseHolder, KillHolder},
-	"redlock": {PauseHolder, KillHolder, PauseServer, RestartServer, CutHolder, SlowHolder, LoseReply, RepeatCommand},
+	"redlock": {PauseHolder, KillHolder, PauseServer, RestartServer, KillServer, CutHolder, CutMajority, SlowHolder, LoseReply, RepeatCommand},
 	// The workers reach the Sentinels through their proxies, and the
 	// master the Sentinels name directly.
-	"sentinel": {PauseHolder, KillHolder, Failover},
+	"sentinel": {PauseHolder, KillHolder, Failover, KillMaster},
+	// The workers reach the Cluster's nodes directly: a proxy would hide
+	// the addresses its redirections name.
+	"cluster": {PauseHolder, KillHolder, ClusterFailover, MigrateSlot},
 }
 
 func (c *Config) check() error {
 	kinds, ok := applies[c.Backend]
 	switch {
 	case !ok:
-		return fmt.Errorf("faults: unknown backend %q; want redis, sentinel, redlock, etcd or none", c.Backend)
+		return fmt.Errorf("faults: unknown backend %q; want redis, sentinel, cluster, redlock, etcd or none", c.Backend)
 	case c.Duration <= 0 || len(c.Worker) == 0 || c.Dir == "":
 		return fmt.Errorf("faults: a run needs a duration, a worker command and a directory")
 	case !slices.Contains(Primitives, c.Primitive):
@@ -125,12 +158,17 @@ func (c *Config) check() error {
 		return fmt.Errorf("faults: a semaphore's limit must be from 1 to %d, got %d", dlock.MaxLimit, c.Limit)
 	case c.CLI != "" && (c.Backend != "redis" && c.Backend != "etcd" || c.Primitive != PrimLock):
 		return fmt.Errorf("faults: dlock run takes a lock, on one redis-server or on etcd")
+	case c.NoAck && c.Backend != "sentinel":
+		return fmt.Errorf("faults: only Sentinel waits for a replica's acknowledgement")
 	case c.Primitive == PrimElection && c.Backend == "none":
 		return fmt.Errorf("faults: an election runs on a lock store")
 	}
 	for _, f := range c.Faults {
 		if !slices.Contains(kinds, f) {
 			return fmt.Errorf("faults: %q does not apply to %s; choose from %s", f, c.Backend, strings.Join(kinds, ", "))
+		}
+		if (f == IsolateLeader || f == PartitionMembers) && c.Members < 3 {
+			return fmt.Errorf("faults: %s needs three etcd members or more, not %d", f, c.Members)
 		}
 	}
 	return nil
@@ -143,14 +181,30 @@ func (c *Config) length(kind string) time.Duration {
 	switch kind {
 	case StopMember:
 		return 2*c.TTL + 4*time.Second // a member's stop and restart take seconds
-	case Failover:
+	case Failover, KillMaster:
 		return 10 * time.Second // until the old master follows the new one (see redistest.SentinelGroup.Settle)
-	case PauseHolder, CutHolder, SlowHolder, LoseReply, RepeatCommand:
+	case ClusterFailover, MigrateSlot:
+		return 3 * time.Second // until every node sees the cluster whole
+	case IsolateLeader, PartitionMembers:
+		return 2*c.TTL + 2*time.Second // and a second or two for an election
+	case PauseHolder, CutHolder, CutMajority, SlowHolder, LoseReply, RepeatCommand:
 		return 2*c.TTL + time.Second
+	case KillServer:
+		return c.restartDelay() + time.Second
 	case PauseServer:
 		return c.TTL*3/2 + time.Second
 	}
 	return time.Second
+}
+
+// restartDelay is how long a server killed by KillServer stays down: the
+// run's longest lease (a RunOnce run's hold) and a TTL more.
+func (c *Config) restartDelay() time.Duration {
+	lease := c.TTL
+	if c.Primitive == PrimRunOnce {
+		lease = runHold(c.TTL)
+	}
+	return lease + c.TTL
 }
 
 // cover is the shortest Duration in which the schedule throws each kind of
@@ -241,6 +295,7 @@ type servers struct {
 	addrs    []string
 	nodes    []*redistest.Server // redis-server, or Redlock's masters
 	sentinel *redistest.SentinelGroup
+	cluster  *clusterEnv
 	etcd     *etcdCluster
 }
 
@@ -278,6 +333,12 @@ func startServers(cfg Config) (*servers, error) {
 			return nil, err
 		}
 		return &servers{addrs: g.SentinelAddrs(), sentinel: g}, nil
+	case "cluster":
+		c, err := startCluster(filepath.Join(cfg.Dir, "cluster"), workerPrefix, workerKey)
+		if err != nil {
+			return nil, err
+		}
+		return &servers{addrs: c.addrs(), cluster: c}, nil
 	case "etcd":
 		c, err := startEtcd(cfg, filepath.Join(cfg.Dir, "etcd"))
 		if err != nil {
@@ -304,6 +365,9 @@ func (s *servers) close() {
 	}
 	if s.sentinel != nil {
 		s.sentinel.Close()
+	}
+	if s.cluster != nil {
+		s.cluster.close()
 	}
 	if s.etcd != nil {
 		s.etcd.Close()
@@ -335,7 +399,7 @@ func (ws *workers) start(w int) error {
 		ws.incarn, ws.kills, ws.pauses, ws.hung = map[int]int{}, map[string]int64{}, map[int][][2]int64{}, map[string]bool{}
 		ws.stdins, ws.readys = map[int]*os.File{}, map[int]chan struct{}{}
 	}
-	if _, ok := ws.proxies[w]; !ok {
+	if _, ok := ws.proxies[w]; !ok && ws.cfg.Backend != "cluster" {
 		for _, a := range ws.addrs {
 			p, err := startProxy(strings.TrimPrefix(a, "http://"))
 			if err != nil {
@@ -348,11 +412,14 @@ func (ws *workers) start(w int) error {
 	for i, p := range ws.proxies[w] {
 		addrs = append(addrs, strings.TrimSuffix(ws.addrs[i], strings.TrimPrefix(ws.addrs[i], "http://"))+p.addr())
 	}
+	if ws.cfg.Backend == "cluster" {
+		addrs = ws.addrs
+	}
 	cfg := workerConfig{
-		Backend: ws.cfg.Backend, Addrs: addrs, Key: "faults", TTL: ws.cfg.TTL, Wait: ws.cfg.Wait,
+		Backend: ws.cfg.Backend, Addrs: addrs, Key: workerKey, TTL: ws.cfg.TTL, Wait: ws.cfg.Wait,
 		Hold: ws.cfg.Hold, Store: ws.store, Worker: w, Incarnation: ws.incarn[w],
 		Out: filepath.Join(ws.cfg.Dir, fmt.Sprintf("worker-%d.jsonl", w)), Seed: ws.cfg.Seed,
-		CLI: ws.cfg.CLI, Self: ws.cfg.Worker, Primitive: ws.cfg.Primitive, Limit: ws.cfg.Limit,
+		CLI: ws.cfg.CLI, Self: ws.cfg.Worker, Primitive: ws.cfg.Primitive, Limit: ws.cfg.Limit, NoAck: ws.cfg.NoAck,
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -522,11 +589,19 @@ func (ws *workers) waitAll(grace time.Duration, stalled func() int64) {
 }
 
 // network cuts worker w off from the servers (cut), or delays what flows
-// between them by delay, for d; then heals.
-func (ws *workers) network(ctx context.Context, w int, cut bool, delay, d time.Duration) {
+// between them by delay, for d; then heals. With only, it does so on the
+// way to those servers (by index) alone.
+func (ws *workers) network(ctx context.Context, w int, cut bool, delay, d time.Duration, only ...int) {
 	ws.mu.Lock()
 	ps := ws.proxies[w]
 	ws.mu.Unlock()
+	if len(only) > 0 {
+		var some []*proxy
+		for _, i := range only {
+			some = append(some, ps[i])
+		}
+		ps = some
+	}
 	t0 := now()
 	for _, p := range ps {
 		p.setCut(cut)
@@ -609,7 +684,7 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 		sleep(ctx, gap) // the quiet time between two faults
 		f := fault{Kind: kind, At: now()}
 		switch kind {
-		case PauseHolder, KillHolder, CutHolder, SlowHolder:
+		case PauseHolder, KillHolder, CutHolder, CutMajority, SlowHolder:
 			w := st.holder()
 			if w < 0 {
 				w = rng.IntN(cfg.Workers)
@@ -623,6 +698,11 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 				st.killed(ws.kill(w))
 			case CutHolder:
 				ws.network(ctx, w, true, 0, 2*cfg.TTL)
+			case CutMajority:
+				cut := rng.Perm(len(env.nodes))[:len(env.nodes)/2+1]
+				slices.Sort(cut)
+				f.Target += fmt.Sprintf(" from masters %v", cut)
+				ws.network(ctx, w, true, 0, 2*cfg.TTL, cut...)
 			case SlowHolder:
 				ws.network(ctx, w, false, cfg.TTL/2, 2*cfg.TTL)
 			}
@@ -645,6 +725,15 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 			sleep(ctx, cfg.TTL*3/2) // the fault: the server stays stopped
 			env.nodes[i].Resume()
 			f.End = now()
+		case KillServer:
+			i := rng.IntN(len(env.nodes))
+			f.Target = env.nodeName(i)
+			env.nodes[i].Kill()
+			sleep(ctx, cfg.restartDelay()) // the fault: the server stays down
+			if err := env.nodes[i].Restart(); err != nil {
+				f.Target += fmt.Sprintf(" (not restarted: %v)", err)
+			}
+			f.End = now()
 		case RestartServer:
 			i := rng.IntN(len(env.nodes))
 			f.Target = env.nodeName(i)
@@ -659,6 +748,65 @@ func runSchedule(ctx context.Context, cfg Config, env *servers, ws *workers, st 
 				f.Target += fmt.Sprintf(" (to %s, not settled: %v)", m.Addr(), err)
 			} else {
 				f.Target += " (to " + m.Addr() + ")"
+			}
+			cancel()
+			f.End = now()
+		case IsolateLeader, PartitionMembers:
+			l, err := env.etcd.Leader()
+			if err != nil {
+				l = rng.IntN(env.etcd.Size())
+			}
+			others := []int{}
+			for i := range env.etcd.Size() {
+				if i != l {
+					others = append(others, i)
+				}
+			}
+			rng.Shuffle(len(others), func(a, b int) { others[a], others[b] = others[b], others[a] })
+			switch {
+			case kind == IsolateLeader:
+				f.Target = fmt.Sprintf("etcd member %d (the leader)", l)
+				err = env.etcd.Isolate(l)
+			case n%2 == 0 || len(others) < 2:
+				f.Target = fmt.Sprintf("etcd members %d (the leader) and %d", l, others[0])
+				err = env.etcd.Partition(l, others[0])
+			default:
+				f.Target = fmt.Sprintf("etcd members %d and %d", others[0], others[1])
+				err = env.etcd.Partition(others[0], others[1])
+			}
+			if err != nil {
+				f.Target += fmt.Sprintf(" (%v)", err)
+			}
+			sleep(ctx, 2*cfg.TTL) // the fault: the members stay apart
+			env.etcd.Heal()
+			f.End = now()
+		case ClusterFailover, MigrateSlot:
+			fctx, cancel := context.WithTimeout(ctx, time.Minute)
+			var err error
+			if kind == ClusterFailover {
+				f.Target, err = env.cluster.failover(fctx)
+			} else {
+				to := (env.cluster.owner + 1 + rng.IntN(len(env.cluster.c.Masters)-1)) % len(env.cluster.c.Masters)
+				f.Target, err = env.cluster.migrate(fctx, to)
+			}
+			cancel()
+			if err != nil {
+				f.Target += fmt.Sprintf(" (%v)", err)
+			}
+			f.End = now()
+		case KillMaster:
+			fctx, cancel := context.WithTimeout(ctx, time.Minute)
+			killed, promoted, err := env.sentinel.KillMaster(fctx)
+			switch {
+			case err != nil:
+				f.Target = fmt.Sprintf("the master (%v)", err)
+			default:
+				f.Target = fmt.Sprintf("the master %s (%s promoted)", killed.Addr(), promoted.Addr())
+			}
+			if killed != nil {
+				if err := env.sentinel.Rejoin(fctx, killed); err != nil {
+					f.Target += fmt.Sprintf(" (not rejoined: %v)", err)
+				}
 			}
 			cancel()
 			f.End = now()

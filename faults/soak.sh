@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # soak.sh SECONDS: runs the fault checker for SECONDS on every backend and
-# fault mix, and on the semaphore, the read-write lock, LockAll and the
-# election, all at once; prints each report and the safety table, and
-# exits 1 when a run broke a property every safe run keeps. go test runs
-# one short run of each backend and primitive; these are the long mixes.
+# fault mix, and on the election, RunOnce, the semaphore, the read-write
+# lock and LockAll, all at once; prints each report, the safety table and
+# the seeds, and exits 1 when a run broke a property every safe run keeps.
+# The rows of faults a backend is not safe against (a server restarted
+# empty at once, a Sentinel failover without a replica's acknowledgement)
+# run too, for their price, and do not fail the soak. go test runs one
+# short run of each backend and primitive; these are the long mixes.
 # A failing run leaves its artifacts (report, history, porcupine's
 # visualisation) under $DLOCK_FAULTS_ARTIFACTS, or the temporary
 # directory, and its report says where.
@@ -13,33 +16,56 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cd "$(dirname "$0")" && go build -o "$dir/faultcheck" ./cmd/faultcheck && go build -o "$dir/dlock" github.com/dlock-go/dlock/cmd/dlock || exit 2
 
-run() { # NAME FLAGS...
+run() { # NAME FLAGS...: a row that must keep every property of a safe run
 	local name=$1; shift
 	"$dir/faultcheck" -seconds "$seconds" -table "$@" >"$dir/$name.out" 2>&1
 	echo $? >"$dir/$name.code"
 }
+price() { # NAME FLAGS...: a row under a fault the backend is not safe against: its figures are the price
+	local name=$1; shift
+	"$dir/faultcheck" -seconds "$seconds" -table "$@" >"$dir/$name.out" 2>&1
+	echo $? >"$dir/$name.price"
+}
 holders=pause-holder,kill-holder,cut-holder,slow-holder
 replies=lose-reply,repeat-command
-run 01-redis -backend redis -faults $holders,pause-server,$replies &
-run 02-etcd -backend etcd -members 3 -ttl 2s -faults $holders,stop-member &
-run 03-redis-cli -backend redis -dlock "$dir/dlock" -faults $holders,$replies &
-run 04-redis-empty -backend redis -faults restart-server &
+etcd=stop-member,isolate-leader,partition-members
+redlock=pause-server,kill-server,cut-majority
+cluster=pause-holder,kill-holder,cluster-failover,migrate-slot
+run 01-redis -backend redis -faults $holders,pause-server,kill-server,$replies &
+run 02-redis-cli -backend redis -dlock "$dir/dlock" -faults $holders,$replies &
+run 03-redis-election -backend redis -primitive election -workers 3 -faults $holders,pause-server,$replies &
+run 04-redis-runonce -backend redis -primitive runonce -faults $holders,pause-server,kill-server,$replies &
 run 05-redis-semaphore -backend redis -primitive semaphore -limit 3 -workers 5 -faults $holders,pause-server,$replies &
 run 06-redis-rwlock -backend redis -primitive rwlock -workers 5 -faults $holders,pause-server,$replies &
 run 07-redis-multi -backend redis -primitive multi -workers 5 -faults $holders,pause-server,$replies &
-run 08-etcd-semaphore -backend etcd -members 3 -ttl 2s -primitive semaphore -limit 3 -workers 5 -faults $holders,stop-member &
-run 09-etcd-rwlock -backend etcd -members 3 -ttl 2s -primitive rwlock -workers 5 -faults $holders,stop-member &
-run 10-etcd-multi -backend etcd -members 3 -ttl 2s -primitive multi -workers 5 -faults $holders,stop-member &
-run 11-redis-election -backend redis -primitive election -workers 3 -faults $holders,pause-server,$replies &
-run 12-etcd-election -backend etcd -members 3 -ttl 2s -primitive election -workers 3 -faults $holders,stop-member &
-run 13-redlock -backend redlock -faults $holders,pause-server,restart-server,$replies &
-run 14-sentinel -backend sentinel -faults pause-holder,kill-holder,failover &
+run 08-sentinel -backend sentinel -faults pause-holder,kill-holder,failover,kill-master &
+run 09-cluster -backend cluster -faults $cluster &
+run 10-cluster-election -backend cluster -primitive election -workers 3 -faults $cluster &
+run 11-redlock -backend redlock -faults $holders,$redlock,$replies &
+run 12-redlock-election -backend redlock -primitive election -workers 3 -faults $holders,$redlock,$replies &
+run 13-redlock-runonce -backend redlock -primitive runonce -faults $holders,$redlock,$replies &
+run 14-etcd -backend etcd -members 3 -ttl 2s -faults $holders,$etcd &
+run 15-etcd-election -backend etcd -members 3 -ttl 2s -primitive election -workers 3 -faults $holders,$etcd &
+run 16-etcd-runonce -backend etcd -members 3 -ttl 2s -primitive runonce -faults $holders,$etcd &
+run 17-etcd-semaphore -backend etcd -members 3 -ttl 2s -primitive semaphore -limit 3 -workers 5 -faults $holders,$etcd &
+run 18-etcd-rwlock -backend etcd -members 3 -ttl 2s -primitive rwlock -workers 5 -faults $holders,$etcd &
+run 19-etcd-multi -backend etcd -members 3 -ttl 2s -primitive multi -workers 5 -faults $holders,$etcd &
+price 20-redis-empty -backend redis -faults restart-server &
+price 21-redlock-empty -backend redlock -faults restart-server &
+price 22-sentinel-noack -backend sentinel -no-ack -faults failover,kill-master &
 wait
 
 fail=0
 for f in "$dir"/*.out; do cat "$f"; echo; done
 echo "| backend | faults | holds | overlaps | (a) unsafe | (b) fenced | (c) regressions | (d) stuck | (e) late loss | linearizable |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-grep -h '^| ' "$dir"/*.out
+for f in "$dir"/*.out; do
+	row=$(grep -h '^| ' "$f")
+	# The rows of faults a backend is not safe against say so.
+	[ -e "${f%.out}.price" ] && row=$(echo "$row" | sed -E 's/^\| ([^|]*) \| ([^|]*) \|/| \1 | \2 (not safe) |/')
+	echo "$row"
+done
+echo
+echo "seeds, in row order:" $(grep -ho 'seed [0-9]*:' "$dir"/*.out | tr -d ':' | cut -d' ' -f2)
 for c in "$dir"/*.code; do [ "$(cat "$c")" = 0 ] || fail=1; done
 exit $fail

@@ -30,6 +30,9 @@ import (
 	"go.uber.org/zap"
 )
 
+// workerKey is the key the workers lock, under workerPrefix.
+const workerKey, workerPrefix = "faults", "faults"
+
 // workerEnv is the environment variable that makes a process a worker: it
 // holds the worker's config as JSON.
 const workerEnv = "DLOCK_FAULTS_WORKER"
@@ -52,6 +55,7 @@ type workerConfig struct {
 	Section     string   // set for dlock run's CMD: the hold it is the critical section of
 	Primitive   string   // what the workers take: see Primitives
 	Limit       int      // a semaphore's permits
+	NoAck       bool     // Sentinel: without a replica's acknowledgement
 }
 
 // event is one line of a worker's history.
@@ -204,7 +208,10 @@ func runWorker(cfg workerConfig) error {
 			cancel()
 			busy := errors.Is(err, dlock.ErrNotAcquired)
 			hist.add(event{E: "fail", Hold: id, T: now(), Busy: busy, Err: err.Error()})
-			if !busy {
+			switch {
+			case busy && cfg.Primitive == PrimRunOnce:
+				time.Sleep(cfg.TTL / 10) // RunOnce tries once: the next tick
+			case !busy:
 				time.Sleep(20 * time.Millisecond) // the server is down: pace the retries
 			}
 			continue
@@ -372,7 +379,7 @@ func post(hc *http.Client, u string, form url.Values) int {
 
 // newLocker connects the worker's Locker.
 func newLocker(cfg workerConfig) (dlock.Locker, func(), error) {
-	opts := []dlock.Option{dlock.WithTTL(cfg.TTL), dlock.WithPrefix("faults")}
+	opts := []dlock.Option{dlock.WithTTL(cfg.TTL), dlock.WithPrefix(workerPrefix)}
 	switch cfg.Backend {
 	case "redis":
 		redis.SetLogger(quiet{}) // a server that is down is part of the run
@@ -392,6 +399,14 @@ func newLocker(cfg workerConfig) (dlock.Locker, func(), error) {
 			return nil, nil, err
 		}
 		return l, func() { l.Close(); client.Close() }, nil
+	case "cluster":
+		redis.SetLogger(quiet{})
+		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.Addrs, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		l, err := redislock.New(client, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return l, func() { l.Close(); client.Close() }, nil
 	case "sentinel":
 		redis.SetLogger(quiet{})
 		client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.MasterName, SentinelAddrs: cfg.Addrs,
@@ -399,7 +414,10 @@ func newLocker(cfg workerConfig) (dlock.Locker, func(), error) {
 		// A write counts once the replica has it: a failover to the
 		// replica then hands no lock to anyone else before its holder
 		// knows it lost it.
-		l, err := redislock.New(client, append(opts, redislock.WithReplicaAck(1, 200*time.Millisecond))...)
+		if !cfg.NoAck {
+			opts = append(opts, redislock.WithReplicaAck(1, 200*time.Millisecond))
+		}
+		l, err := redislock.New(client, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -415,7 +433,9 @@ func newLocker(cfg workerConfig) (dlock.Locker, func(), error) {
 				c.Close()
 			}
 		}
-		l, err := redlock.New(clients, opts...)
+		// A node has a quarter of the lease to answer (the default,
+		// 100ms, is a loaded machine's scheduling delay).
+		l, err := redlock.NewConfig(redlock.Config{Clients: clients, NodeTimeout: cfg.TTL / 4}, opts...)
 		if err != nil {
 			closeAll()
 			return nil, nil, err

@@ -2,7 +2,7 @@
 // in the test process, on free loopback ports in a temporary directory: one
 // member for most tests, three for the fault tests. It also runs a loopback
 // TCP proxy that can cut a client off from its server, to simulate a
-// network partition.
+// network partition, and, with WithPartitions, cuts links between members.
 //
 // It is exported so that the tests of other modules (the dlock command's)
 // can run against a real etcd; it is not meant for programs. Only a program
@@ -34,24 +34,27 @@ const StartTimeout = 30 * time.Second
 type Cluster struct {
 	members []*member
 	token   string
+	peers   *peerNet // with WithPartitions
 }
 
 type member struct {
 	name      string
 	dir       string
-	peerURL   url.URL
+	peerURL   url.URL // advertised: with WithPartitions, its proxy's
+	listenURL url.URL // where the member listens for its peers
 	clientURL url.URL
 	mu        sync.Mutex
 	etcd      *embed.Etcd // nil while stopped
+	id        string      // its member id, once started
 }
 
 // Start starts a one-member cluster that is stopped when t ends.
 func Start(t testing.TB) *Cluster { return StartN(t, 1) }
 
 // StartN starts an n-member cluster that is stopped when t ends.
-func StartN(t testing.TB, n int) *Cluster {
+func StartN(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
-	c, err := New(t.TempDir(), n)
+	c, err := New(t.TempDir(), n, opts...)
 	if err != nil {
 		t.Fatalf("etcdtest: %v", err)
 	}
@@ -62,14 +65,18 @@ func StartN(t testing.TB, n int) *Cluster {
 // New starts an n-member cluster with its data under dir. The caller stops
 // it with Close. Ports come from the kernel (":0" on 127.0.0.1); a port
 // taken by someone else between choosing and binding is retried.
-func New(dir string, n int) (*Cluster, error) {
+func New(dir string, n int, opts ...Option) (*Cluster, error) {
 	if n < 1 {
 		return nil, errors.New("etcdtest: a cluster needs at least one member")
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		var c *Cluster
-		c, err = start(fmt.Sprintf("%s/try%d", dir, attempt), n)
+		c, err = start(fmt.Sprintf("%s/try%d", dir, attempt), n, o)
 		if err == nil {
 			return c, nil
 		}
@@ -77,11 +84,14 @@ func New(dir string, n int) (*Cluster, error) {
 	return nil, err
 }
 
-func start(dir string, n int) (*Cluster, error) {
+func start(dir string, n int, o options) (*Cluster, error) {
 	c := &Cluster{token: "dlock-" + strings.ReplaceAll(dir, "/", "-")}
 	ports, err := freePorts(2 * n)
 	if err != nil {
 		return nil, err
+	}
+	if o.partitions {
+		c.peers = newPeerNet(c)
 	}
 	var initial []string
 	for i := 0; i < n; i++ {
@@ -90,6 +100,16 @@ func start(dir string, n int) (*Cluster, error) {
 			dir:       fmt.Sprintf("%s/m%d", dir, i),
 			peerURL:   url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])},
 			clientURL: url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])},
+		}
+		m.listenURL = m.peerURL
+		if c.peers != nil {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				c.peers.close()
+				return nil, fmt.Errorf("etcdtest: peer proxy: %w", err)
+			}
+			m.peerURL.Host = ln.Addr().String()
+			c.peers.listen(i, ln, m.listenURL.Host)
 		}
 		c.members = append(c.members, m)
 		initial = append(initial, m.name+"="+m.peerURL.String())
@@ -114,7 +134,7 @@ func (m *member) start(initial, token, state string) error {
 	cfg := embed.NewConfig()
 	cfg.Name = m.name
 	cfg.Dir = m.dir
-	cfg.ListenPeerUrls = []url.URL{m.peerURL}
+	cfg.ListenPeerUrls = []url.URL{m.listenURL}
 	cfg.AdvertisePeerUrls = []url.URL{m.peerURL}
 	cfg.ListenClientUrls = []url.URL{m.clientURL}
 	cfg.AdvertiseClientUrls = []url.URL{m.clientURL}
@@ -148,9 +168,22 @@ func (m *member) start(initial, token, state string) error {
 		return fmt.Errorf("etcdtest: %s not ready after %v", m.name, StartTimeout)
 	}
 	m.mu.Lock()
-	m.etcd = e
+	m.etcd, m.id = e, e.Server.MemberID().String()
 	m.mu.Unlock()
 	return nil
+}
+
+// memberByID returns the index of the member whose id is id, or -1.
+func (c *Cluster) memberByID(id string) int {
+	for i, m := range c.members {
+		m.mu.Lock()
+		mid := m.id
+		m.mu.Unlock()
+		if id != "" && mid == id {
+			return i
+		}
+	}
+	return -1
 }
 
 // Close stops every member. It is safe to call more than once.
@@ -160,6 +193,9 @@ func (c *Cluster) Close() {
 		wg.Go(func() { c.Stop(i) })
 	}
 	wg.Wait()
+	if c.peers != nil {
+		c.peers.close()
+	}
 }
 
 // Size is the number of members.

@@ -42,14 +42,14 @@ func StartSentinel(t TB, replicas, sentinels int) *SentinelGroup {
 
 // NewSentinel is StartSentinel with the files under dir; the caller must
 // call Close.
-func NewSentinel(dir string, replicas, sentinels int) (g *SentinelGroup, err error) {
+func NewSentinel(dir string, replicas, sentinels int) (_ *SentinelGroup, err error) {
 	if replicas < 1 || sentinels < 1 {
 		return nil, errors.New("redistest: a Sentinel group needs a replica and a Sentinel")
 	}
-	g = &SentinelGroup{}
+	g := &SentinelGroup{}
 	defer func() {
 		if err != nil {
-			g.Close()
+			g.Close() // what started, not the nil a failed return gives
 		}
 	}()
 	sub := func(name string) (string, error) {

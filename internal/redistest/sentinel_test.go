@@ -3,6 +3,8 @@ package redistest
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -65,5 +67,18 @@ func TestSentinel(t *testing.T) {
 			conn.Close()
 			t.Errorf("%s still accepts connections after Close", s.Addr())
 		}
+	}
+}
+
+// A group that cannot start returns the error and stops what it started:
+// here its Sentinel's directory cannot be made, after its servers started.
+func TestNewSentinelFails(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "sentinel0"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewSentinel(dir, 1, 1)
+	if err == nil || g != nil {
+		t.Fatalf("NewSentinel over a file where a directory must be: %v, %v", g, err)
 	}
 }

@@ -6,15 +6,20 @@
 //
 // With -primitive the workers take something else than a lock: permits of
 // a semaphore (at most -limit at once), read and write locks of one key,
-// LockAll over two or three of four keys, or an election's leadership.
+// LockAll over two or three of four keys, an election's leadership, or
+// runs of a scheduled job (election.RunOnce).
 //
 //	faultcheck -backend redis -primitive semaphore -limit 3 -workers 5 -faults pause-holder,kill-holder
 //
-// The faults: pause-holder, kill-holder (any backend), cut-holder,
-// slow-holder (a backend with a server), pause-server, restart-server,
-// lose-reply (a command that takes effect and whose reply is lost) and
-// repeat-command (a command delivered twice) (Redis, Redlock: one of its
-// masters), failover (Sentinel), stop-member (etcd).
+// The faults: pause-holder, kill-holder (any backend); cut-holder,
+// slow-holder (Redis, Redlock, etcd); pause-server, restart-server (at
+// once, empty), kill-server (restarted empty after Redlock's restart
+// delay), lose-reply (a command that takes effect and whose reply is
+// lost) and repeat-command (a command delivered twice) (Redis, Redlock:
+// one of its masters); cut-majority (Redlock: a holder cut off from a
+// majority of the masters); failover, kill-master (Sentinel);
+// cluster-failover, migrate-slot (Cluster); stop-member, isolate-leader,
+// partition-members (etcd, three members).
 //
 // It prints the report, and with -table one row of the README's safety
 // table. It exits 1 when the run broke a property every safe run keeps
@@ -45,11 +50,12 @@ func main() {
 	var (
 		cfg     faults.Config
 		seconds = flag.Int("seconds", 60, "how long the workers contend")
-		list    = flag.String("faults", "", "comma-separated faults: pause-holder, kill-holder, cut-holder, slow-holder, pause-server, restart-server, lose-reply and repeat-command (Redis), stop-member (etcd)")
+		list    = flag.String("faults", "", "comma-separated faults: pause-holder, kill-holder, cut-holder, slow-holder, pause-server, restart-server, kill-server, lose-reply, repeat-command, cut-majority, failover, kill-master, cluster-failover, migrate-slot, stop-member, isolate-leader, partition-members")
 		table   = flag.Bool("table", false, "print the report as a row of the safety table too")
 		leave   = flag.String("artifacts", faults.ArtifactsDir(), "where a failing run leaves its artifacts (report, history, porcupine's visualisation)")
 	)
-	flag.StringVar(&cfg.Backend, "backend", "redis", "redis, sentinel (with a replica's acknowledgement), redlock, etcd, or none (a lock that excludes nothing)")
+	flag.StringVar(&cfg.Backend, "backend", "redis", "redis, sentinel (with a replica's acknowledgement), cluster, redlock, etcd, or none (a lock that excludes nothing)")
+	flag.BoolVar(&cfg.NoAck, "no-ack", false, "sentinel: count a write once the master has it, without a replica's acknowledgement")
 	flag.IntVar(&cfg.Members, "members", 0, "etcd members (default 1), or Redlock's masters (default 3)")
 	flag.IntVar(&cfg.Workers, "workers", 4, "worker processes")
 	flag.DurationVar(&cfg.TTL, "ttl", time.Second, "the lease")
