@@ -130,9 +130,9 @@ var shortRuns = []struct {
 	// still reach it), or two members that no longer reach each other,
 	// each the third.
 	{"etcd/lock", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Faults: []string{PauseHolder, StopMember}}, safe},
-	{"etcd/semaphore", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimSemaphore, Workers: 5, Faults: []string{KillHolder, IsolateLeader}}, safe},
-	{"etcd/rwlock", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimRWLock, Workers: 5, Faults: []string{PauseHolder, PartitionMembers}}, safe},
-	{"etcd/multi", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimMulti, Workers: 5, Faults: []string{KillHolder, StopMember}}, safe},
+	{"etcd/semaphore", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimSemaphore, Workers: 4, Faults: []string{KillHolder, IsolateLeader}}, safe},
+	{"etcd/rwlock", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimRWLock, Workers: 4, Faults: []string{PauseHolder, PartitionMembers}}, safe},
+	{"etcd/multi", Config{Backend: "etcd", Members: 3, TTL: 2 * time.Second, Primitive: PrimMulti, Workers: 4, Faults: []string{KillHolder, StopMember}}, safe},
 	// A leader cut off from the servers keeps running: its context is
 	// cancelled at its local lease deadline, before another leader is
 	// elected (no late loss; etcd's margin is a tenth of the lease, so
@@ -148,13 +148,13 @@ var shortRuns = []struct {
 	// dlock run as the holder: the workers run `dlock run`, whose CMD
 	// does the writes with DLOCK_FENCE (the test builds the binary).
 	{"redis/dlock-run", Config{Backend: "redis", Faults: []string{PauseHolder, KillHolder, CutHolder, LoseReply, RepeatCommand}}, safe},
-	// The primitives, under the lock run's faults: five workers for a
+	// The primitives, under the lock run's faults: four workers for a
 	// semaphore of three permits; readers and writers (some
 	// downgrading); LockAll over two or three of four keys, which must
 	// also never leave a worker stuck.
-	{"redis/semaphore", Config{Backend: "redis", Primitive: PrimSemaphore, Workers: 5, Faults: redisFaults}, safe},
-	{"redis/rwlock", Config{Backend: "redis", Primitive: PrimRWLock, Workers: 5, Faults: redisFaults}, safe},
-	{"redis/multi", Config{Backend: "redis", Primitive: PrimMulti, Workers: 5, Faults: redisFaults}, safe},
+	{"redis/semaphore", Config{Backend: "redis", Primitive: PrimSemaphore, Workers: 4, Faults: redisFaults}, safe},
+	{"redis/rwlock", Config{Backend: "redis", Primitive: PrimRWLock, Workers: 4, Faults: redisFaults}, safe},
+	{"redis/multi", Config{Backend: "redis", Primitive: PrimMulti, Workers: 4, Faults: redisFaults}, safe},
 	// Redlock over three masters: one of them paused, restarted empty at
 	// once (which may cost a hold its quorum), or killed and restarted
 	// empty after the restart delay; a holder cut off from a majority of
