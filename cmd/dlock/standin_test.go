@@ -134,3 +134,37 @@ func TestStandInShardedPubSub(t *testing.T) {
 		t.Fatal("SPUBLISH without a message was accepted")
 	}
 }
+
+// On the stand-in, one held lock is renewed as on redis-server: the
+// watchdog's batch of one lock is read as a batch of one (the stand-in
+// made a one-character reply a number, and the lock was lost at its first
+// renewal).
+func TestStandInRenewsOneLock(t *testing.T) {
+	t.Parallel()
+	srv, err := startStandIn("testing the stand-in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.stop)
+	c := redis.NewClient(&redis.Options{Addr: srv.addr})
+	t.Cleanup(func() { c.Close() })
+	const ttl = time.Second
+	l, err := redislock.New(c, dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ctx := context.Background()
+	lk, err := l.TryLock(ctx, "renewed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lk.Done():
+		t.Fatalf("lost within three leases: %v", lk.Err())
+	case <-time.After(3 * ttl): // three leases: renewed six times or more
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock after three leases: %v", err)
+	}
+}
