@@ -276,22 +276,28 @@ func (s *suite) cellElection(t *testing.T, k holdKind) {
 	if err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}
-	got := make(chan *election.Leadership, 1)
-	go func() {
-		ld, err := es[1].Campaign(ctx, "b")
-		if err != nil {
-			t.Errorf("the second Campaign: %v", err)
-		}
-		got <- ld
+	type result struct {
+		ld  *election.Leadership
+		err error
+	}
+	got := make(chan result, 1)
+	cctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { // reports to got alone: t may have ended when it returns
+		ld, err := es[1].Campaign(cctx, "b")
+		got <- result{ld, err}
 	}()
 	if err := first.Resign(ctx); err != nil {
+		stop()
+		<-got
 		t.Fatalf("Resign: %v", err)
 	}
 	select {
-	case ld := <-got:
-		if ld == nil {
-			return
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("the second Campaign: %v", r.err)
 		}
+		ld := r.ld
 		if ld.Value() != "b" || ld.Err() != nil {
 			t.Errorf("the second leadership: value %q, Err %v", ld.Value(), ld.Err())
 		}

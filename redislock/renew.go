@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -120,9 +119,7 @@ func (l *Locker) renewScript(ctx context.Context, args [][]any, ack replicaAck) 
 		p = a
 	}
 	res, err := renewScript.Run(ctx, p, keys, argv...).Text()
-	if err == nil && len(res) != len(args) {
-		err = fmt.Errorf("renew.lua answered %d results for %d locks", len(res), len(args))
-	}
+	res, err = redisnode.RenewCodes(res, err, len(args))
 	var acks []ackResult
 	if a != nil {
 		acks = slices.Repeat([]ackResult{{a.replicas, a.err}}, len(args))

@@ -21,8 +21,6 @@ var (
 	releaseLua string
 	//go:embed refresh.lua
 	refreshLua string
-	//go:embed renew.lua
-	renewLua string
 	//go:embed ttl.lua
 	ttlLua string
 )
@@ -33,7 +31,7 @@ var (
 	acquireScript = redisnode.NewScript(preludeLua + commonLua + acquireLua)
 	releaseScript = redisnode.NewScript(releaseHeadLua + preludeLua + commonLua + releaseLua)
 	refreshScript = redisnode.NewScript(redisnode.LeaseLua + refreshLua)
-	renewScript   = redisnode.NewScript(redisnode.LeaseLua + renewLua)
+	renewScript   = redisnode.NewScript(redisnode.LeaseLua + redisnode.RenewLua)
 	ttlScript     = redisnode.NewScript(redisnode.LeaseLua + ttlLua)
 )
 

@@ -304,9 +304,7 @@ func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*lock]) []err
 	}
 	send := func(ctx context.Context, nd *node) reply {
 		s, err := renewScript.Run(ctx, nd.send, keys, argv...).Text()
-		if err == nil && len(s) != len(batch) {
-			err = fmt.Errorf("renew.lua answered %d results for %d locks", len(s), len(batch))
-		}
+		s, err = redisnode.RenewCodes(s, err, len(batch))
 		return reply{s: s, err: err}
 	}
 	n := len(l.nodes)

@@ -17,8 +17,6 @@ var (
 	releaseLua string
 	//go:embed raise.lua
 	raiseLua string
-	//go:embed renew.lua
-	renewLua string
 	//go:embed refresh.lua
 	refreshLua string
 	//go:embed ttl.lua
@@ -48,7 +46,7 @@ var (
 	raiseScript   = redisnode.NewScript(counterLua + commonLua + raiseLua)
 	ttlScript     = redisnode.NewScript(counterLua + commonLua + ttlLua)
 	forceScript   = redisnode.NewScript(counterLua + commonLua + forceLua)
-	renewScript   = redisnode.NewScript(redisnode.LeaseLua + renewLua)
+	renewScript   = redisnode.NewScript(redisnode.LeaseLua + redisnode.RenewLua)
 	refreshScript = redisnode.NewScript(redisnode.LeaseLua + refreshLua)
 	lapseScript   = redisnode.NewScript(redisnode.LeaseLua + lapseLua)
 )

@@ -9,6 +9,10 @@ var (
 	// hold's lease.
 	//go:embed lease.lua
 	LeaseLua string
+	// RenewLua renews a batch of locks and holds of one node in one
+	// call; it follows LeaseLua, and RenewCodes reads its reply.
+	//go:embed renew.lua
+	RenewLua string
 	// SharedLua is the layout and the rules of the holds of semaphores
 	// and read-write locks: purge, keep, census, fits, take, grant and
 	// their helpers. It needs the driver's next_fence and leave_queue.
