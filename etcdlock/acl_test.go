@@ -218,7 +218,6 @@ func writePEM(t *testing.T, path, kind string, der []byte) {
 // contract; the role lets it read nothing outside its
 // range.
 func TestACLConformance(t *testing.T) {
-	t.Parallel()
 	if got := clientv3.GetPrefixRangeEnd(appPrefix); got != appRangeEnd {
 		t.Fatalf("range end of %q: %q, not %q", appPrefix, got, appRangeEnd)
 	}
@@ -267,7 +266,6 @@ func TestACLConformance(t *testing.T) {
 // Inspect, List and ForceUnlock need no more than the role: etcd cannot
 // tell an operator's command from an application's on the same range.
 func TestACLOperator(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, appCfg := authEnabled(t, startAuth(t))
@@ -297,7 +295,6 @@ func TestACLOperator(t *testing.T) {
 
 // The role the tests grant is the one docs/least-privilege.md gives.
 func TestACLDocumented(t *testing.T) {
-	t.Parallel()
 	doc, err := os.ReadFile("../docs/least-privilege.md")
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 
 // Package election keeps its rules over the etcd driver.
 func TestElection(t *testing.T) {
-	t.Parallel()
 	cli := client(t)
 	dlocktest.RunElection(t, dlocktest.Harness{
 		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {

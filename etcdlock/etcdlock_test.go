@@ -14,7 +14,6 @@ import (
 )
 
 func TestNewBadInput(t *testing.T) {
-	t.Parallel()
 	cli := client(t)
 	tests := []struct {
 		name string
@@ -39,7 +38,6 @@ func TestNewBadInput(t *testing.T) {
 }
 
 func TestTTLBelowASecond(t *testing.T) {
-	t.Parallel()
 	l := newLocker(t, client(t))
 	ctx := context.Background()
 	if _, err := l.TryLock(ctx, "replica:ack", redislock.WithReplicaAck(1, time.Second)); !errors.Is(err, dlock.ErrInvalidOption) {
@@ -67,7 +65,6 @@ func leaseOf(t *testing.T, cli *clientv3.Client, l *etcdlock.Locker, lk dlock.Lo
 }
 
 func TestTTLRoundedUp(t *testing.T) {
-	t.Parallel()
 	cli := client(t)
 	l := newLocker(t, cli)
 	ctx := context.Background()
@@ -95,7 +92,6 @@ func TestTTLRoundedUp(t *testing.T) {
 // TestKeyLayout: holds live under "<prefix>/lock/<key>/", with '/' and
 // '%' escaped so that no key's range holds another key's.
 func TestKeyLayout(t *testing.T) {
-	t.Parallel()
 	cli := client(t)
 	l := newLocker(t, cli, dlock.WithPrefix("app"))
 	ctx := context.Background()
@@ -122,7 +118,6 @@ func TestKeyLayout(t *testing.T) {
 // and acquires again; a repeated Unlock of the first hold must not delete
 // the second (the Mutex deletes by key name, which both share).
 func TestStaleUnlockSameSession(t *testing.T) {
-	t.Parallel()
 	l := newLocker(t, client(t))
 	ctx := context.Background()
 	first, err := l.TryLock(ctx, "stale")
@@ -150,7 +145,6 @@ func TestStaleUnlockSameSession(t *testing.T) {
 // TestSessions: locks with the Locker's TTL share one lease; a lock with
 // another TTL gets a lease of its own, revoked when it is released.
 func TestSessions(t *testing.T) {
-	t.Parallel()
 	cli := client(t)
 	l := newLocker(t, cli, dlock.WithTTL(5*time.Second))
 	ctx := context.Background()

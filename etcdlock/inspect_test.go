@@ -16,7 +16,6 @@ import (
 )
 
 func TestInspect(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, client(t), dlock.WithPrefix("inspect"))
 
@@ -80,7 +79,6 @@ func TestInspect(t *testing.T) {
 // A hold written without a lease (by another program) never expires:
 // Inspect says so with a TTL of -1.
 func TestInspectNoLease(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	cli := client(t)
 	l := newLocker(t, cli, dlock.WithPrefix("inspect-nolease"))
@@ -94,7 +92,6 @@ func TestInspectNoLease(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	cli := client(t)
 	l := newLocker(t, cli, dlock.WithPrefix("list"))
@@ -177,7 +174,6 @@ func keysOf(infos []dlock.Info) []string {
 // List reads in pages: a lock whose holds span page boundaries is counted
 // whole, and every lock of a range larger than a page is listed.
 func TestListPages(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	cli := client(t)
 	l := newLocker(t, cli, dlock.WithPrefix("pages"))
@@ -243,7 +239,6 @@ func TestListPages(t *testing.T) {
 }
 
 func TestForceUnlock(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	cli := client(t)
 	l := newLocker(t, cli, dlock.WithPrefix("force"))

@@ -94,7 +94,6 @@ const keepAliveRPC = "/etcdserverpb.Lease/LeaseKeepAlive"
 // past the server's expiry, which counts from when etcd renewed the lease,
 // after the request was sent: the deadline counts from the send.
 func TestKeepAliveDeadlineFromSend(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	var f faults
 	l := newLocker(t, f.client(t), dlock.WithTTL(3*time.Second))
@@ -151,7 +150,6 @@ func TestKeepAliveDeadlineFromSend(t *testing.T) {
 // on the shared, renewed lease for the Locker's lifetime: the key is
 // deleted once etcd answers again.
 func TestLostAcquireReplyFailedCleanup(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	var f faults
 	l := newLocker(t, f.client(t))
@@ -197,7 +195,6 @@ func TestLostAcquireReplyFailedCleanup(t *testing.T) {
 // 4.7s after the request, between the local deadline of a 5s lease and
 // etcd's expiry of it.
 func TestLateGrantRevoked(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	var f faults
 	unary := func(method string, call func() error) error {
@@ -245,7 +242,6 @@ func TestLateGrantRevoked(t *testing.T) {
 // may keep the lease alive any more: another Locker gets the key once etcd
 // expires it, instead of never.
 func TestStalledLeaseNotKeptAlive(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	var f faults
 	var stalled atomic.Bool
@@ -279,7 +275,6 @@ func TestStalledLeaseNotKeptAlive(t *testing.T) {
 // WithNotify(false) makes a waiter poll: it opens no watch, so a release
 // does not wake it, and it gets the lock only at its next attempt.
 func TestNotifyOffPolls(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	holder := newLocker(t, client(t))
 	for _, notify := range []bool{true, false} {
@@ -339,7 +334,6 @@ func TestNotifyOffPolls(t *testing.T) {
 // never comes (a leader election that takes long, a member that stopped):
 // the attempt does not outlive the wait.
 func TestWaitLimitBoundsAttempt(t *testing.T) {
-	t.Parallel()
 	holder := newLocker(t, client(t))
 	key := t.Name()
 	if _, err := holder.TryLock(context.Background(), key); err != nil {
@@ -367,7 +361,6 @@ func TestWaitLimitBoundsAttempt(t *testing.T) {
 // the key happened to come before its stop). Twenty holds, each seen
 // watching before its release.
 func TestReleaseEndsWatch(t *testing.T) {
-	t.Parallel()
 	l := newLocker(t, client(t))
 	ctx := context.Background()
 	watching := func() int {

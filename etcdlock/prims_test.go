@@ -57,7 +57,6 @@ func goTake(take func() (dlock.Lock, error)) <-chan acquired {
 // without a release (revoked here, as etcd does when it expires) comes
 // back to the waiter, and the holder's handle is lost.
 func TestSemaphoreCrashedHolder(t *testing.T) {
-	t.Parallel()
 	cli := client(t)
 	a, b := newLocker(t, cli, dlock.WithTTL(5*time.Second)), newLocker(t, client(t))
 	ctx := context.Background()
@@ -97,7 +96,6 @@ func TestSemaphoreCrashedHolder(t *testing.T) {
 // lowered one keeps the holders above it and admits nobody until fewer
 // than the new limit hold.
 func TestSemaphoreLimitChange(t *testing.T) {
-	t.Parallel()
 	a, b, c := newLocker(t, client(t)), newLocker(t, client(t)), newLocker(t, client(t))
 	ctx := context.Background()
 	key := "sem:limit:" + driver.NewToken()[:6]
@@ -154,7 +152,6 @@ func TestSemaphoreLimitChange(t *testing.T) {
 // over and over; never more than 2 inside, and a waiter's fence is the
 // revision that admitted it, so fences grow in the order of admission.
 func TestSemaphoreExclusion(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	key := "sem:excl:" + driver.NewToken()[:6]
 	var inside, most atomic.Int32
@@ -191,7 +188,6 @@ func TestSemaphoreExclusion(t *testing.T) {
 // nearly always read; a writer still gets in, for the readers that come
 // after it queue behind it, and the readers go on after it.
 func TestRWWriterNotStarved(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	key := "rw:starve:" + driver.NewToken()[:6]
 	var reads, inside atomic.Int32
@@ -238,7 +234,6 @@ func TestRWWriterNotStarved(t *testing.T) {
 // that queued meanwhile gets in only after the downgraded hold is
 // released, and a reader queued between them enters at the downgrade.
 func TestRWDowngradeNoGap(t *testing.T) {
-	t.Parallel()
 	cli := client(t)
 	a, b, c := newLocker(t, cli), newLocker(t, client(t)), newLocker(t, client(t))
 	ctx := context.Background()
@@ -298,7 +293,6 @@ func TestRWDowngradeNoGap(t *testing.T) {
 // while a writer waits, without waiting; the writer gets in once both
 // holds are released. The owner's write lock admits its own read lock.
 func TestRWReentrancy(t *testing.T) {
-	t.Parallel()
 	a, b := newLocker(t, client(t)), newLocker(t, client(t))
 	ctx := context.Background()
 	key := "rw:owner:" + driver.NewToken()[:6]
@@ -356,7 +350,6 @@ func TestRWReentrancy(t *testing.T) {
 // TestPrimsWaitZero: WithWait(0) makes one attempt, as TryLock does, for
 // every kind of hold.
 func TestPrimsWaitZero(t *testing.T) {
-	t.Parallel()
 	l := newLocker(t, client(t))
 	ctx := context.Background()
 	key := "prims:wait0:" + driver.NewToken()[:6]

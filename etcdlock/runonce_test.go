@@ -19,7 +19,6 @@ import (
 // after its last keep-alive: another host whose clock fires the same tick
 // 2s later does not run it, and a host after the hold does.
 func TestRunOnceHoldsAfterDeathMidJob(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	const ttl, hold = time.Second, 4 * time.Second
 	proxy := etcdtest.StartProxy(t, strings.TrimPrefix(shared.Endpoint(0), "http://"))

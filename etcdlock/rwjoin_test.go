@@ -86,7 +86,6 @@ func await[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
 // the writer, and the two never hold at once. Gates on the two Lockers'
 // clients force that order.
 func TestRWOwnerJoinRace(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		take func(l *etcdlock.Locker, ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error)
