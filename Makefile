@@ -8,10 +8,11 @@ MODULES = $(shell $(GO) list -m -f '{{.Dir}}')
 # slowest packages come first, so that they start first.
 SLOW = ./redislock ./cmd/dlock ./faults ./etcdlock ./postgreslock
 PACKAGES = $(SLOW) $(addsuffix /...,$(MODULES))
-# How many builds and test binaries run at once. The tests mostly wait on
-# servers and timers, so more than the 2 cores the machines have, and more
-# than the slow packages, so that the others build and run beside them.
-TEST_P ?= 6
+# How many builds and test binaries run at once: more than the 2 cores
+# the machines have (the tests wait on servers and timers), but no more:
+# the suite's servers and worker processes fill both cores, and at six at
+# once tests whose leases last a second saw them run out.
+TEST_P ?= 4
 # More flags for go test, such as -v or -json.
 TESTFLAGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -115,7 +115,6 @@ func refused(t *testing.T, s *redistest.Server) []string {
 // locks, multi-key locks, watching, elections, and replica acknowledgement
 // (WAIT), and the server refuses it nothing.
 func TestACLConformance(t *testing.T) {
-	t.Parallel()
 	m := redistest.Start(t)
 	redistest.StartReplica(t, m) // for WithReplicaAck
 	newClient := aclUser(t, m, "dlock-app", appRules...)
@@ -145,7 +144,6 @@ func TestACLConformance(t *testing.T) {
 // learns the slots and the commands' keys, and every node refuses it
 // nothing.
 func TestACLCluster(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3)
 	password := setUser(t, "dlock-app", appRules, c.Nodes()...)
 	newClient := func(t *testing.T) redis.UniversalClient {
@@ -167,7 +165,6 @@ func TestACLCluster(t *testing.T) {
 // operator's: an application's user is refused it and learns nothing,
 // while an operator's user lists the lock and clears it with ForceUnlock.
 func TestACLOperator(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	s := redistest.Start(t)
 	app := aclUser(t, s, "dlock-app", appRules...)
@@ -223,7 +220,6 @@ func isNoPerm(err error) bool { return err != nil && strings.Contains(err.Error(
 
 // The rules the tests grant are the ones docs/least-privilege.md gives.
 func TestACLDocumented(t *testing.T) {
-	t.Parallel()
 	doc, err := os.ReadFile("../docs/least-privilege.md")
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 // A TryLock whose reply arrives after Close began gives the lock back and
 // returns ErrClosed; it used to panic on a nil handle.
 func TestTryLockDuringClose(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	raw := shared.Client(t)
 	c := shared.Client(t)
@@ -50,7 +49,6 @@ func TestTryLockDuringClose(t *testing.T) {
 // Close or given back with ErrClosed: never a handle that nothing renews,
 // releases or ends.
 func TestAcquireRacingClose(t *testing.T) {
-	t.Parallel()
 	for _, wait := range []bool{false, true} {
 		name := "TryLock"
 		if wait {
@@ -120,7 +118,6 @@ func isGiveUp(cmd redis.Cmder) bool {
 // Close returns only after its waiters have left the queue, so that a
 // caller may close the client right after.
 func TestCloseWaitsForWaiters(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	raw := shared.Client(t)
 	key := keyFor(t)
@@ -184,7 +181,6 @@ func (h oomHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 // A queued waiter whose next attempt gets an error reply from Redis leaves
 // the queue before it returns: a release must not grant the lock to it.
 func TestWaiterErrorLeavesQueue(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	s := redistest.Start(t)
 	raw := s.Client(t)

@@ -105,7 +105,6 @@ func holderAndWaiter(t *testing.T, hc, wc redis.UniversalClient) (holder, waiter
 // hands the lock to the waiter at once. The waiter's fallback sleep is
 // longer than its wait, so only the wake-up can get it the lock in time.
 func TestClusterWakesWaitersOnEveryShard(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -158,7 +157,6 @@ func (c *testCluster) migrate(t *testing.T, s, from, to int, between func(stage 
 // topology. The waiter's client here reads the topology the test gives it:
 // the old one until well after the migration.
 func TestClusterSubscriptionFollowsSlot(t *testing.T) {
-	t.Parallel()
 	for _, stale := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stale=%v", stale), func(t *testing.T) { followSlot(t, stale) })
 	}
@@ -239,7 +237,6 @@ func followSlot(t *testing.T, stale bool) {
 // follow the slot (ASK while its keys move, MOVED after), and its release
 // finds it on the new master.
 func TestClusterHoldThroughMigration(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -293,7 +290,6 @@ func role(t *testing.T, n *redistest.Server) string {
 // place, a holder that believes it holds the lock does, for nobody else can
 // take it; and fences keep rising.
 func TestClusterFailover(t *testing.T) {
-	t.Parallel()
 	c := startClusterReplicas(t, 3, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -379,7 +375,6 @@ func TestClusterFailover(t *testing.T) {
 // whose master has a replica is acknowledged, held and renewed; a key
 // whose master has none falls short, and nothing of it stays.
 func TestClusterReplicaAck(t *testing.T) {
-	t.Parallel()
 	c := startClusterReplicas(t, 3, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -431,7 +426,6 @@ func (g *incrGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // together in one pipeline to it, while commands for master 1 go out at
 // once, not held up by master 0.
 func TestClusterCoalescesPerNode(t *testing.T) {
-	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -83,7 +83,6 @@ func fillFlushes(t *testing.T, co *redisnode.Coalescer, g *gate, key string) []<
 // Commands that find every flush busy leave together in one pipeline, sent
 // by the goroutine of the first of them.
 func TestCoalesceQueued(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	g := newGate()
 	co := gated(t, g)
@@ -125,7 +124,6 @@ func TestCoalesceQueued(t *testing.T) {
 
 // A command whose context ends while it waits in the queue is never sent.
 func TestCoalesceCancelQueued(t *testing.T) {
-	t.Parallel()
 	g := newGate()
 	co := gated(t, g)
 	key := keyFor(t)
@@ -158,7 +156,6 @@ func TestCoalesceCancelQueued(t *testing.T) {
 // reply or was never sent, and no flush is lost: the counter ends equal to
 // the replies, and the coalescer idle.
 func TestCoalesceCancelStress(t *testing.T) {
-	t.Parallel()
 	c := shared.Client(t)
 	co, ok := newProcessor(c).(*redisnode.Coalescer)
 	if !ok {
@@ -209,7 +206,6 @@ func TestCoalesceCancelStress(t *testing.T) {
 // A cluster client sends on its own: a cluster pipeline waits for its
 // slowest node.
 func TestCoalesceNotForCluster(t *testing.T) {
-	t.Parallel()
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{shared.Addr()}})
 	defer cc.Close()
 	if _, ok := newProcessor(cc).(*redisnode.Coalescer); ok {

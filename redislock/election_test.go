@@ -9,7 +9,6 @@ import (
 
 // Package election keeps its rules over the Redis driver.
 func TestElection(t *testing.T) {
-	t.Parallel()
 	newClient := func(t *testing.T) redis.UniversalClient { return shared.Client(t) }
 	dlocktest.RunElection(t, harness(newClient, dlocktest.All))
 }

@@ -12,7 +12,6 @@ import (
 )
 
 func TestInspect(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	s := redistest.Start(t)
 	l, err := New(s.Client(t), dlock.WithPrefix("ins"), dlock.WithFencing(true))
@@ -76,7 +75,6 @@ func TestInspect(t *testing.T) {
 }
 
 func TestInspectForeignValue(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	s := redistest.Start(t)
 	c := s.Client(t)
@@ -100,7 +98,6 @@ func TestInspectForeignValue(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	s := redistest.Start(t)
 	// A prefix with glob characters must be matched literally.
@@ -163,7 +160,6 @@ func equal(a, b []string) bool {
 }
 
 func TestForceUnlock(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	s := redistest.Start(t)
 	holder, err := New(s.Client(t), dlock.WithFencing(true))
@@ -246,7 +242,6 @@ func TestForceUnlock(t *testing.T) {
 // A malformed pattern is refused as on every backend, with an error
 // matching path.ErrBadPattern, instead of being sent to SCAN.
 func TestListBadPattern(t *testing.T) {
-	t.Parallel()
 	l := newLocker(t, shared)
 	for _, bad := range []string{"a[", `a\`} {
 		if infos, err := l.List(context.Background(), bad); !errors.Is(err, path.ErrBadPattern) {

@@ -65,7 +65,6 @@ func lockerWith(t *testing.T, hook redis.Hook, opts ...dlock.Option) *Locker {
 // A command re-sent after its reply was lost finds its own effect: the
 // acquisition has the lock, and the release has released it.
 func TestResentCommands(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -102,7 +101,6 @@ func TestResentCommands(t *testing.T) {
 // not renew the lock, nor declare it lost: the caller's retried Unlock
 // returns nil.
 func TestReleaseLostReplyBeatsWatchdog(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	var dropRelease atomic.Bool
 	l := lockerWith(t, scriptHook{
@@ -133,7 +131,6 @@ func TestReleaseLostReplyBeatsWatchdog(t *testing.T) {
 // A release that fails leaves a lease that is no longer renewed: the key
 // lapses at its TTL at the latest, and the handle ends.
 func TestFailedReleaseStopsRenewal(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	var failRelease atomic.Bool
 	l := lockerWith(t, scriptHook{
@@ -165,7 +162,6 @@ func TestFailedReleaseStopsRenewal(t *testing.T) {
 // A Refresh to a shorter lease whose reply was lost leaves the handle on
 // the shorter lease: Redis may have applied it.
 func TestRefreshShorterLostReply(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	var drop atomic.Bool
 	l := lockerWith(t, scriptHook{
@@ -190,7 +186,6 @@ func TestRefreshShorterLostReply(t *testing.T) {
 // A renewal on the wire when Refresh shortens the lease must not put the
 // longer deadline back when its reply comes.
 func TestRenewalRacingRefresh(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	held := make(chan struct{}) // the renewal ran and its reply waits
 	gate := make(chan struct{})
@@ -231,7 +226,6 @@ func TestRenewalRacingRefresh(t *testing.T) {
 // Fence counters do not stay in Redis for good, and a fence never goes
 // back, even when its counter expired.
 func TestFenceCounterExpires(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	raw := shared.Client(t)
 	l := newLocker(t, shared, dlock.WithFencing(true))
@@ -281,7 +275,6 @@ func (h gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // error: Unlock began before the deadline, so the holder stopped counting
 // on the lock then (it returned a bare ErrNotHeld, as for a second Unlock).
 func TestUnlockOutlivedByLease(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	raw := shared.Client(t)
 	key := keyFor(t)

@@ -13,7 +13,6 @@ import (
 )
 
 func TestLogging(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	var out syncbuf.Buffer
 	logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -65,7 +64,6 @@ type traceKey struct{}
 // that a handler finds its trace there), and a Locker whose logger is at
 // Info logs nothing on the path of an acquisition and its release.
 func TestLogConventions(t *testing.T) {
-	t.Parallel()
 	ctx := context.WithValue(context.Background(), traceKey{}, "trace-1")
 	h := logrec.New(slog.LevelDebug)
 	l := newLocker(t, shared, dlock.WithLogger(slog.New(h)))

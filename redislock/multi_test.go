@@ -46,7 +46,6 @@ func lockKeysExist(t *testing.T, c redis.Cmdable, keys []string) int64 {
 // LockAll of keys in one slot (every key, on one server) takes them all in
 // one round trip and releases them all in one.
 func TestLockAllRoundTrips(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	hook := &counter{}
 	c := shared.Client(t)
@@ -105,7 +104,6 @@ func TestLockAllRoundTrips(t *testing.T) {
 // TryLockAll on a set with a busy key takes nothing, and says which key is
 // busy and for how long.
 func TestTryLockAllBusyTakesNothing(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared), newLocker(t, shared)
 	keys := multiKeys(t, 3)
@@ -139,7 +137,6 @@ func TestTryLockAllBusyTakesNothing(t *testing.T) {
 // A LockAll that finds a key busy waits for it, and has every key once its
 // holder lets go.
 func TestLockAllWaitsForBusyKey(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared), newLocker(t, shared)
 	keys := multiKeys(t, 2)
@@ -171,7 +168,6 @@ func TestLockAllWaitsForBusyKey(t *testing.T) {
 // Callers that lock the same keys in opposite orders, on several Lockers,
 // all finish, and no key ever has two holders.
 func TestLockAllOppositeOrders(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	keys := multiKeys(t, 3)
@@ -210,7 +206,6 @@ func TestLockAllOppositeOrders(t *testing.T) {
 
 // The loss of any one key ends the whole hold.
 func TestLockAllLossOfOneKey(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, shared)
 	keys := multiKeys(t, 3)
@@ -241,7 +236,6 @@ func TestLockAllLossOfOneKey(t *testing.T) {
 // With WithFencing, each key of a LockAll gets its own fence, above every
 // earlier fence of that key; the handle's Fence is the highest.
 func TestLockAllFencing(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, shared)
 	keys := multiKeys(t, 2)
@@ -291,7 +285,6 @@ func TestLockAllFencing(t *testing.T) {
 // An owner that holds one of the keys enters it again: the key stays held
 // by the owner until both holds are released.
 func TestLockAllOwnerReentry(t *testing.T) {
-	t.Parallel()
 	ctx := dlock.ContextWithOwner(context.Background(), "job-7")
 	l, other := newLocker(t, shared), newLocker(t, shared)
 	keys := multiKeys(t, 2)
@@ -317,7 +310,6 @@ func TestLockAllOwnerReentry(t *testing.T) {
 
 // TryLockMulti refuses no keys and a key named twice, and takes nothing.
 func TestTryLockMultiBadInput(t *testing.T) {
-	t.Parallel()
 	ctx := dlock.ContextWithOwner(context.Background(), "job-8")
 	l := newLocker(t, shared)
 	keys := multiKeys(t, 2)

@@ -76,7 +76,6 @@ func heldKey(t *testing.T) string {
 // A waiter whose subscription cannot be set up still stops at its WithWait
 // limit, and at Close.
 func TestSubscribeSetupHonoursLimits(t *testing.T) {
-	t.Parallel()
 	t.Run("WithWait", func(t *testing.T) {
 		key := heldKey(t)
 		waiter, _ := gatedWaiter(t)

@@ -18,7 +18,6 @@ import (
 // deadline (Lost, ErrLeaseExpired), and an attempt ends in an error
 // (Acquire, outcome error).
 func TestObserverServerPaused(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	s := redistest.Start(t)
 	opts := s.Options()
@@ -81,7 +80,6 @@ func TestObserverServerPaused(t *testing.T) {
 // A release hands the lock to the queued waiter: its Wake and its Acquire
 // say hand-off, and the hand-off is not an attempt of its own.
 func TestObserverHandoff(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	var rec dlocktest.Recorder
 	a, b := newLocker(t, shared, dlock.WithObserver(&rec)), newLocker(t, shared)

@@ -14,7 +14,6 @@ import (
 // hand) counts as a dead waiter: attempts and grants go on without a
 // script error, and the entry is dropped.
 func TestMalformedWaiterEntry(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	raw := shared.Client(t)
 	l := newLocker(t, shared)

@@ -13,7 +13,6 @@ import (
 )
 
 func TestAcquireReleaseRefresh(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared), newLocker(t, shared)
 	key := keyFor(t)
@@ -96,7 +95,6 @@ func TestAcquireReleaseRefresh(t *testing.T) {
 }
 
 func TestExpiryHandOver(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared), newLocker(t, shared)
 	key := keyFor(t)
@@ -126,7 +124,6 @@ func TestExpiryHandOver(t *testing.T) {
 // Seed 003's first hazard: A1 lock, A1 unlock, A2 lock, A1 renew. The stale
 // renewal must fail and leave A2's lease alone.
 func TestHazardStaleRenew(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared), newLocker(t, shared)
 	key := keyFor(t)
@@ -159,7 +156,6 @@ func TestHazardStaleRenew(t *testing.T) {
 // Seed 003's second hazard: A1 lock, A1 expires, A2 lock, A1 unlock. The
 // late unlock must fail and leave A2's lock in place.
 func TestHazardLateUnlock(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared), newLocker(t, shared)
 	key := keyFor(t)
@@ -185,7 +181,6 @@ func TestHazardLateUnlock(t *testing.T) {
 // A stolen lock: the key was deleted and someone else took it. Unlock must
 // say so and delete nothing.
 func TestUnlockStolen(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a := newLocker(t, shared)
 	key := keyFor(t)
@@ -208,7 +203,6 @@ func TestUnlockStolen(t *testing.T) {
 // A client that follows redis.io's single-instance algorithm with raw
 // commands on the same key contends correctly with dlock.
 func TestWireCompatibility(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, shared)
 	key := keyFor(t)
@@ -321,7 +315,6 @@ func TestNoScript(t *testing.T) {
 }
 
 func TestContextCancelWhileWaiting(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	hook := &counter{}
 	c := shared.Client(t)
@@ -380,7 +373,6 @@ func TestContextCancelWhileWaiting(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	key := keyFor(t)
 	raw := shared.Client(t)
@@ -469,7 +461,6 @@ func TestBadInput(t *testing.T) {
 // A release whose reply is lost, then retried, must not report a false
 // ErrNotHeld, nor release the lock of whoever took the key since.
 func TestReleaseRetryAfterTimeout(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	hook := &counter{}
 	c := shared.Client(t)

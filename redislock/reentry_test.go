@@ -14,7 +14,6 @@ import (
 // Fences rise strictly over 10,000 acquisitions of one key by 8 goroutines
 // on 2 Lockers, and keep rising after the key expires.
 func TestFenceStrictlyIncreasing(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	lockers := []*Locker{newLocker(t, shared, dlock.WithFencing(true)), newLocker(t, shared, dlock.WithFencing(true))}
 	key := keyFor(t)
@@ -76,7 +75,6 @@ func TestFenceStrictlyIncreasing(t *testing.T) {
 }
 
 func TestReentrantByOwner(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, shared, dlock.WithFencing(true))
 	raw := shared.Client(t)
@@ -127,7 +125,6 @@ func TestReentrantByOwner(t *testing.T) {
 // hand-rolled reentrant lock that counts holds in one place gets this
 // wrong).
 func TestReentrantAcrossLockers(t *testing.T) {
-	t.Parallel()
 	ctx := dlock.ContextWithOwner(context.Background(), "trace-42")
 	p1, p2 := newLocker(t, shared), newLocker(t, shared)
 	other := newLocker(t, shared)
@@ -177,7 +174,6 @@ func TestReentrantAcrossLockers(t *testing.T) {
 // Without an owner, a Locker refuses a second hold of a key it holds, even
 // under 64 concurrent callers: exactly one wins.
 func TestAlreadyHeldUnderConcurrency(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, shared)
 	key := keyFor(t)

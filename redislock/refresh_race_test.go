@@ -16,7 +16,6 @@ import (
 // lock: nobody else holds it, so once the renewal's reply lands the
 // watchdog renews at the new TTL's cadence, and the hold stays held.
 func TestShorterRefreshDuringRenewalKeepsLock(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	held := make(chan struct{}) // the first renewal ran, its reply waits
 	gate := make(chan struct{})

@@ -74,7 +74,6 @@ func TestWatchdogKeepsAndStops(t *testing.T) {
 }
 
 func TestOwnershipLostSignal(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared), newLocker(t, shared)
 	raw := shared.Client(t)
@@ -108,7 +107,6 @@ func TestOwnershipLostSignal(t *testing.T) {
 }
 
 func TestServerUnreachable(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	s := redistest.Start(t)
 	l := newLocker(t, s)
@@ -157,7 +155,6 @@ func (lk *lock) leaseDeadline() time.Time {
 }
 
 func TestLeaseWithoutWatchdog(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, shared)
 	lk, err := l.TryLock(ctx, keyFor(t), dlock.WithLease(200*time.Millisecond))
@@ -171,7 +168,6 @@ func TestLeaseWithoutWatchdog(t *testing.T) {
 }
 
 func TestDo(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, shared)
 	raw := shared.Client(t)
@@ -296,7 +292,6 @@ func TestCloseReleasesAndStops(t *testing.T) {
 }
 
 func TestOrphan(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	raw := shared.Client(t)
 	l, err := New(shared.Client(t))

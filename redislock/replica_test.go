@@ -16,7 +16,6 @@ import (
 // acknowledged them. The replica is stopped (SIGSTOP) to make every
 // acknowledgement fall short.
 func TestReplicaAck(t *testing.T) {
-	t.Parallel()
 	m := redistest.Start(t)
 	r := redistest.StartReplica(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -189,7 +188,6 @@ func TestReplicaAck(t *testing.T) {
 
 // WithReplicaAck refuses values it cannot keep, changing nothing.
 func TestReplicaAckBadInput(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		n       int
 		timeout time.Duration
@@ -218,7 +216,6 @@ func TestReplicaAckBadInput(t *testing.T) {
 // A renewal that reaches a master that was demoted to a replica is not
 // counted: the lease runs out, and the handle says it was lost.
 func TestRenewalOnDemotedMaster(t *testing.T) {
-	t.Parallel()
 	m := redistest.Start(t)
 	r := redistest.StartReplica(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

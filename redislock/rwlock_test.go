@@ -16,7 +16,6 @@ import (
 // Readers overlap; a writer excludes everyone; fences of readers and
 // writers come from one counter.
 func TestRWLockExclusion(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b, c := newLocker(t, shared, dlock.WithFencing(true)), newLocker(t, shared, dlock.WithFencing(true)), newLocker(t, shared, dlock.WithFencing(true))
 	k := keyFor(t)
@@ -51,7 +50,6 @@ func TestRWLockExclusion(t *testing.T) {
 // new readers wait behind it, the readers inside finish, and the writer
 // gets the lock; the readers then go on.
 func TestRWLockWriterNotStarved(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	readers, writer := newLocker(t, shared), newLocker(t, shared)
@@ -115,7 +113,6 @@ func TestRWLockWriterNotStarved(t *testing.T) {
 // a reader: other readers come in, writers still wait, and nobody got in
 // between.
 func TestRWLockDowngrade(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared, dlock.WithFencing(true)), newLocker(t, shared, dlock.WithFencing(true))
 	k := keyFor(t)
@@ -167,7 +164,6 @@ func TestRWLockDowngrade(t *testing.T) {
 // An upgrade is refused at once, by owner across Lockers and on one
 // Locker without owner: it would wait on itself.
 func TestRWLockUpgrade(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared), newLocker(t, shared)
 	k := keyFor(t)
@@ -202,7 +198,6 @@ func TestRWLockUpgrade(t *testing.T) {
 // Reentrancy by owner: a writer's owner may write again and read; another
 // owner may not; the key is free when the last hold is released.
 func TestRWLockReentrancy(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared), newLocker(t, shared)
 	k := keyFor(t)
@@ -225,7 +220,6 @@ func TestRWLockReentrancy(t *testing.T) {
 // A hold whose key is deleted is lost at its next renewal; a waiting
 // reader is woken by the writer's release; Close releases the holds.
 func TestRWLockLostAndClose(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared), newLocker(t, shared)
 	k := keyFor(t)
@@ -287,7 +281,6 @@ func TestRWLockLostAndClose(t *testing.T) {
 // that were there before it end sooner: here readers granted by a
 // writer's Downgrade outlive the writer's short lease.
 func TestRWLockGrantOutlivesOlderHolds(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, r, n := newLocker(t, shared), newLocker(t, shared), newLocker(t, shared)
 	k := keyFor(t)

@@ -17,7 +17,6 @@ import (
 // own clock, and not a moment before: on fake time, with leases that it
 // does not renew, so that no command is sent.
 func TestWatchdogDeadlineSynctest(t *testing.T) {
-	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 		defer c.Close()

@@ -12,7 +12,6 @@ import (
 // the script. (A call of a helper that the prelude lacks is a run-time
 // error, which the tests of each path catch.)
 func TestScriptsLoad(t *testing.T) {
-	t.Parallel()
 	c := shared.Client(t)
 	for name, s := range map[string]*redisnode.Script{
 		"try": tryScript, "acquire": acquireScript, "release": releaseScript,

@@ -98,7 +98,6 @@ func permitWorker() int {
 // a killed holder's permits come back when their leases end, and at every
 // moment at most limit holders work.
 func TestSemaphoreKilled(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}

@@ -39,7 +39,6 @@ func mustWait(t testing.TB) func(dlock.Lock, error) *dlock.NotAcquiredError {
 // Permits: limit holders at once, across Lockers; a release lets the
 // next one in; fences grow; RetryAfter is the first permit's lease.
 func TestSemaphorePermits(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared, dlock.WithFencing(true)), newLocker(t, shared, dlock.WithFencing(true))
 	k := keyFor(t)
@@ -82,7 +81,6 @@ func TestSemaphorePermits(t *testing.T) {
 // A release wakes a waiter at once: the waiter's fallback sleep is a
 // minute, so only the wake-up can bring it the permit within the bound.
 func TestSemaphoreWake(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared), newLocker(t, shared)
 	k := keyFor(t)
@@ -115,7 +113,6 @@ func TestSemaphoreWake(t *testing.T) {
 // leaves it) gives its permit back when its lease runs out, and the waiter
 // gets it; the orphan's handle reports the loss.
 func TestSemaphoreExpiry(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	dead, b := newLocker(t, shared), newLocker(t, shared)
 	k := keyFor(t)
@@ -142,7 +139,6 @@ func TestSemaphoreExpiry(t *testing.T) {
 // release them, and nobody comes in until the holders are fewer than the
 // new limit; a raised limit admits the queue first, at once.
 func TestSemaphoreLimitChange(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared), newLocker(t, shared)
 	k := keyFor(t)
@@ -195,7 +191,6 @@ func TestSemaphoreLimitChange(t *testing.T) {
 
 // Bad input changes nothing and says why.
 func TestSemaphoreBadInput(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a := newLocker(t, shared)
 	k := keyFor(t)
@@ -225,7 +220,6 @@ func TestSemaphoreBadInput(t *testing.T) {
 // Permits(locker, n) is a Locker: dlock.Do runs under a permit, and its
 // context ends when the permit is lost.
 func TestSemaphoreDo(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a := newLocker(t, shared)
 	c := shared.Client(t)

@@ -15,7 +15,6 @@ import (
 // master has no scripts cached (NOSCRIPT), which the driver handles, and
 // locks are taken and released there as before.
 func TestSentinelFailover(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	g := redistest.StartSentinel(t, 1, 3)

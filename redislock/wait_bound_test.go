@@ -60,7 +60,6 @@ func defaultClient(t *testing.T, addr string) *redis.Client {
 // TryLock within RequestTimeout, with an error that says the server was
 // out of reach, not that the lock was busy.
 func TestWaitBoundedClosedPort(t *testing.T) {
-	t.Parallel()
 	l := lockerOf(t, defaultClient(t, closedAddr(t)))
 	ctx := context.Background()
 	const limit = time.Second
@@ -86,7 +85,6 @@ func TestWaitBoundedClosedPort(t *testing.T) {
 // without deadline) within RequestTimeout. The waiter's client has
 // go-redis's defaults: timeouts longer than RequestTimeout, and retries.
 func TestWaitBoundedStoppedServer(t *testing.T) {
-	t.Parallel()
 	s := redistest.Start(t)
 	ctx := context.Background()
 	holder := newLocker(t, s)

@@ -66,7 +66,6 @@ func queued(t testing.TB, s *redistest.Server, key string, n int64) {
 // A waiter whose retry interval is 10s acquires within 2s of the release: a
 // bound only the wake-up can meet.
 func TestWakeOnRelease(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	holder, waiter := newLocker(t, shared, dlock.WithFencing(true)), newLocker(t, shared, dlock.WithFencing(true))
 	key := keyFor(t)
@@ -85,7 +84,6 @@ func TestWakeOnRelease(t *testing.T) {
 
 // Only one waiter of a Locker wakes per release; the others keep waiting.
 func TestWakeOnePerRelease(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	holder, waiter := newLocker(t, shared), newLocker(t, shared)
@@ -120,7 +118,6 @@ func TestWakeOnePerRelease(t *testing.T) {
 
 // A lost wake-up costs at most the fallback sleep.
 func TestLostWakeUp(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	key := keyFor(t)
 
@@ -148,7 +145,6 @@ func TestLostWakeUp(t *testing.T) {
 // A holder that crashes (its Locker gone, the key left to expire) does not
 // strand a waiter.
 func TestHolderCrash(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	key := keyFor(t)
 	crashed, err := New(shared.Client(t))
@@ -170,7 +166,6 @@ func TestHolderCrash(t *testing.T) {
 
 // Fair mode serves waiters in arrival order.
 func TestFairOrder(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	key := keyFor(t)
 	holder := newLocker(t, shared)
@@ -214,7 +209,6 @@ func TestFairOrder(t *testing.T) {
 // each Locker hears grants on a channel of its own, so a hot key with many
 // waiting processes costs one wake-up per hand-off, not one per process.
 func TestWakeOnlyTheGrantee(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	key := keyFor(t)
 	holder, a, b := newLocker(t, shared), newLocker(t, shared), newLocker(t, shared)
@@ -268,7 +262,6 @@ func TestWakeOnlyTheGrantee(t *testing.T) {
 // Fences of fenced acquisitions keep rising across unfenced ones, which
 // neither take nor move the counter.
 func TestFenceAcrossUnfenced(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	key := keyFor(t)
 	l := newLocker(t, shared)
@@ -296,7 +289,6 @@ func TestFenceAcrossUnfenced(t *testing.T) {
 // A fair newcomer does not take a free lock while a live waiter queues:
 // it hands the lock to the head of the queue instead.
 func TestFairNoBarging(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	key := keyFor(t)
 	l := newLocker(t, shared)
@@ -323,7 +315,6 @@ func TestFairNoBarging(t *testing.T) {
 
 // A fair-mode waiter that crashed does not block those behind it.
 func TestFairCrashedWaiter(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	key := keyFor(t)
 	holder := newLocker(t, shared)
@@ -347,7 +338,6 @@ func TestFairCrashedWaiter(t *testing.T) {
 // Many contenders on one hot key: every acquisition is exclusive, and every
 // contender gets its turns.
 func TestHotKeyNoStarvation(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	key := keyFor(t)
 	const contenders, rounds = 8, 10
@@ -393,7 +383,6 @@ func TestHotKeyNoStarvation(t *testing.T) {
 // A waiter that took its grant without a round trip holds the lock for its
 // full TTL: its watchdog extends the short grant before the grant ends.
 func TestGrantExtended(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	holder, waiter := newLocker(t, shared), newLocker(t, shared)
 	key := keyFor(t)
@@ -417,7 +406,6 @@ func TestGrantExtended(t *testing.T) {
 // lost attempt gives back what it may have taken. A single attempt
 // (TryLock, WithWait(0)) reports the failure.
 func TestWaitRidesOutLostReplies(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	c := shared.Client(t)
 	hook := &counter{}

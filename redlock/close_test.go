@@ -17,7 +17,6 @@ import (
 // waited for the Locker's: a race on the Locker's WaitGroup, which the
 // race detector saw in the conformance suite's Observe cell.)
 func TestCloseWaitsForCallsInFlight(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, shared[:3])
 	gate, in := make(chan struct{}), make(chan struct{})
@@ -70,7 +69,6 @@ func TestCloseWaitsForCallsInFlight(t *testing.T) {
 // match dlock.ErrNotAcquired, so that an election's campaign under a
 // short deadline took it for a failure on a loaded machine.)
 func TestCallWithEndedContext(t *testing.T) {
-	t.Parallel()
 	l := newLocker(t, shared[:3])
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -18,7 +18,6 @@ import (
 // the package doc). The README's table of what works where is checked
 // against what ran.
 func TestConformance(t *testing.T) {
-	t.Parallel()
 	var m dlocktest.Matrix
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("redlock-%d", n), func(t *testing.T) {

@@ -9,6 +9,5 @@ import (
 // Package election keeps its rules over Redlock on three nodes: Observe
 // needs the Locker's Watch, RunOnce the locks' UnlockAfter.
 func TestElection(t *testing.T) {
-	t.Parallel()
 	dlocktest.RunElection(t, harness(shared[:3]))
 }

@@ -16,7 +16,6 @@ import (
 
 // With 5 nodes, 2 killed: the lock is still acquired, renewed, released.
 func TestTwoOfFiveKilled(t *testing.T) {
-	t.Parallel()
 	s := start(t, 5)
 	l := newLocker(t, s)
 	ctx := context.Background()
@@ -56,7 +55,6 @@ func TestTwoOfFiveKilled(t *testing.T) {
 // With 5 nodes, 3 killed: no majority, told apart from a busy lock, and
 // within the per-node timeout.
 func TestThreeOfFiveKilled(t *testing.T) {
-	t.Parallel()
 	s := start(t, 5)
 	l := newLocker(t, s)
 	ctx := context.Background()
@@ -91,7 +89,6 @@ func TestThreeOfFiveKilled(t *testing.T) {
 // delay it past the per-node timeout; with a majority awake it does not
 // delay it at all.
 func TestPausedNodeDoesNotDelayAcquire(t *testing.T) {
-	t.Parallel()
 	s := start(t, 5)
 	// A per-node timeout far above what a loaded machine takes to answer,
 	// so that waiting for the paused node and not waiting for it are told
@@ -144,7 +141,6 @@ func TestPausedNodeDoesNotDelayAcquire(t *testing.T) {
 // by two at once, so that over the run every node loses its counter
 // and the counters of a majority are lost between two acquisitions.
 func TestFencesRiseThroughRestarts(t *testing.T) {
-	t.Parallel()
 	s := start(t, 5)
 	l := newLocker(t, s)
 	ctx := context.Background()
@@ -285,7 +281,6 @@ func (p *proxy) setCut(cut bool) {
 // every node, and takes the lock as soon as the cut-off holder's keys
 // expire there.
 func TestCutOffHolderLearnsFirst(t *testing.T) {
-	t.Parallel()
 	s := start(t, 5)
 	proxies := make([]*proxy, 5)
 	cs := make([]redis.UniversalClient, 5)

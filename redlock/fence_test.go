@@ -16,7 +16,6 @@ import (
 // an uncontended Locker does this at every cycle whose release to the
 // slowest node is overtaken by the next attempt.
 func TestLaggingNodeCostsNoRaise(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	cs := clients(t, shared)
 	gates := make([]*nodeHook, len(cs))
@@ -108,7 +107,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // the key could be busy on a majority of the nodes, and an immediate
 // TryLock failed though nobody held it.)
 func TestUnlockReleasesLateNodes(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	cs := clients(t, shared)
 	hooks := make([]*nodeHook, len(cs))
@@ -149,7 +147,6 @@ func TestUnlockReleasesLateNodes(t *testing.T) {
 // no majority: it gives back what it holds, stays queued and waits on,
 // rather than ending its wait with ErrNoQuorum.
 func TestGrantTakenBackBeforeFence(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	servers := shared[:3]
 	hooked := func() ([]redis.UniversalClient, []*nodeHook) {

@@ -11,7 +11,6 @@ import (
 // past it for an attempt that failed. (It reported the largest counter,
 // so that an election observer saw two leaders with one epoch.)
 func TestInspectFenceIsTheHolders(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	servers := shared[:3]
 	a, c := newLocker(t, servers), newLocker(t, servers)

@@ -33,7 +33,6 @@ func done(lk dlock.Lock) bool {
 // even after its Locker closed, and then free: the handle ends as
 // released at once.
 func TestUnlockAfter(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared[:3]), newLocker(t, shared[:3])
 	k := keyFor(t)
@@ -89,7 +88,6 @@ func TestUnlockAfter(t *testing.T) {
 
 // A lapse of zero or less is Unlock: the key is free at once.
 func TestUnlockAfterZeroIsUnlock(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared[:3]), newLocker(t, shared[:3])
 	for _, d := range []time.Duration{0, -time.Second} {
@@ -115,7 +113,6 @@ func TestUnlockAfterZeroIsUnlock(t *testing.T) {
 // UnlockAfter on a lock that the nodes forgot returns the loss, as
 // Unlock does.
 func TestUnlockAfterLost(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, shared[:3])
 	k := keyFor(t)
@@ -136,7 +133,6 @@ func TestUnlockAfterLost(t *testing.T) {
 // handle stays held, the watchdog renews it no more, and it ends as
 // released when the shorter lease would have run out.
 func TestUnlockAfterUnknown(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	s := start(t, 3)
 	hook := &nodeHook{}
@@ -192,7 +188,6 @@ func TestUnlockAfterUnknown(t *testing.T) {
 // hold needs. (An owner's lock kept its whole lease: UnlockAfter only
 // lengthened it, so a LockAll lock lapsed a TTL later instead of at d.)
 func TestUnlockAfterOwner(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b, c := newLocker(t, shared[:3]), newLocker(t, shared[:3]), newLocker(t, shared[:3])
 	const ttl, d = time.Minute, 500 * time.Millisecond

@@ -17,7 +17,6 @@ import (
 // has two holders at once, and each key's fences rise from holder to
 // holder.
 func TestLockAllOppositeOrders(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	servers := shared[:3]
 	base := keyFor(t)
@@ -102,7 +101,6 @@ func TestLockAllOppositeOrders(t *testing.T) {
 // key it fails with that key's busy error and gives back the keys it took
 // before it.
 func TestTryLockAll(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := newLocker(t, shared[:3]), newLocker(t, shared[:3])
 	base := keyFor(t)

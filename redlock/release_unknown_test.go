@@ -70,7 +70,6 @@ func (h *releaseFault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // it: no renewal is sent after it, the key lapses within its TTL on every
 // node, and the handle ends as released (not lost) at its deadline.
 func TestReleaseOfUnknownOutcomeLapses(t *testing.T) {
-	t.Parallel()
 	const ttl = time.Second // renewals every 333ms: room for a loaded machine
 	for _, fault := range []struct {
 		name string

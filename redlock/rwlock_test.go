@@ -50,7 +50,6 @@ func mustBeBusy(t *testing.T, what string) func(dlock.Lock, error) {
 // readers and writers, and every hold's fence is above the fences of the
 // holds that ended before it began.
 func TestRWLockMinorityDown(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	s := start(t, 3)
 	a, b, c := rw(t, newLocker(t, s)), rw(t, newLocker(t, s)), rw(t, newLocker(t, s))
@@ -92,7 +91,6 @@ func TestRWLockMinorityDown(t *testing.T) {
 // node paused, and their TTL is the majority's; the watchdog's renewal
 // finds a hold the nodes forgot, which is then lost.
 func TestRWLockRenewedAndLost(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	s := start(t, 3)
 	l := rw(t, newLocker(t, s))
@@ -138,7 +136,6 @@ func TestRWLockRenewedAndLost(t *testing.T) {
 // An owner that holds a read lock, and a Locker that holds one without
 // owner, get ErrUpgrade at once when they ask for the write lock.
 func TestRWLockUpgrade(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := rw(t, newLocker(t, shared[:3])), rw(t, newLocker(t, shared[:3]))
 	k := keyFor(t)
@@ -168,7 +165,6 @@ func TestRWLockUpgrade(t *testing.T) {
 // Close releases the Locker's read and write holds; RUnlock and WUnlock
 // release the Locker's own.
 func TestRWLockCloseAndUnlock(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l, other := newLocker(t, shared[:3]), rw(t, newLocker(t, shared[:3]))
 	a := rw(t, l)
@@ -199,7 +195,6 @@ func TestRWLockCloseAndUnlock(t *testing.T) {
 // A write hold lapses like a lock: UnlockAfter keeps readers out until
 // the lapse, on a majority.
 func TestRWLockUnlockAfter(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	a, b := rw(t, newLocker(t, shared[:3])), rw(t, newLocker(t, shared[:3]))
 	k := keyFor(t)
@@ -237,7 +232,6 @@ func TestRWLockUnlockAfter(t *testing.T) {
 // bound the permits (see the package doc), so the Locker must not pass
 // for a dlock.Semaphore, and it declares why.
 func TestNoSemaphore(t *testing.T) {
-	t.Parallel()
 	l := newLocker(t, shared[:3])
 	if _, ok := any(l).(dlock.Semaphore); ok {
 		t.Fatalf("%T implements dlock.Semaphore: a majority of independent masters cannot bound permits", l)
@@ -258,7 +252,6 @@ func TestNoSemaphore(t *testing.T) {
 // owner), waiting on one key: a writer is never inside with anyone else, readers do come in together, and every
 // waiter gets its turn.
 func TestRWLockExclusion(t *testing.T) {
-	t.Parallel()
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("%dnodes", n), func(t *testing.T) { rwExclusion(t, n) })
 	}

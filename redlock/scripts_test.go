@@ -11,7 +11,6 @@ import (
 // error in a part shows here, not on the first call whose path needs the
 // script.
 func TestScriptsLoad(t *testing.T) {
-	t.Parallel()
 	c := clients(t, shared[:1])[0]
 	for name, s := range map[string]*redisnode.Script{
 		"acquire": acquireScript, "release": releaseScript, "raise": raiseScript, "ttl": ttlScript,

@@ -75,7 +75,6 @@ func returnedWithin(t *testing.T, got <-chan error, limit time.Duration, begin t
 // plus the per-node timeout, with an error matching dlock.ErrNotAcquired
 // (and ErrNoQuorum), and TryLock within the per-node timeout.
 func TestWaitBoundedClosedPorts(t *testing.T) {
-	t.Parallel()
 	var addrs []string
 	for range 3 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -102,7 +101,6 @@ func TestWaitBoundedClosedPorts(t *testing.T) {
 // never answer: the Lock returns within its limit plus the per-node
 // timeout, with an error matching dlock.ErrNotAcquired.
 func TestWaitBoundedStoppedServers(t *testing.T) {
-	t.Parallel()
 	s := start(t, 3)
 	holder := newLocker(t, s)
 	addrs := make([]string, len(s))

@@ -86,7 +86,6 @@ func onEvery(t *testing.T, servers []*redistest.Server, key string, set bool) {
 // A watch fires once in place, then when another Locker acquires the
 // key and when it releases it.
 func TestWatch(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	servers := shared[:3]
 	l, other := newLocker(t, servers), newLocker(t, servers)
@@ -148,7 +147,6 @@ func TestWatch(t *testing.T) {
 // A watch's channel closes when its Locker closes; Watch refuses a bad
 // key and a closed Locker, and starts nothing then.
 func TestWatchCloseAndBadInput(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, shared[:3])
 	w := watcher(t, l)
@@ -172,7 +170,6 @@ func TestWatchCloseAndBadInput(t *testing.T) {
 // With a node paused, a watch still comes in place (it stops waiting for
 // that node's subscription) and fires on the majority's changes.
 func TestWatchNodePaused(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	s := start(t, 3)
 	l, other := newLocker(t, s), newLocker(t, s)

@@ -14,7 +14,6 @@ import (
 // reach": Redis answered, and said no. The first is an authentication
 // error (exit 77), the second a configuration error (exit 78).
 func TestRedisAuthAndConfigErrors(t *testing.T) {
-	t.Parallel()
 	locked := redistest.StartConfig(t, redistest.Config{Password: "s3cret"})
 	for _, tc := range []struct {
 		url  string
@@ -41,7 +40,6 @@ func TestRedisAuthAndConfigErrors(t *testing.T) {
 // login (exit 77); the right one, from --etcd-user or DLOCK_ETCD_USER and
 // DLOCK_ETCD_PASSWORD, works.
 func TestEtcdAuth(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
@@ -78,7 +76,6 @@ func TestEtcdAuth(t *testing.T) {
 // The TLS files of etcd are read before connecting: a missing file, or a
 // certificate without its key, is a usage error that names the file.
 func TestEtcdTLSFlags(t *testing.T) {
-	t.Parallel()
 	ep := etcdSrv.Endpoint(0)
 	missing := filepath.Join(t.TempDir(), "nope.pem")
 	for _, args := range [][]string{
@@ -96,7 +93,6 @@ func TestEtcdTLSFlags(t *testing.T) {
 // A malformed ls pattern is one usage error, the same on both stores, and
 // needs no server.
 func TestLsBadPatternSameEverywhere(t *testing.T) {
-	t.Parallel()
 	var got []result
 	for _, store := range [][]string{{"--redis", "redis://127.0.0.1:1"}, {"--etcd", "127.0.0.1:1"}} {
 		got = append(got, dlockIn(t, append(append([]string{"ls"}, store...), "a[")))

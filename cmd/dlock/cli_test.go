@@ -11,7 +11,6 @@ import (
 )
 
 func TestVersion(t *testing.T) {
-	t.Parallel()
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		res := dlockIn(t, args)
 		if res.code != 0 || !regexp.MustCompile(`^dlock \S+ .*go\d.* \w+/\w+\n$`).MatchString(res.stdout) {
@@ -24,7 +23,6 @@ func TestVersion(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	t.Parallel()
 	res := dlockIn(t, []string{"help"})
 	if res.code != 0 || !strings.Contains(res.stdout, "usage: dlock COMMAND") {
 		t.Fatalf("help: exit %d, stdout %q", res.code, res.stdout)
@@ -42,7 +40,6 @@ func TestHelp(t *testing.T) {
 
 // Usage errors exit 2 with a message on stderr, and touch nothing.
 func TestBadInput(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string // in stderr
@@ -123,7 +120,6 @@ func unreachable(t *testing.T, addr string, args []string) {
 }
 
 func TestRedisURLFromEnvironment(t *testing.T) {
-	t.Parallel()
 	res := dlockProc(t, "status", "k") // the binary gets DLOCK_REDIS_URL of the test server
 	if res.code != 0 {
 		t.Fatalf("status with DLOCK_REDIS_URL: exit %d, %q", res.code, res.stderr)
@@ -137,7 +133,6 @@ func TestRedisURLFromEnvironment(t *testing.T) {
 // A server that accepts connections and never answers: dlock gives up
 // when the dial timeout of the URL passes.
 func TestSilentServer(t *testing.T) {
-	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +161,6 @@ func TestSilentServer(t *testing.T) {
 }
 
 func TestParseRedisURL(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		url, password string
 		check         func(*redisConfig) bool
@@ -216,7 +210,6 @@ func TestParseRedisURL(t *testing.T) {
 }
 
 func TestRedactURL(t *testing.T) {
-	t.Parallel()
 	for in, want := range map[string]string{
 		"redis://u:p@h:1/0":              "redis://u:xxxxx@h:1/0",
 		"redis://:p@h":                   "redis://:xxxxx@h",
@@ -232,7 +225,6 @@ func TestRedactURL(t *testing.T) {
 }
 
 func TestParseRunArgs(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		args    []string
 		key     string
@@ -265,7 +257,6 @@ func TestParseRunArgs(t *testing.T) {
 }
 
 func TestWaitFlag(t *testing.T) {
-	t.Parallel()
 	for in, want := range map[string]waitFlag{
 		"0": {}, "5s": {d: 5 * time.Second}, "1.5": {d: 1500 * time.Millisecond}, "forever": {forever: true}, "2m": {d: 2 * time.Minute},
 	} {

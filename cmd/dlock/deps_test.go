@@ -9,7 +9,6 @@ import (
 // TestBinaryDependencies: the dlock binary links neither the testing
 // package nor the etcd server, which only the tests need.
 func TestBinaryDependencies(t *testing.T) {
-	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)

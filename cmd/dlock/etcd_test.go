@@ -50,12 +50,10 @@ func etcdArgs(args ...string) []string {
 // Four dlock processes run five jobs each on one etcd key, checked as in
 // TestRunMutualExclusion.
 func TestEtcdRunMutualExclusion(t *testing.T) {
-	t.Parallel()
 	mutualExclusion(t, 4, 5, etcdArgs)
 }
 
 func TestEtcdRunBusy(t *testing.T) {
-	t.Parallel()
 	l := newEtcdLocker(t)
 	lk, err := l.TryLock(context.Background(), "busy", dlock.WithTTL(30*time.Second))
 	if err != nil {
@@ -85,7 +83,6 @@ func TestEtcdRunBusy(t *testing.T) {
 }
 
 func TestEtcdRunExitCodes(t *testing.T) {
-	t.Parallel()
 	l := newEtcdLocker(t)
 	for _, tc := range []struct {
 		script string
@@ -112,7 +109,6 @@ func TestEtcdRunExitCodes(t *testing.T) {
 
 // A fractional --ttl is rounded up to whole seconds, as the driver does.
 func TestEtcdRunRoundsTTLUp(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	cli := etcdSrv.Client(t)
 	dir := t.TempDir()
@@ -146,7 +142,6 @@ func TestEtcdRunRoundsTTLUp(t *testing.T) {
 // Another client deletes the hold: dlock stops CMD and exits 76, and its
 // release leaves the next holder alone.
 func TestEtcdRunLostLock(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newEtcdLocker(t)
 	cli := etcdSrv.Client(t)
@@ -183,7 +178,6 @@ func TestEtcdRunLostLock(t *testing.T) {
 }
 
 func TestEtcdStatus(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newEtcdLocker(t, dlock.WithPrefix("st"))
 	args := func(a ...string) []string { return append(etcdArgs(a[0], "--prefix", "st"), a[1:]...) }
@@ -236,7 +230,6 @@ func TestEtcdStatus(t *testing.T) {
 }
 
 func TestEtcdList(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newEtcdLocker(t, dlock.WithPrefix("ls"))
 	res := dlockIn(t, etcdArgs("ls", "--prefix", "ls"))
@@ -281,7 +274,6 @@ func TestEtcdList(t *testing.T) {
 }
 
 func TestEtcdUnlock(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newEtcdLocker(t, dlock.WithPrefix("ul"))
 	lk, err := l.TryLock(ctx, "stuck", dlock.WithTTL(5*time.Second))
@@ -345,7 +337,6 @@ func TestEtcdUnreachable(t *testing.T) {
 
 // DLOCK_ETCD_ENDPOINTS chooses etcd when no flag does.
 func TestEtcdEndpointsFromEnvironment(t *testing.T) {
-	t.Parallel()
 	l := newEtcdLocker(t)
 	lk, err := l.TryLock(context.Background(), "envkey")
 	if err != nil {
@@ -360,7 +351,6 @@ func TestEtcdEndpointsFromEnvironment(t *testing.T) {
 }
 
 func TestEtcdBadInput(t *testing.T) {
-	t.Parallel()
 	eps := etcdEndpoints()
 	for _, tc := range []struct {
 		args []string
@@ -389,7 +379,6 @@ func TestEtcdBadInput(t *testing.T) {
 // dlock cut off from etcd while CMD runs: the lease deadline passes, dlock
 // says etcd could not be reached, stops CMD and exits 76.
 func TestEtcdRunPartitioned(t *testing.T) {
-	t.Parallel()
 	proxy := etcdtest.StartProxy(t, strings.TrimPrefix(etcdSrv.Endpoint(0), "http://"))
 	ready := filepath.Join(t.TempDir(), "ready")
 	res := make(chan result, 1)

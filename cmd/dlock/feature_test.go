@@ -33,7 +33,6 @@ func (l lacking) Unsupported(f driver.Feature) error {
 // exit 2 and one line naming the flag, the store, the feature and the
 // driver's reason.
 func TestFlagsNeedFeatures(t *testing.T) {
-	t.Parallel()
 	marker := filepath.Join(t.TempDir(), "ran")
 	cmd := []string{"--", "touch", marker}
 	run := func(flags ...string) []string { return append(append(append([]string{"run"}, flags...), "k"), cmd...) }
@@ -84,7 +83,6 @@ func TestFlagsNeedFeatures(t *testing.T) {
 // while Redlock lacks UnlockAfter and Watch, and honoured once it has
 // them: never accepted and ignored.
 func TestRedlockRefusesWhatItLacks(t *testing.T) {
-	t.Parallel()
 	s, url := redlockServers(t)
 	clients := make([]redis.UniversalClient, len(s))
 	for i, srv := range s {

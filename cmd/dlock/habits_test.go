@@ -12,7 +12,6 @@ import (
 // -n and -w, --json that stays JSON on errors, and help that writes
 // --flag.
 func TestCLIHabits(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t)
 	lk, err := l.TryLock(ctx, "habits")

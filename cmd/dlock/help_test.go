@@ -14,7 +14,6 @@ var update = flag.Bool("update", false, "rewrite README.md from `dlock help`")
 // and topic, so the reference has one source. After changing a help text,
 // run `go test -run TestReference -update` in cmd/dlock.
 func TestReference(t *testing.T) {
-	t.Parallel()
 	help := func(args ...string) string {
 		var out, errs bytes.Buffer
 		e := &env{stdout: &out, stderr: &errs, getenv: func(string) string { return "" }}

@@ -16,7 +16,6 @@ import (
 )
 
 func TestStatus(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	prefix := "st" + driver.NewToken()[:6] // a fresh namespace per run, for -count=N
 	l := newLocker(t, dlock.WithPrefix(prefix))
@@ -79,7 +78,6 @@ func unmarshalRow(out string, j *lockJSON) error {
 }
 
 func TestList(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, dlock.WithPrefix("ls"))
 	res := dlockIn(t, []string{"ls", "--prefix", "ls"})
@@ -124,7 +122,6 @@ func TestList(t *testing.T) {
 }
 
 func TestUnlock(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t, dlock.WithPrefix("ul"))
 	lk, err := l.TryLock(ctx, "stuck", dlock.WithTTL(time.Second))

@@ -22,7 +22,6 @@ import (
 // (their clocks lag): with --hold-at-least, it runs once per tick, and
 // the process that ran it exits as soon as the job is done.
 func TestRunHoldAtLeastOncePerTick(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	log := filepath.Join(dir, "runs")
 	const hold = 2 * time.Second
@@ -94,7 +93,6 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 func TestLeader(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	key := "leader-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	if res := dlockIn(t, []string{"leader", key}); res.code != 0 || res.stdout != "vacant\n" {
@@ -128,7 +126,6 @@ func TestLeader(t *testing.T) {
 // dlock leader --watch prints the leader, then each change, vacancy
 // included, and exits 128+2 on SIGINT.
 func TestLeaderWatch(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	key := "watch-" + strconv.FormatInt(time.Now().UnixNano(), 36)

@@ -17,7 +17,6 @@ import (
 )
 
 func TestRunLimit(t *testing.T) {
-	t.Parallel()
 	runLimit(t, func(args ...string) []string { return args }, newLocker(t))
 }
 
@@ -103,7 +102,6 @@ echo "$s $DLOCK_FENCE" >> "$1/log"; sleep 0.2; rmdir "$1/slot$s"`
 }
 
 func TestRunShared(t *testing.T) {
-	t.Parallel()
 	runShared(t, func(args ...string) []string { return args }, newLocker(t))
 }
 
@@ -169,7 +167,6 @@ i=0; while [ ! -e "$1/done" ]; do i=$((i+1)); [ $i -gt 200 ] && exit 97; sleep 0
 
 // The flags that choose the kind of lock are checked before anything runs.
 func TestRunKindUsage(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string

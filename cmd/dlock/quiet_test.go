@@ -12,7 +12,6 @@ import (
 // With Redis down, the binary prints dlock's one line and nothing of
 // go-redis's own logger (its pool logs each failed dial).
 func TestQuietWithRedisDown(t *testing.T) {
-	t.Parallel()
 	url := "redis://" + closedPort(t)
 	for _, args := range [][]string{
 		{"status", "--redis", url, "k"},
@@ -28,7 +27,6 @@ func TestQuietWithRedisDown(t *testing.T) {
 // A master name the sentinels do not know: they answered, so the line
 // says the name is unknown, not that they are unreachable.
 func TestSentinelUnknownMaster(t *testing.T) {
-	t.Parallel()
 	g := redistest.StartSentinel(t, 1, 1)
 	url := "redis+sentinel://" + g.SentinelAddrs()[0] + "?master_name=nope"
 	res := dlockIn(t, []string{"status", "--redis", url, "k"})
@@ -45,7 +43,6 @@ func TestSentinelUnknownMaster(t *testing.T) {
 // A URL without a scheme lists every scheme --redis takes, and each of
 // them is taken.
 func TestMissingSchemeListsAll(t *testing.T) {
-	t.Parallel()
 	addr := closedPort(t)
 	const quick = "dial_timeout=1s"
 	urls := map[string]string{ // a URL of each scheme, of servers that are down
@@ -83,7 +80,6 @@ func TestMissingSchemeListsAll(t *testing.T) {
 
 // An unknown command is one line, not the whole help.
 func TestUnknownCommand(t *testing.T) {
-	t.Parallel()
 	res := dlockIn(t, []string{"frobnicate"})
 	if want := "dlock: unknown command \"frobnicate\"; run 'dlock help'\n"; res.code != exitUsage || res.stderr != want || res.stdout != "" {
 		t.Errorf("unknown command: exit %d, stdout %q, stderr %q; want %d and %q", res.code, res.stdout, res.stderr, exitUsage, want)
@@ -93,7 +89,6 @@ func TestUnknownCommand(t *testing.T) {
 // The demo tells one story: its third worker is paused, not dead, so its
 // late write can be refused. Neither the demo nor its help says it died.
 func TestDemoStory(t *testing.T) {
-	t.Parallel()
 	res := dlockIn(t, []string{"demo"}) // on redis-server; the story is the same on the stand-in (see TestDemo)
 	help := dlockIn(t, []string{"help", "demo"})
 	top := dlockIn(t, []string{"help"})

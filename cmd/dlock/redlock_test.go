@@ -35,7 +35,6 @@ func newRedlock(t *testing.T, clients []redis.UniversalClient) *redlock.Locker {
 
 // dlock run over Redlock: jobs never overlap and their fences rise.
 func TestRedlockRun(t *testing.T) {
-	t.Parallel()
 	_, url := redlockServers(t)
 	mutualExclusion(t, 4, 5, func(args ...string) []string {
 		return append([]string{args[0], "--redis", url}, args[1:]...)
@@ -44,7 +43,6 @@ func TestRedlockRun(t *testing.T) {
 
 // status and ls report what a majority holds, also with a node down.
 func TestRedlockStatusAndLs(t *testing.T) {
-	t.Parallel()
 	s, url := redlockServers(t)
 	cs := make([]redis.UniversalClient, len(s))
 	for i, srv := range s {
@@ -84,7 +82,6 @@ func TestRedlockStatusAndLs(t *testing.T) {
 }
 
 func TestParseRedlockURL(t *testing.T) {
-	t.Parallel()
 	opts, err := parseRedlockURL("redis+redlock://u:pw@10.0.0.1:7000/2?dial_timeout=3s,10.0.0.2:7001,redis://10.0.0.3:7002/0", "")
 	if err != nil {
 		t.Fatal(err)

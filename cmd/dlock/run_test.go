@@ -20,7 +20,6 @@ import (
 
 // Eight dlock processes run twenty jobs each on one key.
 func TestRunMutualExclusion(t *testing.T) {
-	t.Parallel()
 	mutualExclusion(t, 8, 20, func(args ...string) []string { return args })
 }
 
@@ -69,7 +68,6 @@ func mutualExclusion(t *testing.T, procs, rounds int, args func(...string) []str
 }
 
 func TestRunBusy(t *testing.T) {
-	t.Parallel()
 	l := newLocker(t)
 	lk, err := l.TryLock(context.Background(), "busy", dlock.WithTTL(30*time.Second))
 	if err != nil {
@@ -106,7 +104,6 @@ func TestRunBusy(t *testing.T) {
 }
 
 func TestRunExitCodes(t *testing.T) {
-	t.Parallel()
 	l := newLocker(t)
 	for _, tc := range []struct {
 		script string
@@ -139,7 +136,6 @@ func TestRunExitCodes(t *testing.T) {
 }
 
 func TestRunCommandNotRunnable(t *testing.T) {
-	t.Parallel()
 	l := newLocker(t)
 	res := dlockIn(t, []string{"run", "nocmd", "--", "/nonexistent/dlock-test-cmd"})
 	if res.code != exitNotFound || !strings.Contains(oneLine(t, res.stderr), "command not found") {
@@ -226,7 +222,6 @@ func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration) int {
 const trapTERM = `trap 'echo "got TERM"; exit 42' TERM; echo ready; while :; do sleep 0.05; done`
 
 func TestRunForwardsSIGTERM(t *testing.T) {
-	t.Parallel()
 	l := newLocker(t)
 	cmd, out, _ := startProc(t, "run", "fwd", "--", "sh", "-c", trapTERM)
 	expectLine(t, out, "ready")
@@ -243,7 +238,6 @@ func TestRunForwardsSIGTERM(t *testing.T) {
 }
 
 func TestRunKill9FreesAfterTTL(t *testing.T) {
-	t.Parallel()
 	l := newLocker(t)
 	cmd, out, _ := startProc(t, "run", "--ttl", "2s", "k9", "--", "sh", "-c", `echo $$; exec sleep 60`)
 	if !out.Scan() {
@@ -282,7 +276,6 @@ func gone(pid int) bool {
 }
 
 func TestRunLostLock(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name, script, grace, wantMsg string
 	}{
@@ -328,7 +321,6 @@ func TestRunLostLock(t *testing.T) {
 // On a terminal dlock shows a status line while it waits; `script` gives
 // it one.
 func TestRunStatusLineOnTerminal(t *testing.T) {
-	t.Parallel()
 	if _, err := exec.LookPath("script"); err != nil {
 		t.Fatal("script(1) (util-linux) is needed to give dlock a terminal")
 	}
@@ -354,7 +346,6 @@ func TestRunStatusLineOnTerminal(t *testing.T) {
 }
 
 func TestRunOwnerAndFair(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t)
 	lk, err := l.TryLock(ctx, "owned", dlock.WithOwner("deploy-1"), dlock.WithTTL(20*time.Second))
@@ -381,7 +372,6 @@ func TestRunOwnerAndFair(t *testing.T) {
 // SIGINT to a waiting dlock stops the wait, leaves the queue and exits
 // 128+2, without running CMD.
 func TestRunInterruptedWhileWaiting(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	l := newLocker(t)
 	lk, err := l.TryLock(ctx, "intr", dlock.WithTTL(20*time.Second))

@@ -14,7 +14,6 @@ import (
 // on redis-server. The waiter's fallback sleep here is a minute, longer
 // than its wait: only the wake-up can get it the lock in time.
 func TestStandInWakesWaiters(t *testing.T) {
-	t.Parallel()
 	srv, err := startStandIn("testing the stand-in")
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +71,6 @@ func TestStandInWakesWaiters(t *testing.T) {
 // confirmations, messages to each subscriber of the channel only, and
 // SPUBLISH's count of receivers.
 func TestStandInShardedPubSub(t *testing.T) {
-	t.Parallel()
 	srv, err := startStandIn("testing the stand-in")
 	if err != nil {
 		t.Fatal(err)

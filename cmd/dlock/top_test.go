@@ -56,7 +56,6 @@ func holdTwo(t *testing.T, locker func(*testing.T, string) dlock.Locker) string 
 
 // dlock top --once prints one table of the held locks in 80 columns.
 func TestTopOnce(t *testing.T) {
-	t.Parallel()
 	for name, store := range topStores(t) {
 		t.Run(name, func(t *testing.T) {
 			prefix := holdTwo(t, store.locker)
@@ -91,7 +90,6 @@ func TestTopOnce(t *testing.T) {
 // a Redis fence of 16 digits, 80 leave too little for a long key) shows
 // the held locks, follows a key press, and quits on q and on Ctrl-C.
 func TestTopTerminal(t *testing.T) {
-	t.Parallel()
 	for name, store := range topStores(t) {
 		for _, quit := range []struct{ name, key string }{{"q", "q"}, {"ctrl-c", "\x03"}} {
 			t.Run(name+"/"+quit.name, func(t *testing.T) {
@@ -170,7 +168,6 @@ func waitScreen(t *testing.T, screen *syncbuf.Buffer, from int, what string, wan
 // The rows of a refresh, in each order; the age counts from the refresh
 // that first saw a hold, marked >= for the holds of the first refresh.
 func TestTopModel(t *testing.T) {
-	t.Parallel()
 	m := newTopModel("Redis", "dlock", "*", "age", time.Second, nil)
 	t0 := time.Now()
 	old := dlock.Info{Key: "b-old", Held: true, Holds: 1, TTL: 9 * time.Second, Fence: 1, FenceKnown: true, WaitersKnown: true}

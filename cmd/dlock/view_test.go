@@ -86,7 +86,6 @@ func tableRows(t *testing.T, what, out string) map[string]string {
 // status, ls and top --once show every kind of hold alike, with the same
 // columns; status of a semaphore or read-write lock says held or full.
 func TestViewsAgree(t *testing.T) {
-	t.Parallel()
 	for storeName, store := range topStores(t) {
 		t.Run(storeName, func(t *testing.T) {
 			prefix, want := holdEveryKind(t, store.locker)
