@@ -11,8 +11,9 @@ PACKAGES = $(SLOW) $(addsuffix /...,$(MODULES))
 # How many builds and test binaries run at once: more than the 2 cores
 # the machines have (the tests wait on servers and timers), but no more:
 # the suite's servers and worker processes fill both cores, and at six at
-# once tests whose leases last a second saw them run out.
-TEST_P ?= 4
+# once tests whose leases last a second saw them run out (and at four,
+# a few still did).
+TEST_P ?= 3
 # More flags for go test, such as -v or -json.
 TESTFLAGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
