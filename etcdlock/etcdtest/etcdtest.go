@@ -149,10 +149,6 @@ func (m *member) start(initial, token, state string) error {
 	// The cheapest password hash bcrypt allows: at the default cost a
 	// login takes seconds under the race detector.
 	cfg.BcryptCost = 4
-	// No JSON gateway: dlock speaks gRPC, and the gateway's websocket
-	// proxy reads os.Stderr on a goroutine of its own, which races with
-	// go test -json swapping it.
-	cfg.EnableGRPCGateway = false
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
