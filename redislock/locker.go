@@ -11,6 +11,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redisnode"
+	"github.com/dlock-go/dlock/internal/rediswait"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -36,7 +37,7 @@ type Locker struct {
 	reqs      sender // runs acquisitions' requests, so that their callers wait no longer than their bound
 	watchdog  driver.Watchdog[*lock]
 	oneServer bool // the client talks to one server: a renewal batch is one script call
-	notify    *notifier
+	notify    *rediswait.Subscriber
 	sub       string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
 
 	hookAcquired func() // tests only: runs when an acquisition is about to be recorded
@@ -80,7 +81,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	}
 	l.holds.init(l)
 	l.reqs.init()
-	l.notify = newNotifier(client, l.log)
+	l.notify = newSubscriber(client, l)
 	l.sub = driver.NewToken()[:8]
 	return l, nil
 }
@@ -157,7 +158,7 @@ func (l *Locker) close(release bool) error {
 	}
 	all = append(all, l.holds.close()...)
 	close(l.quit)
-	l.notify.interrupt()
+	l.notify.Interrupt()
 	var errs []error
 	for _, lk := range all {
 		if release {
@@ -173,7 +174,7 @@ func (l *Locker) close(release bool) error {
 	l.table.Wait() // the waiters leave their queues before the client may close
 	l.holds.wait()
 	l.watchdog.Stop()
-	l.notify.stop()
+	l.notify.Stop()
 	l.reqs.close() // and the requests their callers left, with their give-backs
 	return errors.Join(errs...)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redisnode"
+	"github.com/dlock-go/dlock/internal/rediswait"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -59,7 +60,7 @@ type Locker struct {
 	table    driver.Table[*lock]
 	rw       driver.Table[*lock] // read and write holds (see rwlock.go)
 	watchdog driver.Watchdog[*lock]
-	notify   *notifier
+	notify   *rediswait.Subscriber
 	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
 
 	calls calls          // calls in flight that no table counts
@@ -138,7 +139,7 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 	}); err != nil {
 		return nil, err
 	}
-	l.notify = newNotifier(l)
+	l.notify = newSubscriber(l)
 	return l, nil
 }
 
@@ -198,6 +199,7 @@ func (l *Locker) Close() error {
 	holds, _ := l.rw.Close()
 	all = append(all, holds...)
 	close(l.quit)
+	l.notify.Interrupt()
 	var errs []error
 	for _, lk := range all {
 		ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
@@ -209,7 +211,7 @@ func (l *Locker) Close() error {
 	l.table.Wait()
 	l.rw.Wait()
 	l.watchdog.Stop()
-	l.notify.stop()
+	l.notify.Stop()
 	l.calls.close()
 	l.bg.Wait()
 	return errors.Join(errs...)
