@@ -22,11 +22,6 @@ import (
 // not answer costs an acquisition little of its validity.
 const DefaultNodeTimeout = 100 * time.Millisecond
 
-// drift is the clock-drift margin taken off every lease: a node cannot
-// expire a key before the holder's deadline unless its clock runs more
-// than 1% fast (Redlock's rule, and package redislock's).
-var drift = driver.Drift{Divisor: 100, Floor: 2 * time.Millisecond}
-
 // Config is the set of independent masters of a Locker.
 type Config struct {
 	// Clients are the masters, one client each: independent servers (no
@@ -124,7 +119,7 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 	l.table.Observe("redlock", o)
 	l.rw.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
 	if err := l.watchdog.Init(driver.WatchdogConfig[*lock]{
-		Drift:  drift,
+		Drift:  redisnode.Drift,
 		Renew:  l.renew,
 		Lost:   func(lk *lock, cause error) { lk.lose(cause) },
 		Lapsed: func(lk *lock) { lk.end(dlock.ErrNotHeld) },
@@ -343,7 +338,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
 			}
 		}
 	}
-	lk.deadline = drift.Deadline(sent, ttl)
+	lk.deadline = redisnode.Drift.Deadline(sent, ttl)
 	if len(won) >= q2 && time.Now().Before(lk.deadline) {
 		rd.settle(false)
 		lk.acquiring, lk.answered = rd, make([]bool, n)
@@ -381,7 +376,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
 	}
 	if len(won)+len(busy) < q2 || len(busy) == 0 {
 		if len(won) >= q2 {
-			errs = append(errs, fmt.Errorf("the majority answered after the lease's validity (%v) ran out", ttl-drift.Of(ttl)))
+			errs = append(errs, fmt.Errorf("the majority answered after the lease's validity (%v) ran out", ttl-redisnode.Drift.Of(ttl)))
 		}
 		if len(got) < len(l.nodes) {
 			errs = append(errs, fmt.Errorf("%d nodes did not answer within %v", len(l.nodes)-len(got), l.nodeTimeout(ttl)))
