@@ -183,21 +183,9 @@ func (l *Locker) close(release bool) error {
 // (see driver.Table.Reserve). A waiting call (wait) must call
 // l.table.Leave when it returns, if prepare did not fail.
 func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, driver.Options, error) {
-	if l.table.Closed() {
-		return nil, driver.Options{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
-	}
-	o, err := l.opts.Apply(opts...)
+	check := func(o driver.Options) error { return checkAck(l.client, o) }
+	o, k, err := redisnode.Prepare(ctx, l.table.Closed(), l.opts, key, opts, check)
 	if err != nil {
-		return nil, o, &dlock.KeyError{Key: key, Err: err}
-	}
-	if err := checkAck(l.client, o); err != nil {
-		return nil, o, &dlock.KeyError{Key: key, Err: err}
-	}
-	k, err := redisnode.Of(o.Prefix, key)
-	if err != nil {
-		return nil, o, err
-	}
-	if err := driver.Ended(ctx, key); err != nil {
 		return nil, o, err
 	}
 	lk := l.newLock(key, k, driver.NewToken(), o.OwnerIn(ctx), o.Owner != "", o.TTL)

@@ -216,18 +216,8 @@ func (l *Locker) Close() error {
 // A waiting call (wait) must call l.table.Leave when it returns, if
 // prepare did not fail.
 func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, driver.Options, error) {
-	if l.table.Closed() {
-		return nil, driver.Options{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
-	}
-	o, err := l.opts.Apply(opts...)
+	o, k, err := redisnode.Prepare(ctx, l.table.Closed(), l.opts, key, opts, nil)
 	if err != nil {
-		return nil, o, &dlock.KeyError{Key: key, Err: err}
-	}
-	k, err := redisnode.Of(o.Prefix, key)
-	if err != nil {
-		return nil, o, err
-	}
-	if err := driver.Ended(ctx, key); err != nil {
 		return nil, o, err
 	}
 	owner := o.OwnerIn(ctx)
