@@ -95,9 +95,7 @@ type waiter struct {
 	retryAfter time.Duration // the holder's remaining lease, as the last attempt saw it
 	failed     error         // the last attempt's error, when it failed and the wait went on
 
-	end     time.Time       // the wait's limit; zero: none
-	backoff *driver.Backoff // the delays of its attempts
-	delay   time.Duration   // the delay of its last attempt
+	end time.Time // the wait's limit; zero: none
 	// settling, when not nil, closes once a request of the waiter that
 	// it stopped waiting for ended, and what it may have taken was given
 	// back: until then the waiter neither attempts nor takes a grant, for
@@ -143,82 +141,71 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 		return nil, w.busy(nil)
 	}
 	l.table.Waiting(lk)
+	var limit <-chan time.Time
+	if o.Waiting {
+		t := time.NewTimer(time.Until(w.end))
+		defer t.Stop()
+		limit = t.C
+	}
 	if w.wake == nil {
 		w.watch(ctx, w.end)
 	}
-	w.backoff = o.Retry.Start()
+
+	backoff := o.Retry.Start()
+	sleep := time.NewTimer(time.Hour)
+	defer sleep.Stop()
 	// A waiter that did not join the queue yet attempts again right after
 	// subscribing: a release in between is then never missed.
-	w.delay = o.Retry.Max
-	if err := rediswait.Loop(ctx, w, w.wake, l.quit, w.end, !w.queued, w.sleep()); err != nil {
-		return nil, err
-	}
-	return lk, nil
-}
-
-// Attempt makes the waiter's next attempt, unless it is settling: see
-// rediswait.Waiter.
-func (w *waiter) Attempt(ctx context.Context) (time.Duration, bool, error) {
-	if w.settling != nil {
+	delay, again := o.Retry.Max, !w.queued
+	for {
+		if again && w.settling == nil {
+			var ok bool
+			if delay, ok = backoff.Next(); !ok || w.ended() {
+				return nil, w.giveUp(ctx) // no attempt begins after the limit
+			}
+			held, err := w.attempt(ctx, w.queue, delay)
+			w.failed = nil
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return nil, w.busy(ctx.Err()) // attempt gave back whatever it may hold
+			case err != nil && !transient(err):
+				return nil, err // attempt gave the lock back if it had taken it
+			case err != nil:
+				w.failed = err
+				w.l.log.DebugContext(ctx, "attempt failed, waiting on", "key", lk.Key(), "error", err)
+			case held:
+				return l.acquired(ctx, lk)
+			}
+		}
+		again = true
+		if w.retryAfter > 0 && w.retryAfter < delay {
+			delay = w.retryAfter
+		}
+		sleep.Reset(delay)
 		select {
-		case <-w.settling:
+		case g := <-w.wake:
+			handoff := w.settling == nil && l.granted(lk, g, w.n, w.sent, w.claim, o)
+			l.table.Woken(lk, handoff)
+			if handoff {
+				return l.acquired(ctx, lk)
+			}
+		case <-w.settling: // nil unless settling: then it may attempt again
 			w.settling = nil
-		default:
-			return w.sleep(), false, nil
+		case <-sleep.C:
+		case <-limit:
+			return nil, w.giveUp(ctx)
+		case <-ctx.Done():
+			return nil, w.leave(ctx, ctx.Err())
+		case <-l.quit:
+			return nil, w.leave(ctx, dlock.ErrClosed)
+		}
+		if !sleep.Stop() {
+			select {
+			case <-sleep.C:
+			default:
+			}
 		}
 	}
-	var ok bool
-	if w.delay, ok = w.backoff.Next(); !ok || w.ended() {
-		return 0, true, w.giveUp(ctx) // no attempt begins after the limit
-	}
-	held, err := w.attempt(ctx, w.queue, w.delay)
-	w.failed = nil
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return 0, true, w.busy(ctx.Err()) // attempt gave back whatever it may hold
-	case err != nil && !transient(err):
-		return 0, true, err // attempt gave the lock back if it had taken it
-	case err != nil:
-		w.failed = err
-		w.l.log.DebugContext(ctx, "attempt failed, waiting on", "key", w.lk.Key(), "error", err)
-	case held:
-		_, err := w.l.acquired(ctx, w.lk)
-		return 0, true, err
-	}
-	return w.sleep(), false, nil
-}
-
-// sleep is how long the waiter sleeps after its last attempt: its delay,
-// or the holder's remaining lease when that is shorter.
-func (w *waiter) sleep() time.Duration {
-	if w.retryAfter > 0 && w.retryAfter < w.delay {
-		return w.retryAfter
-	}
-	return w.delay
-}
-
-// Woken takes a wake-up: the lock is the waiter's when it is a grant to
-// its last attempt (see granted); otherwise it attempts again at once.
-func (w *waiter) Woken(ctx context.Context, g rediswait.Wake) (done, again bool, err error) {
-	handoff := w.settling == nil && w.l.granted(w.lk, g, w.n, w.sent, w.claim, w.o)
-	w.l.table.Woken(w.lk, handoff)
-	if handoff {
-		_, err := w.l.acquired(ctx, w.lk)
-		return true, false, err
-	}
-	return false, true, nil
-}
-
-// Settling is closed once the request the waiter stopped waiting for
-// ended; nil when there is none.
-func (w *waiter) Settling() <-chan struct{} { return w.settling }
-
-// Leave ends the wait without the lock: see leave and giveUp.
-func (w *waiter) Leave(ctx context.Context, cause error) error {
-	if cause == nil {
-		return w.giveUp(ctx)
-	}
-	return w.leave(ctx, cause)
 }
 
 // watch subscribes the waiter to its Locker's channel of the key, waiting

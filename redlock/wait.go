@@ -97,21 +97,27 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) error {
 // queue is the waiting part of wait, begun at begin, after a first
 // attempt with result res that neither took the lock nor ended the wait.
 func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, begin time.Time, res result) error {
-	w := &waiter{l: l, lk: lk, o: o, retryAfter: res.retryAfter, timeout: l.nodeTimeout(lk.ttl),
-		records: map[int64]attemptRecord{}, grants: map[int]rediswait.Wake{}}
-	if !res.busy {
-		w.failed = res.err
+	failed := res.err
+	if res.busy {
+		failed = nil
 	}
 	lk.table().Waiting(lk)
+	var limit <-chan time.Time
 	end := time.Now().Add(time.Hour)
-	var limit time.Time
 	if o.Waiting {
 		end = begin.Add(o.Wait)
-		limit = end
+		t := time.NewTimer(time.Until(end))
+		defer t.Stop()
+		limit = t.C
 	}
-	w.end = end
-	var wake <-chan rediswait.Wake
-	if o.Notify {
+	notify := o.Notify
+	var (
+		wake    <-chan rediswait.Wake
+		q       *queueing
+		records = map[int64]attemptRecord{}
+		grants  = map[int]rediswait.Wake{} // by node: the latest grant heard of
+	)
+	if notify {
 		var unwatch func()
 		by := time.Now().Add(max(2*l.timeout, 100*time.Millisecond))
 		if end.Before(by) {
@@ -119,143 +125,133 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, begin ti
 		}
 		wake, unwatch = l.notify.Watch(ctx, l.channel(lk), lk.token, by, nil)
 		defer unwatch()
-		w.q = &queueing{score: time.Now().UnixMicro()}
+		q = &queueing{score: time.Now().UnixMicro()}
 	}
-	w.backoff = o.Retry.Start()
-	return rediswait.Loop(ctx, w, wake, l.quit, limit, true, 0)
-}
-
-// waiter is the state of one waiting Lock call: its attempts, its place
-// in the queues, and the grants the nodes made to it.
-type waiter struct {
-	l  *Locker
-	lk *lock
-	o  driver.Options
-
-	q          *queueing               // its place in the queues; nil: it polls
-	records    map[int64]attemptRecord // its queueing attempts, by number
-	grants     map[int]rediswait.Wake  // by node: the latest grant heard of
-	backoff    *driver.Backoff         // the delays of its attempts
-	fallbacks  int                     // the attempts that found the lock busy
-	retryAfter time.Duration           // the holder's remaining lease, as the last attempt saw it
-	failed     error                   // the last attempt's failure (ErrNoQuorum), when the wait went on
-	timeout    time.Duration           // the per-node timeout
-	end        time.Time               // the wait's limit (an hour away when none)
-}
-
-// Attempt makes the waiter's next attempt: see rediswait.Waiter.
-func (w *waiter) Attempt(ctx context.Context) (time.Duration, bool, error) {
-	l, lk := w.l, w.lk
-	if w.o.Waiting && !time.Now().Before(w.end) {
-		return 0, true, w.Leave(ctx, nil) // no attempt begins after the limit
-	}
-	delay, ok := w.backoff.Next()
-	if !ok {
-		return 0, true, w.Leave(ctx, nil)
-	}
-	if w.q != nil {
-		// queued waiters back off: the release wakes them
-		delay = min(delay<<min(w.fallbacks, 3), max(delay, time.Second))
-		w.q.attempt++
-		w.q.claim = 2*delay + 250*time.Millisecond
-		w.records[w.q.attempt] = attemptRecord{sent: time.Now(), claim: w.q.claim}
-	}
-	res := l.attempt(ctx, lk, w.q)
-	if res.err != nil {
-		// The attempt gave back every node it found ours, the ones
-		// granted to the waiter included: those grants are void.
-		clear(w.grants)
-	}
-	w.failed = nil
-	switch {
-	case res.err == nil:
-		return 0, true, l.acquired(ctx, lk)
-	case ctx.Err() != nil:
-		return 0, true, w.Leave(ctx, ctx.Err())
-	case !res.busy && !errors.Is(res.err, ErrNoQuorum):
-		w.leave(ctx)
-		return 0, true, res.err
-	case !res.busy:
-		w.failed = res.err
-	default:
-		w.retryAfter = res.retryAfter
-	}
-	w.fallbacks++
-	if w.q == nil && w.retryAfter > 0 {
-		delay = min(delay, w.retryAfter)
-	}
-	return delay, false, nil
-}
-
-// Woken takes a node's grant. A node's grant alone is no wake-up: only a
-// majority's hands the lock over.
-func (w *waiter) Woken(ctx context.Context, g rediswait.Wake) (done, again bool, err error) {
-	l, lk := w.l, w.lk
-	w.grants[g.Node] = g
-	if l.heldByGrants(lk, w.grants, w.records, w.o) {
-		lk.table().Woken(lk, true)
-		err := l.fenceGrants(ctx, lk, w.grants, w.records)
-		if err == nil {
-			return true, false, l.acquired(ctx, lk)
+	timeout := l.nodeTimeout(lk.ttl)
+	leave := func() {
+		if q == nil {
+			return
 		}
-		if !errors.Is(err, ErrNoQuorum) {
-			w.leave(ctx)
-			return true, false, err
+		// Out of every queue, and any grant given back: waited for at
+		// most the per-node timeout, and not past the wait's limit plus
+		// it; the give-back goes on in the background (Close waits for
+		// it), and no later request of this waiter can overtake it.
+		by := time.Now().Add(timeout)
+		if o.Waiting && end.Add(timeout).Before(by) {
+			by = end.Add(timeout)
 		}
-		// A node took its grant back before the fence reached it: no
-		// majority after all. Give back what the grants hold, staying
-		// queued, and wait on.
-		l.giveBack(ctx, lk, l.nodes, w.q)
-		clear(w.grants)
-		w.failed = err
+		done := make(chan struct{})
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			defer close(done)
+			l.giveBack(ctx, lk, l.nodes, nil)
+		}()
+		t := time.NewTimer(time.Until(by))
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
 	}
-	// A lease without watchdog: confirm it by an attempt.
-	return false, len(w.grants) >= l.quorum && !w.o.AutoRenew, nil
-}
-
-// Settling is nil: a waiter's give-backs are waited for.
-func (w *waiter) Settling() <-chan struct{} { return nil }
-
-// Leave ends the wait without the lock, for cause: busy, with the last
-// attempt's failure (ErrNoQuorum) as its cause when the wait ran out
-// (nil cause) on one, so that the error matches both
-// dlock.ErrNotAcquired and the failure.
-func (w *waiter) Leave(ctx context.Context, cause error) error {
-	w.leave(ctx)
-	switch {
-	case cause == nil:
-		cause = w.failed
-	case errors.Is(cause, dlock.ErrClosed):
-		return &dlock.NotAcquiredError{Key: w.lk.Key(), Err: cause}
+	backoff := o.Retry.Start()
+	sleep := time.NewTimer(time.Hour)
+	defer sleep.Stop()
+	fallbacks := 0
+	retryAfter := res.retryAfter
+	// giveUp ends a wait that ran out: busy, or, when the last attempt
+	// failed, that failure (ErrNoQuorum) as the cause of a busy error, so
+	// that the error matches both dlock.ErrNotAcquired and the failure.
+	giveUp := func() error {
+		leave()
+		return &dlock.NotAcquiredError{Key: lk.Key(), RetryAfter: retryAfter, Err: failed}
 	}
-	return &dlock.NotAcquiredError{Key: w.lk.Key(), RetryAfter: w.retryAfter, Err: cause}
-}
-
-// leave takes the waiter out of every queue, and gives any grant back:
-// waited for at most the per-node timeout, and not past the wait's limit
-// plus it; the give-back goes on in the background (Close waits for it),
-// and no later request of this waiter can overtake it.
-func (w *waiter) leave(ctx context.Context) {
-	if w.q == nil {
-		return
-	}
-	l, lk := w.l, w.lk
-	by := time.Now().Add(w.timeout)
-	if w.o.Waiting && w.end.Add(w.timeout).Before(by) {
-		by = w.end.Add(w.timeout)
-	}
-	done := make(chan struct{})
-	l.bg.Add(1)
-	go func() {
-		defer l.bg.Done()
-		defer close(done)
-		l.giveBack(ctx, lk, l.nodes, nil)
-	}()
-	t := time.NewTimer(time.Until(by))
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
+	for {
+		if o.Waiting && !time.Now().Before(end) {
+			return giveUp() // no attempt begins after the limit
+		}
+		delay, ok := backoff.Next()
+		if !ok {
+			return giveUp()
+		}
+		if q != nil {
+			// queued waiters back off: the release wakes them
+			delay = min(delay<<min(fallbacks, 3), max(delay, time.Second))
+			q.attempt++
+			q.claim = 2*delay + 250*time.Millisecond
+			records[q.attempt] = attemptRecord{sent: time.Now(), claim: q.claim}
+		}
+		res := l.attempt(ctx, lk, q)
+		if res.err != nil {
+			// The attempt gave back every node it found ours, the ones
+			// granted to the waiter included: those grants are void.
+			clear(grants)
+		}
+		failed = nil
+		switch {
+		case res.err == nil:
+			return l.acquired(ctx, lk)
+		case ctx.Err() != nil:
+			leave()
+			return &dlock.NotAcquiredError{Key: lk.Key(), Err: ctx.Err(), RetryAfter: retryAfter}
+		case !res.busy && !errors.Is(res.err, ErrNoQuorum):
+			leave()
+			return res.err
+		case !res.busy:
+			failed = res.err
+		default:
+			retryAfter = res.retryAfter
+		}
+		fallbacks++
+		if q == nil && retryAfter > 0 {
+			delay = min(delay, retryAfter)
+		}
+		sleep.Reset(delay)
+	sleeping:
+		for {
+			select {
+			case g := <-wake:
+				grants[g.Node] = g
+				// A node's grant alone is no wake-up: only a majority's
+				// hands the lock over.
+				if l.heldByGrants(lk, grants, records, o) {
+					lk.table().Woken(lk, true)
+					err := l.fenceGrants(ctx, lk, grants, records)
+					if err == nil {
+						return l.acquired(ctx, lk)
+					}
+					if !errors.Is(err, ErrNoQuorum) {
+						leave()
+						return err
+					}
+					// A node took its grant back before the fence reached
+					// it: no majority after all. Give back what the grants
+					// hold, staying queued, and wait on.
+					l.giveBack(ctx, lk, l.nodes, q)
+					clear(grants)
+					failed = err
+				}
+				if len(grants) >= l.quorum && !o.AutoRenew {
+					break sleeping // a lease without watchdog: confirm it by an attempt
+				}
+			case <-sleep.C:
+				break sleeping
+			case <-limit:
+				return giveUp()
+			case <-ctx.Done():
+				leave()
+				return &dlock.NotAcquiredError{Key: lk.Key(), Err: ctx.Err(), RetryAfter: retryAfter}
+			case <-l.quit:
+				leave()
+				return &dlock.NotAcquiredError{Key: lk.Key(), Err: dlock.ErrClosed}
+			}
+		}
+		if !sleep.Stop() {
+			select {
+			case <-sleep.C:
+			default:
+			}
+		}
 	}
 }
 
