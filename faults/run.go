@@ -16,8 +16,8 @@ import (
 
 // The faults a schedule draws from.
 const (
-	PauseHolder   = "pause-holder"   // SIGSTOP a holder for twice the TTL, then SIGCONT
-	KillHolder    = "kill-holder"    // SIGKILL a holder, and start the worker again
+	PauseHolder = "pause-holder" // SIGSTOP a holder for twice the TTL, then SIGCONT
+	KillHolder  = "kill-holder"  // SIGKILL a holder, and start the worker again
 	// PauseServer stops redis-server (with Redlock, one of the masters;
 	// with PostgreSQL, the postmaster and every process it started) with
 	// SIGSTOP for 1.5 TTL, then lets it go on with SIGCONT.
