@@ -284,6 +284,14 @@ func procStat(pid int) (ppid int, state byte, ok bool) {
 	return ppid, f[0][0], err == nil
 }
 
+// dead reports whether process pid is gone or a zombie: a zombie holds
+// no memory, no files and no sockets, only its exit status, which
+// whoever adopted it collects in its own time.
+func dead(pid int) bool {
+	_, st, ok := procStat(pid)
+	return !ok || st == 'Z' || st == 'X'
+}
+
 // Stop shuts the server down (fast shutdown: sessions are ended, data
 // kept) and waits for it.
 func (s *Server) Stop() error { return s.end(syscall.SIGINT) }
@@ -315,20 +323,50 @@ func (s *Server) end(sig syscall.Signal) error {
 	return nil
 }
 
-// gone waits until none of pids is left: the backends of a killed
-// postmaster exit a little after it.
+// gone waits until none of pids is left, but zombies: the backends of a
+// killed postmaster exit a little after it.
 func gone(pids []int) {
 	deadline := time.Now().Add(5 * time.Second)
 	for _, p := range pids {
-		for syscall.Kill(p, 0) == nil && time.Now().Before(deadline) {
+		for !dead(p) && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
 }
 
 // Pause stops the server and its backends with SIGSTOP: connections stay
-// open, and nothing is answered until Resume.
-func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+// open, and nothing is answered until Resume. It returns once every
+// process of the server is stopped (five seconds at most): the
+// postmaster first, which then starts no process, then each process it
+// had started.
+func (s *Server) Pause() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	pid := s.cmd.Process.Pid
+	deadline := time.Now().Add(5 * time.Second)
+	syscall.Kill(pid, syscall.SIGSTOP)
+	stopped(pid, deadline)
+	kids := children(pid)
+	for _, c := range kids {
+		syscall.Kill(c, syscall.SIGSTOP)
+	}
+	for _, c := range kids {
+		stopped(c, deadline)
+	}
+}
+
+// stopped waits until process pid is stopped or dead, or deadline.
+func stopped(pid int, deadline time.Time) {
+	for time.Now().Before(deadline) {
+		if _, st, ok := procStat(pid); !ok || st == 'T' || st == 't' || st == 'Z' || st == 'X' {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
 
 // Resume continues a paused server.
 func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
