@@ -28,8 +28,8 @@ const (
 	// every lease it may have granted has run out (the run's longest
 	// lease and a TTL more). On PostgreSQL it kills the postmaster and
 	// its processes, as a crash would, and starts it again on the same
-	// data after half a TTL: it recovers its tables from its log, and the
-	// leases it granted run on.
+	// data after a quarter of a TTL: it recovers its tables from its log,
+	// and the leases it granted run on.
 	KillServer = "kill-server"
 	// CutMajority cuts a holder off from a majority of Redlock's masters
 	// for twice the TTL; it still reaches the others.
@@ -213,10 +213,11 @@ func (c *Config) length(kind string) time.Duration {
 
 // restartDelay is how long a server killed by KillServer stays down: the
 // run's longest lease (a RunOnce run's hold) and a TTL more; PostgreSQL,
-// which keeps its data, half a TTL.
+// which keeps its data, a quarter of a TTL, so that holds may outlive the
+// crash.
 func (c *Config) restartDelay() time.Duration {
 	if c.Backend == "postgres" {
-		return c.TTL / 2
+		return c.TTL / 4
 	}
 	lease := c.TTL
 	if c.Primitive == PrimRunOnce {
