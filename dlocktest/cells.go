@@ -201,12 +201,14 @@ func (s *suite) cellUnlockAfter(t *testing.T, k holdKind) {
 	ctx, key := s.context(t), key(t)
 	a := s.h.New(t)
 	defer a.Close()
-	lk := mustLock(t)(k.of(a).TryLock(ctx, key))
+	// A lease far longer than the lapse and the wait below: a lapse that
+	// does not shorten it keeps the key past the wait.
+	d := 3 * s.h.leaseTTL()
+	lk := mustLock(t)(k.of(a).TryLock(ctx, key, dlock.WithTTL(d+2*s.h.bound())))
 	lapser, ok := lk.(dlock.Lapser)
 	if !ok {
 		t.Fatalf("the Locker declares UnlockAfter, but its %s hold %T is no dlock.Lapser", k.name, lk)
 	}
-	d := 3 * s.h.leaseTTL()
 	start := time.Now()
 	if err := lapser.UnlockAfter(ctx, d); err != nil {
 		t.Fatalf("UnlockAfter(%v): %v", d, err)

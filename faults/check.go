@@ -180,6 +180,27 @@ type history struct {
 	hung   map[string]bool    // incarnations killed at the end, still running
 }
 
+// record adds a Downgrade or renewal call of h: its start (End 0), an
+// outcome unknown until its return follows, with the same start.
+func (h *hold) record(e event) {
+	calls := &h.refreshes
+	if e.E == "down" {
+		calls = &h.downs
+	}
+	i := slices.IndexFunc(*calls, func(c call) bool { return c.from == e.T && c.to == 0 })
+	if i < 0 {
+		*calls = append(*calls, call{from: e.T})
+		i = len(*calls) - 1
+	}
+	if e.End == 0 {
+		return
+	}
+	(*calls)[i] = call{e.T, e.End, e.Err == ""}
+	if e.E == "down" && e.Err == "" {
+		h.down = e.T
+	}
+}
+
 // check rebuilds the holds from the events and checks them against the
 // store's writes.
 func check(cfg Config, hi history) *Report {
@@ -213,13 +234,8 @@ func check(cfg Config, hi history) *Report {
 			h.acq, h.kind, h.keys = e.T, e.Kind, e.Keys
 		case "fail":
 			h.fail, h.busy = e.T, e.Busy
-		case "down":
-			if e.Err == "" {
-				h.down = e.T
-			}
-			h.downs = append(h.downs, call{e.T, e.End, e.Err == ""})
-		case "refresh":
-			h.refreshes = append(h.refreshes, call{e.T, e.End, e.Err == ""})
+		case "down", "refresh":
+			h.record(e)
 		case "done":
 			h.done, h.lost, h.taken = e.T, e.Lost, e.Taken
 		case "rel":

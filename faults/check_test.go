@@ -188,7 +188,7 @@ func TestCheckRWLock(t *testing.T) {
 		return seq(id, acq-1, acq, kind, map[string]uint64{"faults": fence}, rel, rel+1)
 	}
 	readers := cat(rw("0.0.0", 1, shared, 1, 100), rw("1.0.0", 2, shared, 2, 100), rw("2.0.0", 200, exclusive, 3, 300),
-		[]event{{E: "down", Hold: "2.0.0", T: ms(250), Worker: 2}}, rw("3.0.0", 260, shared, 4, 300))
+		[]event{{E: "down", Hold: "2.0.0", T: ms(250), Worker: 2}, {E: "down", Hold: "2.0.0", T: ms(250), End: ms(251), Worker: 2}}, rw("3.0.0", 260, shared, 4, 300))
 	writes := []write{
 		wr("0.0.0", 1, 10, true, shared), wr("1.0.0", 2, 20, true, shared), wr("0.0.0", 1, 30, true, shared), wr("1.0.0", 2, 40, true, shared),
 		wr("2.0.0", 3, 210, true), wr("3.0.0", 4, 270, true, shared), wr("2.0.0", 3, 280, true, shared), wr("3.0.0", 4, 290, true, shared),

@@ -128,6 +128,13 @@ func TestLinearizablePrimitives(t *testing.T) {
 		{name: "a writer beside a reader", cfg: rw, events: cat(hold("0.0.0", 1, shared, 1, 100), hold("1.0.0", 50, exclusive, 2, 60)), want: "no", stuck: "release"},
 		{name: "a reader beside a writer", cfg: rw, events: cat(hold("0.0.0", 1, exclusive, 1, 100), hold("1.0.0", 50, shared, 2, 60)), want: "no", stuck: "release"},
 		{name: "a reader beside a writer that downgraded", cfg: rw, events: cat(hold("0.0.0", 1, exclusive, 1, 100), down, hold("1.0.0", 50, shared, 2, 60)), want: "yes"},
+		// The writer renewed its lease, then died in a Downgrade call that
+		// the server carried out: the readers it let in are no violation,
+		// and without the call on record they are.
+		{name: "readers after a writer killed in its downgrade", cfg: rw, events: cat(acquiredOnly("0.0.0", 0, 1, 1), []event{refresh("0.0.0", 10, 20, ""),
+			{E: "down", Hold: "0.0.0", T: ms(30), Worker: 0}}, hold("1.0.0", 50, shared, 2, 60)), want: "yes"},
+		{name: "readers after a writer killed, with no downgrade", cfg: rw, events: cat(acquiredOnly("0.0.0", 0, 1, 1), []event{refresh("0.0.0", 10, 20, "")},
+			hold("1.0.0", 50, shared, 2, 60)), want: "no", stuck: "0.0.0's refresh"},
 		{name: "a downgrade of a write lock that another took", cfg: rw, events: cat(lostRelease(hold("0.0.0", 1, exclusive, 1, 1900), "0.0.0"),
 			hold("1.0.0", 1500, exclusive, 2, 1600), []event{{E: "down", Hold: "0.0.0", T: ms(1700), End: ms(1701), Worker: 0}}), want: "no", stuck: "0.0.0's downgrade"},
 	})

@@ -65,7 +65,7 @@ type event struct {
 	E      string            // start, acq, fail, write, refresh, down, done, rel, relok, stall
 	Hold   string            // "<worker>.<incarnation>.<seq>"
 	T      int64             // CLOCK_MONOTONIC; for refresh and down, when the call began; for stall, when it began
-	End    int64             `json:",omitempty"` // refresh, down: when the call returned; stall: when it ended
+	End    int64             `json:",omitempty"` // refresh, down: when the call returned (0: the call is under way); stall: when it ended
 	Fence  uint64            `json:",omitempty"` // acq: the highest of Keys; write: the fence written with
 	Kind   string            `json:",omitempty"` // start, acq: how the hold shares its keys (exclusive, shared, permit)
 	Keys   map[string]uint64 `json:",omitempty"` // start: the keys asked for; acq: each key held, with its fence
@@ -149,6 +149,22 @@ func (l *log) add(e event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.enc.Encode(e) // one write(2) per line: the file is unbuffered
+}
+
+// call makes a call of hold id (kind is "down" or "refresh"), with its
+// event on record before it is made and again, with its end and error,
+// when it returns: a worker killed in the call leaves it on record, its
+// outcome unknown.
+func (l *log) call(kind, id string, fn func() error) error {
+	e := event{E: kind, Hold: id, T: now()}
+	l.add(e)
+	err := fn()
+	e.End = now()
+	if err != nil {
+		e.Err = err.Error()
+	}
+	l.add(e)
+	return err
 }
 
 // watchStalls records the stalls of this process (see watchStalls) until
@@ -278,25 +294,13 @@ func section(cfg workerConfig, hist *log, rng *rand.Rand, id string, ts []target
 			work = cfg.TTL * 3 / 2
 		}
 		time.Sleep(work) // the work between writes
-		if i == 1 && down != nil {
-			e := event{E: "down", Hold: id, T: now()}
-			if err := down(); err != nil {
-				e.Err = err.Error()
-			} else {
-				for j := range ts {
-					ts[j].kind = shared
-				}
+		if i == 1 && down != nil && hist.call("down", id, down) == nil {
+			for j := range ts {
+				ts[j].kind = shared
 			}
-			e.End = now()
-			hist.add(e)
 		}
 		if refresh != nil {
-			e := event{E: "refresh", Hold: id, T: now()}
-			if err := refresh(); err != nil {
-				e.Err = err.Error()
-			}
-			e.End = now()
-			hist.add(e)
+			hist.call("refresh", id, refresh)
 		}
 		for _, t := range ts {
 			fence := strconv.FormatUint(t.fence, 10)

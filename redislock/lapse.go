@@ -10,7 +10,9 @@ import (
 var _ dlock.Lapser = (*lock)(nil)
 
 // UnlockAfter lets the lock lapse d from now instead of deleting it: one
-// round trip, a token-checked PEXPIRE (refresh.lua). See [dlock.Lapser].
+// round trip, a token-checked PEXPIRE (lapse.lua). See [dlock.Lapser].
+// A lock taken with an owner lapses d from now too, unless the owner has
+// other holds of it, whose lease it keeps.
 // A hold of a semaphore or a read-write lock lapses the same way: its
 // member's score (the end of its lease) becomes now + d, so the store
 // counts it until then, and the set and its holds live at least as long;
@@ -31,7 +33,7 @@ func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
 	}
 	lk.l.watchdog.Releasing(lk)
 	sent := time.Now()
-	n, err := refreshScript.Run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.leaseArg(d)).Int64()
+	n, err := lapseScript.Run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.leaseArg(d)).Int64()
 	if err != nil {
 		// Redis may have set the lease to d: the local deadline becomes
 		// the shorter of the two, where the watchdog ends the handle as

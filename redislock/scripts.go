@@ -21,6 +21,8 @@ var (
 	releaseLua string
 	//go:embed refresh.lua
 	refreshLua string
+	//go:embed lapse.lua
+	lapseLua string
 	//go:embed ttl.lua
 	ttlLua string
 )
@@ -31,6 +33,7 @@ var (
 	acquireScript = redisnode.NewScript(preludeLua + commonLua + acquireLua)
 	releaseScript = redisnode.NewScript(releaseHeadLua + preludeLua + commonLua + releaseLua)
 	refreshScript = redisnode.NewScript(redisnode.LeaseLua + refreshLua)
+	lapseScript   = redisnode.NewScript(redisnode.LeaseLua + lapseLua)
 	renewScript   = redisnode.NewScript(redisnode.LeaseLua + redisnode.RenewLua)
 	ttlScript     = redisnode.NewScript(redisnode.LeaseLua + ttlLua)
 )

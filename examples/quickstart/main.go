@@ -1,5 +1,4 @@
-// Command quickstart takes a lock in Redis, works under it, and releases
-// it. Run a redis-server (7.0 or later), then: go run ./examples/quickstart
+// Command quickstart takes a lock in Redis, works under it, releases it.
 package main
 
 import (

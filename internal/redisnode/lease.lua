@@ -1,6 +1,6 @@
 -- lease: what a lock's or a hold's lease is on one node, for the scripts
--- of both Redis drivers that renew, refresh or read it (refresh.lua,
--- renew.lua, ttl.lua); Go prepends it to them.
+-- of both Redis drivers that renew, refresh, lapse or read it
+-- (refresh.lua, renew.lua, lapse.lua, ttl.lua); Go prepends it to them.
 
 -- is_ours reports whether the hold of token (for owner, '' for a plain
 -- lock) is still the lock's: the lock key holds the token, or "o:<owner>"
@@ -42,5 +42,18 @@ local function refresh(lock, holds, token, owner, ttl)
     redis.call('PEXPIRE', lock, ttl)
     redis.call('PEXPIRE', holds, ttl)
   end
+  return 1
+end
+
+-- lapse is UnlockAfter's refresh: the lease of the hold of token ends ttl
+-- ms from now. A plain lock's lease, and an owner's whose only hold this
+-- is, becomes ttl, shorter or longer; an owner's lock with other holds
+-- keeps a longer lease, which they need. Returns 1, or 0 when not ours.
+local function lapse(lock, holds, token, owner, ttl)
+  if ttl < 0 or owner == '' or not is_ours(lock, holds, token, owner) or redis.call('HLEN', holds) > 1 then
+    return refresh(lock, holds, token, owner, ttl)
+  end
+  redis.call('PEXPIRE', lock, ttl)
+  redis.call('PEXPIRE', holds, ttl)
   return 1
 end
