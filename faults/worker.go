@@ -452,10 +452,13 @@ func newLocker(cfg workerConfig) (dlock.Locker, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		// A connection has a second to start, as a Redis client has;
-		// a statement waits for its reply as long as its caller's
-		// context lets it (the driver's renewals: the lease's deadline).
-		pc.ConnConfig.ConnectTimeout = time.Second
+		// No connect timeout of its own: a connection and a statement
+		// take as long as their caller's context lets them (a Lock
+		// call's wait, a renewal's lease). A connection's start takes
+		// round trips and a new server process: a second, as Redis
+		// clients have to dial, is too short under a slow network or a
+		// loaded machine, and each attempt that gives up starts the
+		// next server process.
 		pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 		if err != nil {
 			return nil, nil, err
