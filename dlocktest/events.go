@@ -155,20 +155,23 @@ func (s *suite) events(t *testing.T) {
 // wakeEvents checks that a waiter woken by a release reports the wake-up,
 // then its acquisition. The holder lets go once the waiter waits: when
 // the store counts waiters (dlock.Inspector), it releases the lock once
-// it sees one; otherwise its lease (the shortest) runs out, which wakes
-// waiters that watch the key.
+// it sees one; otherwise its lease (the suite's short one) runs out, which
+// wakes waiters that watch the key.
 func (s *suite) wakeEvents(t *testing.T, ctx context.Context, rec *Recorder, a, b dlock.Locker) {
 	k := key(t) + ":wake"
 	insp, counts := b.(dlock.Inspector)
 	if counts {
 		info, err := insp.Inspect(ctx, k)
-		counts = err == nil && info.WaitersKnown
+		if err != nil {
+			t.Fatalf("Inspect: %v", err)
+		}
+		counts = info.WaitersKnown
 	}
 	var holder dlock.Lock
 	if counts {
 		holder = mustLock(t)(b.TryLock(ctx, k))
 	} else {
-		holder = mustLock(t)(b.TryLock(ctx, k, dlock.WithLease(s.h.minTTL())))
+		holder = mustLock(t)(b.TryLock(ctx, k, dlock.WithLease(s.h.leaseTTL())))
 	}
 	type result struct {
 		lk  dlock.Lock

@@ -2,7 +2,11 @@ package faults
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -56,4 +60,47 @@ func sortedSpans(ps [][2]int64) [][2]int64 {
 	s := slices.Clone(ps)
 	slices.SortFunc(s, func(a, b [2]int64) int { return cmpInt(a[0], b[0]) })
 	return s
+}
+
+// runDelay is how long the threads of process pid ("self" for this one)
+// have waited, runnable, for a CPU since they started, in nanoseconds:
+// the sum of their schedstat run delays, 0 where the kernel does not
+// keep them. A process the machine is too loaded to run, such as a new
+// one starting while hundreds of others are runnable, waits there rather
+// than in the gaps of a stall watcher, which needs the CPU for an instant
+// only.
+func runDelay(pid string) int64 {
+	tasks, _ := filepath.Glob(filepath.Join("/proc", pid, "task", "*", "schedstat"))
+	var sum int64
+	for _, name := range tasks {
+		raw, err := os.ReadFile(name)
+		if err != nil {
+			continue // the thread ended
+		}
+		if f := strings.Fields(string(raw)); len(f) >= 2 {
+			if d, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				sum += d
+			}
+		}
+	}
+	return sum
+}
+
+// watchRunDelay samples the run delay of process pid every 50ms until
+// done closes, and returns the last sample: what the process had
+// waited for a CPU by the time it ended, give or take a tick.
+func watchRunDelay(pid int, done <-chan struct{}) int64 {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	var last int64
+	for {
+		if d := runDelay(strconv.Itoa(pid)); d > 0 {
+			last = d
+		}
+		select {
+		case <-done:
+			return last
+		case <-t.C:
+		}
+	}
 }

@@ -332,7 +332,7 @@ func runCLI(cfg workerConfig, hist *log, running func() bool) error {
 		cmd := exec.Command(cfg.CLI, append(args, cfg.Self...)...)
 		cmd.Env = append(os.Environ(), workerEnv+"="+string(raw))
 		hist.add(started(id, plan{kind: exclusive, keys: []string{cfg.Key}}))
-		err = cmd.Run()
+		err = runWatched(cmd, hist)
 		code := cmd.ProcessState.ExitCode()
 		switch {
 		case code == 0:
@@ -349,6 +349,27 @@ func runCLI(cfg workerConfig, hist *log, running func() bool) error {
 	return nil
 }
 
+// runWatched runs cmd, a dlock run, and records the time it waited for a
+// CPU as a stall of the worker's, which it is: under a heavy load a new
+// process takes seconds to start, that the worker's own watcher, which
+// needs a CPU for an instant only, does not see.
+func runWatched(cmd *exec.Cmd, hist *log) error {
+	start := now()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	delay := make(chan int64)
+	go func() { delay <- watchRunDelay(cmd.Process.Pid, done) }()
+	err := cmd.Wait()
+	close(done)
+	end := now()
+	if d := min(<-delay, end-start); d > 0 {
+		hist.add(event{E: "stall", T: end - d, End: end})
+	}
+	return err
+}
+
 // runSection is dlock run's CMD: the critical section of one hold.
 func runSection(cfg workerConfig) error {
 	hist, err := openLog(cfg)
@@ -356,6 +377,10 @@ func runSection(cfg workerConfig) error {
 		return err
 	}
 	defer hist.f.Close()
+	if d := runDelay("self"); d > 0 { // this process's start, as runWatched's
+		t := now()
+		hist.add(event{E: "stall", T: t - d, End: t})
+	}
 	fence, err := strconv.ParseUint(os.Getenv("DLOCK_FENCE"), 10, 64)
 	if err != nil {
 		return fmt.Errorf("DLOCK_FENCE: %w", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -81,4 +82,44 @@ func readEvents(t *testing.T, name string) []event {
 		es = append(es, e)
 	}
 	return es
+}
+
+// A dlock run that the machine is too loaded to run for a while records
+// that while as a stall of its worker: here the command shares one CPU
+// with three busy loops, and waits for it about three times as long as it
+// runs.
+func TestRunWatchedRecordsTheWaitForACPU(t *testing.T) {
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Fatalf("taskset (util-linux) pins the processes to one CPU: %v", err)
+	}
+	for range 3 {
+		busy := exec.Command("taskset", "-c", "0", "sh", "-c", "while :; do :; done")
+		if err := busy.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { busy.Process.Kill(); busy.Wait() })
+	}
+	name := filepath.Join(t.TempDir(), "worker-0.jsonl")
+	hist, err := openLogFile(name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hist.f.Close()
+	// About 200ms of CPU for the shell, so 600ms or so of waiting.
+	cmd := exec.Command("taskset", "-c", "0", "sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done")
+	start := now()
+	if err := runWatched(cmd, hist); err != nil {
+		t.Fatal(err)
+	}
+	end := now()
+	var stalled int64
+	for _, e := range readEvents(t, name) {
+		if e.E != "stall" || e.T < start || e.End > end {
+			t.Fatalf("a stall outside the command's run: %+v", e)
+		}
+		stalled += e.End - e.T
+	}
+	if ran := end - start; stalled < ran/4 {
+		t.Errorf("the command ran %v sharing a CPU with three busy loops; %v of it is recorded as stalled, want a quarter at least", time.Duration(ran), time.Duration(stalled))
+	}
 }

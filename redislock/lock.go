@@ -77,15 +77,10 @@ type lock struct {
 
 var _ dlock.Lock = (*lock)(nil)
 
-// drift is the clock-drift margin taken off every lease: Redis cannot
-// expire a key before drift.Deadline unless its clock runs more than 1%
-// fast.
-var drift = driver.Drift{Divisor: 100, Floor: 2 * time.Millisecond}
-
 // setDeadline sets the local deadline of a lease of ttl that the command
 // sent at sent set, before the lock is watched.
 func (lk *lock) setDeadline(sent time.Time, ttl time.Duration) {
-	lk.deadline = drift.Deadline(sent, ttl)
+	lk.deadline = redisnode.Drift.Deadline(sent, ttl)
 }
 
 // leaseKeys are the keys of refresh.lua and ttl.lua: the lock and its

@@ -11,6 +11,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redisnode"
+	"github.com/dlock-go/dlock/internal/rediswait"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -36,7 +37,7 @@ type Locker struct {
 	reqs      sender // runs acquisitions' requests, so that their callers wait no longer than their bound
 	watchdog  driver.Watchdog[*lock]
 	oneServer bool // the client talks to one server: a renewal batch is one script call
-	notify    *notifier
+	notify    *rediswait.Subscriber
 	sub       string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
 
 	hookAcquired func() // tests only: runs when an acquisition is about to be recorded
@@ -80,7 +81,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	}
 	l.holds.init(l)
 	l.reqs.init()
-	l.notify = newNotifier(client, l.log)
+	l.notify = newSubscriber(client, l)
 	l.sub = driver.NewToken()[:8]
 	return l, nil
 }
@@ -157,7 +158,7 @@ func (l *Locker) close(release bool) error {
 	}
 	all = append(all, l.holds.close()...)
 	close(l.quit)
-	l.notify.interrupt()
+	l.notify.Interrupt()
 	var errs []error
 	for _, lk := range all {
 		if release {
@@ -173,7 +174,7 @@ func (l *Locker) close(release bool) error {
 	l.table.Wait() // the waiters leave their queues before the client may close
 	l.holds.wait()
 	l.watchdog.Stop()
-	l.notify.stop()
+	l.notify.Stop()
 	l.reqs.close() // and the requests their callers left, with their give-backs
 	return errors.Join(errs...)
 }
@@ -182,21 +183,9 @@ func (l *Locker) close(release bool) error {
 // (see driver.Table.Reserve). A waiting call (wait) must call
 // l.table.Leave when it returns, if prepare did not fail.
 func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, driver.Options, error) {
-	if l.table.Closed() {
-		return nil, driver.Options{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
-	}
-	o, err := l.opts.Apply(opts...)
+	check := func(o driver.Options) error { return checkAck(l.client, o) }
+	o, k, err := redisnode.Prepare(ctx, l.table.Closed(), l.opts, key, opts, check)
 	if err != nil {
-		return nil, o, &dlock.KeyError{Key: key, Err: err}
-	}
-	if err := checkAck(l.client, o); err != nil {
-		return nil, o, &dlock.KeyError{Key: key, Err: err}
-	}
-	k, err := redisnode.Of(o.Prefix, key)
-	if err != nil {
-		return nil, o, err
-	}
-	if err := driver.Ended(ctx, key); err != nil {
 		return nil, o, err
 	}
 	lk := l.newLock(key, k, driver.NewToken(), o.OwnerIn(ctx), o.Owner != "", o.TTL)

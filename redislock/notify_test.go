@@ -59,7 +59,7 @@ func gatedWaiter(t *testing.T) (*Locker, *dialGate) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { close(gate.open); l.Close() })
-	l.notify.subscribeTimeout = time.Hour
+	l.notify.SubscribeTimeout = time.Hour
 	return l, gate
 }
 

@@ -35,7 +35,7 @@ const maxPipeline = 1000
 func (l *Locker) newWatchdog() error {
 	_, l.oneServer = l.client.(*redis.Client) // a single server, or Sentinel's master
 	return l.watchdog.Init(driver.WatchdogConfig[*lock]{
-		Drift:    drift,
+		Drift:    redisnode.Drift,
 		Renew:    l.renew,
 		Lost:     func(lk *lock, cause error) { lk.lose(cause) },
 		Lapsed:   func(lk *lock) { lk.end(dlock.ErrNotHeld) }, // a release with unknown outcome: the lease lapsed

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
@@ -120,7 +121,7 @@ func TestServerUnreachable(t *testing.T) {
 	// The local deadline counts from before the acquire was sent, less the
 	// drift margin: it falls before the server could expire the key.
 	deadline := lk.(*lock).leaseDeadline()
-	if !deadline.After(t0.Add(ttl-drift.Of(ttl))) || !deadline.Before(time.Now().Add(ttl-drift.Of(ttl))) {
+	if !deadline.After(t0.Add(ttl-redisnode.Drift.Of(ttl))) || !deadline.Before(time.Now().Add(ttl-redisnode.Drift.Of(ttl))) {
 		t.Fatalf("lease deadline %v after acquire, want within the call's span + ttl - drift", deadline.Sub(t0))
 	}
 	if err := s.Pause(); err != nil {
@@ -136,7 +137,7 @@ func TestServerUnreachable(t *testing.T) {
 	if err := lk.Err(); !errors.Is(err, dlock.ErrLeaseExpired) || !errors.Is(err, dlock.ErrLockLost) {
 		t.Fatalf("Err = %v, want ErrLeaseExpired", err)
 	}
-	t.Logf("declared lost %v after the local deadline (server expiry no earlier than %v after it)", lostAt.Sub(deadline), drift.Of(ttl))
+	t.Logf("declared lost %v after the local deadline (server expiry no earlier than %v after it)", lostAt.Sub(deadline), redisnode.Drift.Of(ttl))
 	if err := s.Resume(); err != nil {
 		t.Fatal(err)
 	}

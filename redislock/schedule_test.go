@@ -44,7 +44,7 @@ func TestWatchdogDeadlineSynctest(t *testing.T) {
 			if lk.Err() != nil {
 				t.Fatalf("lease of %v ended early, at %v", lk.ttl, time.Since(start))
 			}
-			want := lk.ttl - drift.Of(lk.ttl)
+			want := lk.ttl - redisnode.Drift.Of(lk.ttl)
 			time.Sleep(time.Until(start.Add(want)) - time.Nanosecond)
 			synctest.Wait()
 			if lk.Err() != nil {

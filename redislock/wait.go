@@ -10,6 +10,8 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisnode"
+	"github.com/dlock-go/dlock/internal/rediswait"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -83,7 +85,7 @@ type waiter struct {
 	o  driver.Options
 
 	queue   attemptMode // the mode of the attempts that join the queue
-	wake    <-chan grant
+	wake    <-chan rediswait.Wake
 	unwatch func()
 
 	n          int64         // the number of the last attempt that joined the queue
@@ -121,7 +123,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 	// hot key), the first attempt joins the queue at once; otherwise it is
 	// a plain attempt, and the waiter subscribes only if the lock is busy.
 	mode, delay := base, time.Duration(0)
-	if w.queue&modeWait != 0 && o.Notify && l.notify.ready(l.channel(lk)) {
+	if w.queue&modeWait != 0 && o.Notify && l.notify.Ready(l.channel(lk)) {
 		w.watch(ctx, time.Time{}) // confirmed already: returns at once
 		mode, delay = w.queue, o.Retry.Max
 	}
@@ -210,7 +212,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 // for the confirmation until the wait's end at the latest (zero: none).
 func (w *waiter) watch(ctx context.Context, end time.Time) {
 	if w.o.Notify {
-		w.wake, w.unwatch = w.l.notify.watch(ctx, w.l.channel(w.lk), w.lk.token, end)
+		w.wake, w.unwatch = w.l.notify.Watch(ctx, w.l.channel(w.lk), w.lk.token, end, nil)
 	}
 }
 
@@ -300,11 +302,11 @@ func transient(err error) bool {
 // one that is too close to its end, one for a lock without watchdog, or
 // one that replicas must acknowledge is confirmed by the next attempt
 // instead, at once.
-func (l *Locker) granted(lk *lock, g grant, n int64, sent time.Time, claim time.Duration, o driver.Options) bool {
+func (l *Locker) granted(lk *lock, g rediswait.Wake, n int64, sent time.Time, claim time.Duration, o driver.Options) bool {
 	if g.Attempt != n || !o.AutoRenew || lk.ack.n > 0 {
 		return false
 	}
-	deadline := drift.Deadline(sent, claim)
+	deadline := redisnode.Drift.Deadline(sent, claim)
 	if time.Until(deadline) < claim/2 {
 		return false
 	}

@@ -123,7 +123,7 @@ func TestLostWakeUp(t *testing.T) {
 
 	t.Run("dropped", func(t *testing.T) {
 		holder, waiter := newLocker(t, shared), newLocker(t, shared)
-		waiter.notify.drop.Store(true)
+		waiter.notify.Drop.Store(true)
 		lk, got := heldWithWaiter(t, holder, waiter, key, 300*time.Millisecond)
 		lk.Unlock(ctx)
 		next := acquiredWithin(t, got, 3*time.Second, "the waiter whose wake-up was dropped")

@@ -2,18 +2,12 @@ package redislock
 
 import (
 	"context"
-	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/redisnode"
+	"github.com/dlock-go/dlock/internal/rediswait"
 )
 
 var _ dlock.Watcher = (*Locker)(nil)
-
-// observedTTL is how long the observed key of a lock outlives the last
-// watcher that kept it alive; watchers set it again every third of it.
-const observedTTL = 30 * time.Second
 
 // Watch tells when key's lock may have changed hands: see [dlock.Watcher].
 //
@@ -35,68 +29,13 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 	if l.table.Closed() {
 		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
 	}
-	k, err := redisnode.Of(l.opts.Prefix, key)
-	if err != nil {
-		return nil, err
-	}
-	if !l.notify.start() {
-		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
-	}
-	out := make(chan struct{}, 1)
-	go func() {
-		defer l.notify.running.Done()
-		defer close(out)
-		l.observe(ctx, k.Observed, out)
-	}()
-	return out, nil
+	return l.notify.Observe(ctx, l.opts.Prefix, key, 0, l.markObserved)
 }
 
-// observe keeps the observed key alive and passes its channel's messages
-// on to out, until ctx ends or the Locker closes.
-func (l *Locker) observe(ctx context.Context, observed string, out chan<- struct{}) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(l.notify.closing, cancel)()
-	mark := func() {
-		if err := l.client.Set(ctx, observed, "1", observedTTL).Err(); err != nil && ctx.Err() == nil {
-			l.log.Debug("watch: marking the lock observed failed", "error", err)
-		}
+// markObserved sets the observed key of a watched lock.
+func (l *Locker) markObserved(ctx context.Context, observed string) func([]bool) bool {
+	if err := l.client.Set(ctx, observed, "1", rediswait.ObservedTTL).Err(); err != nil && ctx.Err() == nil {
+		l.log.Debug("watch: marking the lock observed failed", "error", err)
 	}
-	mark() // before subscribing: a change from now on is published
-	wake, unwatch := l.notify.watch(ctx, observed, driver.NewToken(), time.Time{})
-	defer unwatch()
-	tell(out) // in place: whatever changed before, a read from now on sees it
-	t := time.NewTicker(observedTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-			tell(out)
-		case <-t.C:
-			mark()
-		}
-	}
-}
-
-// tell sends on a channel of capacity one without blocking: a value not
-// yet received stands for this one too.
-func tell(out chan<- struct{}) {
-	select {
-	case out <- struct{}{}:
-	default:
-	}
-}
-
-// start counts a goroutine that stop waits for, unless the notifier has
-// stopped; it reports whether it counted one.
-func (n *notifier) start() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.stopped {
-		return false
-	}
-	n.running.Add(1)
-	return true
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redisnode"
+	"github.com/dlock-go/dlock/internal/rediswait"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -20,11 +21,6 @@ import (
 // NodeTimeout: much less than any useful lease, so that a node that does
 // not answer costs an acquisition little of its validity.
 const DefaultNodeTimeout = 100 * time.Millisecond
-
-// drift is the clock-drift margin taken off every lease: a node cannot
-// expire a key before the holder's deadline unless its clock runs more
-// than 1% fast (Redlock's rule, and package redislock's).
-var drift = driver.Drift{Divisor: 100, Floor: 2 * time.Millisecond}
 
 // Config is the set of independent masters of a Locker.
 type Config struct {
@@ -59,7 +55,7 @@ type Locker struct {
 	table    driver.Table[*lock]
 	rw       driver.Table[*lock] // read and write holds (see rwlock.go)
 	watchdog driver.Watchdog[*lock]
-	notify   *notifier
+	notify   *rediswait.Subscriber
 	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
 
 	calls calls          // calls in flight that no table counts
@@ -123,7 +119,7 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 	l.table.Observe("redlock", o)
 	l.rw.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
 	if err := l.watchdog.Init(driver.WatchdogConfig[*lock]{
-		Drift:  drift,
+		Drift:  redisnode.Drift,
 		Renew:  l.renew,
 		Lost:   func(lk *lock, cause error) { lk.lose(cause) },
 		Lapsed: func(lk *lock) { lk.end(dlock.ErrNotHeld) },
@@ -138,7 +134,7 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 	}); err != nil {
 		return nil, err
 	}
-	l.notify = newNotifier(l)
+	l.notify = newSubscriber(l)
 	return l, nil
 }
 
@@ -198,6 +194,7 @@ func (l *Locker) Close() error {
 	holds, _ := l.rw.Close()
 	all = append(all, holds...)
 	close(l.quit)
+	l.notify.Interrupt()
 	var errs []error
 	for _, lk := range all {
 		ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
@@ -209,7 +206,7 @@ func (l *Locker) Close() error {
 	l.table.Wait()
 	l.rw.Wait()
 	l.watchdog.Stop()
-	l.notify.stop()
+	l.notify.Stop()
 	l.calls.close()
 	l.bg.Wait()
 	return errors.Join(errs...)
@@ -219,18 +216,8 @@ func (l *Locker) Close() error {
 // A waiting call (wait) must call l.table.Leave when it returns, if
 // prepare did not fail.
 func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, driver.Options, error) {
-	if l.table.Closed() {
-		return nil, driver.Options{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
-	}
-	o, err := l.opts.Apply(opts...)
+	o, k, err := redisnode.Prepare(ctx, l.table.Closed(), l.opts, key, opts, nil)
 	if err != nil {
-		return nil, o, &dlock.KeyError{Key: key, Err: err}
-	}
-	k, err := redisnode.Of(o.Prefix, key)
-	if err != nil {
-		return nil, o, err
-	}
-	if err := driver.Ended(ctx, key); err != nil {
 		return nil, o, err
 	}
 	owner := o.OwnerIn(ctx)
@@ -341,7 +328,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
 			}
 		}
 	}
-	lk.deadline = drift.Deadline(sent, ttl)
+	lk.deadline = redisnode.Drift.Deadline(sent, ttl)
 	if len(won) >= q2 && time.Now().Before(lk.deadline) {
 		rd.settle(false)
 		lk.acquiring, lk.answered = rd, make([]bool, n)
@@ -379,7 +366,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
 	}
 	if len(won)+len(busy) < q2 || len(busy) == 0 {
 		if len(won) >= q2 {
-			errs = append(errs, fmt.Errorf("the majority answered after the lease's validity (%v) ran out", ttl-drift.Of(ttl)))
+			errs = append(errs, fmt.Errorf("the majority answered after the lease's validity (%v) ran out", ttl-redisnode.Drift.Of(ttl)))
 		}
 		if len(got) < len(l.nodes) {
 			errs = append(errs, fmt.Errorf("%d nodes did not answer within %v", len(l.nodes)-len(got), l.nodeTimeout(ttl)))

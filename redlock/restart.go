@@ -1,6 +1,10 @@
 package redlock
 
-import "time"
+import (
+	"time"
+
+	"github.com/dlock-go/dlock/internal/redisnode"
+)
 
 // RestartDelay is how long a node that restarted without its data (no
 // persistence, or a persistence that lost its last writes) must stay out
@@ -18,5 +22,5 @@ import "time"
 // the clients differ by less than half the delay and that a key is not
 // acquired more than a million times a second.
 func RestartDelay(maxTTL time.Duration) time.Duration {
-	return maxTTL + drift.Of(maxTTL)
+	return maxTTL + redisnode.Drift.Of(maxTTL)
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisnode"
+	"github.com/dlock-go/dlock/internal/rediswait"
 )
 
 // Lock waits until it holds key. Waiters queue on every node, in the
@@ -75,7 +77,7 @@ type attemptRecord struct {
 func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) error {
 	begin := time.Now()                // the wait limit counts from here
 	single := o.Waiting && o.Wait == 0 // WithWait(0): one attempt, like TryLock
-	if !single && o.Notify && l.notify.ready(l.channel(lk)) {
+	if !single && o.Notify && l.notify.Ready(l.channel(lk)) {
 		// A hot key: the Locker is subscribed already, so the first
 		// attempt may join the queue at once.
 		return l.queue(ctx, lk, o, begin, result{busy: true})
@@ -110,10 +112,10 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, begin ti
 	}
 	notify := o.Notify
 	var (
-		wake    <-chan grant
+		wake    <-chan rediswait.Wake
 		q       *queueing
 		records = map[int64]attemptRecord{}
-		grants  = map[int]grant{} // by node: the latest grant heard of
+		grants  = map[int]rediswait.Wake{} // by node: the latest grant heard of
 	)
 	if notify {
 		var unwatch func()
@@ -121,7 +123,7 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, begin ti
 		if end.Before(by) {
 			by = end
 		}
-		wake, unwatch = l.notify.watch(ctx, l.channel(lk), lk.token, by)
+		wake, unwatch = l.notify.Watch(ctx, l.channel(lk), lk.token, by, nil)
 		defer unwatch()
 		q = &queueing{score: time.Now().UnixMicro()}
 	}
@@ -209,7 +211,7 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, begin ti
 		for {
 			select {
 			case g := <-wake:
-				grants[g.node] = g
+				grants[g.Node] = g
 				// A node's grant alone is no wake-up: only a majority's
 				// hands the lock over.
 				if l.heldByGrants(lk, grants, records, o) {
@@ -259,7 +261,7 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, begin ti
 // is held until the majority's earliest end, less the drift margin. It
 // sets lk.deadline. A lease without watchdog is confirmed by an attempt
 // instead, for nothing would extend the grants to its TTL.
-func (l *Locker) heldByGrants(lk *lock, grants map[int]grant, records map[int64]attemptRecord, o driver.Options) bool {
+func (l *Locker) heldByGrants(lk *lock, grants map[int]rediswait.Wake, records map[int64]attemptRecord, o driver.Options) bool {
 	if !o.AutoRenew || len(grants) < l.quorum {
 		return false
 	}
@@ -270,7 +272,7 @@ func (l *Locker) heldByGrants(lk *lock, grants map[int]grant, records map[int64]
 		if !ok {
 			continue
 		}
-		ends = append(ends, drift.Deadline(r.sent, r.claim))
+		ends = append(ends, redisnode.Drift.Deadline(r.sent, r.claim))
 		claim = max(claim, r.claim)
 	}
 	if len(ends) < l.quorum {
@@ -287,7 +289,7 @@ func (l *Locker) heldByGrants(lk *lock, grants map[int]grant, records map[int64]
 
 // fenceGrants sets the fence of a lock handed over by grants, as fence
 // does for one taken by an attempt.
-func (l *Locker) fenceGrants(ctx context.Context, lk *lock, grants map[int]grant, records map[int64]attemptRecord) error {
+func (l *Locker) fenceGrants(ctx context.Context, lk *lock, grants map[int]rediswait.Wake, records map[int64]attemptRecord) error {
 	fences := make(map[int]uint64, len(grants))
 	lk.answered = make([]bool, len(l.nodes))
 	for i, g := range grants {

@@ -5,15 +5,10 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/redisnode"
+	"github.com/dlock-go/dlock/internal/rediswait"
 )
 
 var _ dlock.Watcher = (*Locker)(nil)
-
-// observedTTL is how long the observed key of a lock outlives the last
-// watcher that kept it alive; watchers set it again every third of it.
-const observedTTL = 30 * time.Second
 
 // watchTimeout bounds how long a watch waits to be in place (at least
 // twice the per-node timeout).
@@ -46,50 +41,27 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 	if l.table.Closed() {
 		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
 	}
-	k, err := redisnode.Of(l.opts.Prefix, key)
-	if err != nil {
-		return nil, err
-	}
-	if !l.notify.start() {
-		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
-	}
-	out := make(chan struct{}, 1)
-	go func() {
-		defer l.notify.running.Done()
-		defer close(out)
-		l.observe(ctx, k.Observed, out)
-	}()
-	return out, nil
+	return l.notify.Observe(ctx, l.opts.Prefix, key, max(2*l.timeout, watchTimeout), l.markObserved)
 }
 
-// observe keeps the observed key alive on every node and passes its
-// channel's messages on to out, until ctx ends or the Locker closes.
-func (l *Locker) observe(ctx context.Context, observed string, out chan<- struct{}) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(l.notify.closing, cancel)()
-	// mark sets the observed key on every node at once, and reports by
-	// node whether it is set.
-	mark := func() []bool {
-		send := func(ctx context.Context, nd *node) reply {
-			return reply{err: nd.client.Set(ctx, observed, "1", observedTTL).Err()}
-		}
-		got, rd := l.fanout(ctx, l.nodes, l.timeout, send, nil, nil)
-		rd.settle(false)
-		marked := make([]bool, len(l.nodes))
-		for _, r := range got {
-			marked[r.node] = r.err == nil
-			if r.err != nil && ctx.Err() == nil {
-				l.log.Debug("watch: marking the lock observed failed", "node", l.nodes[r.node].addr, "error", r.err)
-			}
-		}
-		return marked
+// markObserved sets the observed key on every node at once. The watch is
+// in place once a majority of the nodes publish the key's changes and
+// have confirmed the subscription: every majority that a holder takes or
+// leaves shares one of them.
+func (l *Locker) markObserved(ctx context.Context, observed string) func([]bool) bool {
+	send := func(ctx context.Context, nd *node) reply {
+		return reply{err: nd.client.Set(ctx, observed, "1", rediswait.ObservedTTL).Err()}
 	}
-	marked := mark() // before subscribing: a change from now on is published
-	// In place once a majority of the nodes publish the key's changes and
-	// have confirmed the subscription: every majority that a holder takes
-	// or leaves shares one of them.
-	in := func(confirmed []bool) bool {
+	got, rd := l.fanout(ctx, l.nodes, l.timeout, send, nil, nil)
+	rd.settle(false)
+	marked := make([]bool, len(l.nodes))
+	for _, r := range got {
+		marked[r.node] = r.err == nil
+		if r.err != nil && ctx.Err() == nil {
+			l.log.Debug("watch: marking the lock observed failed", "node", l.nodes[r.node].addr, "error", r.err)
+		}
+	}
+	return func(confirmed []bool) bool {
 		n := 0
 		for i, c := range confirmed {
 			if c && marked[i] {
@@ -97,30 +69,5 @@ func (l *Locker) observe(ctx context.Context, observed string, out chan<- struct
 			}
 		}
 		return n >= l.quorum
-	}
-	by := time.Now().Add(max(2*l.timeout, watchTimeout))
-	wake, unwatch := l.notify.subscribe(ctx, observed, driver.NewToken(), by, in)
-	defer unwatch()
-	tell(out) // in place: whatever changed before, a read from now on sees it
-	t := time.NewTicker(observedTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-			tell(out)
-		case <-t.C:
-			mark()
-		}
-	}
-}
-
-// tell sends on a channel of capacity one without blocking: a value not
-// yet received stands for this one too.
-func tell(out chan<- struct{}) {
-	select {
-	case out <- struct{}{}:
-	default:
 	}
 }
