@@ -457,11 +457,12 @@ func (h *hold) valid(cfg Config, hi history) bool {
 
 // wiped reports whether a fault of sched may have cost the lock store its
 // data between from and to: a server restarted empty at once, or one
-// killed on a backend of one server (Redlock's masters come back after
-// its restart delay, when every lease they had has run out).
+// redis-server killed (Redlock's masters come back after its restart
+// delay, when every lease they had has run out; PostgreSQL comes back
+// with its data).
 func wiped(cfg Config, sched []fault, from, to int64) bool {
 	for _, f := range sched {
-		if f.At < to && f.End > from && (f.Kind == RestartServer || f.Kind == KillServer && cfg.Backend != "redlock") {
+		if f.At < to && f.End > from && (f.Kind == RestartServer || f.Kind == KillServer && cfg.Backend == "redis") {
 			return true
 		}
 	}

@@ -315,11 +315,16 @@ func TestCheckRunOnceHold(t *testing.T) {
 		t.Errorf("a run after a restart that lost the data: %s", r)
 	}
 	kill := []fault{{Kind: KillServer, At: ms(100), End: ms(1400)}}
+	cfg.Backend = "redis"
 	if r := check(cfg, history{events: early, sched: kill}); r.Unsafe != 0 {
 		t.Errorf("a run after one redis-server was killed: %s", r)
 	}
 	cfg.Backend = "redlock"
 	if r := check(cfg, history{events: early, sched: kill}); r.Unsafe != 1 {
 		t.Errorf("a run after one of Redlock's masters was killed and restarted after its delay: %s", r)
+	}
+	cfg.Backend = "postgres"
+	if r := check(cfg, history{events: early, sched: kill}); r.Unsafe != 1 {
+		t.Errorf("a run after PostgreSQL was killed and recovered its data: %s", r)
 	}
 }

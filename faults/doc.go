@@ -2,16 +2,17 @@
 // Jepsen checks a lock service: worker processes contend for one key and
 // write, with the fence of each hold, to a fenced store that the checker
 // runs; a schedule drawn from a seed pauses and kills holders and servers
-// meanwhile, cuts or slows their network, and, in front of Redis, loses
-// the replies of commands that took effect or delivers commands twice;
-// fails a Sentinel or Cluster master over, moves a Cluster slot, cuts a
-// holder off from a majority of Redlock's masters, and cuts etcd members
-// apart; and the checker reads the whole history afterwards.
+// meanwhile, cuts or slows their network, loses the replies of commands
+// that took effect (in front of Redis or PostgreSQL) or delivers commands
+// twice (in front of Redis); fails a Sentinel or Cluster master over,
+// moves a Cluster slot, cuts a holder off from a majority of Redlock's
+// masters, and cuts etcd members apart; and the checker reads the whole
+// history afterwards.
 //
 // The lock store is one redis-server, a Sentinel group (a master, its
 // replica, three Sentinels; the workers count a write once the replica
-// has it, unless Config.NoAck), a Redis Cluster, Redlock's masters, or an
-// etcd cluster (Config.Backend). The workers take a lock, an election's
+// has it, unless Config.NoAck), a Redis Cluster, Redlock's masters, an
+// etcd cluster, or one PostgreSQL server (Config.Backend). The workers take a lock, an election's
 // leadership, a RunOnce run, or one of the other primitives
 // (Config.Primitive), each with its rule:
 //

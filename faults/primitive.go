@@ -11,6 +11,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/election"
 	"github.com/dlock-go/dlock/etcdlock"
+	"github.com/dlock-go/dlock/postgreslock"
 	"github.com/dlock-go/dlock/redislock"
 	"github.com/dlock-go/dlock/redlock"
 )
@@ -46,6 +47,8 @@ func implements(backend, primitive string) bool {
 		l = (*redlock.Locker)(nil)
 	case "etcd":
 		l = (*etcdlock.Locker)(nil)
+	case "postgres":
+		l = (*postgreslock.Locker)(nil)
 	case "none":
 		l = noLock{}
 	}

@@ -10,8 +10,11 @@ import (
 // proxy is a loopback TCP proxy in front of one server, for one worker: it
 // can cut the worker off (every connection dropped, new ones refused),
 // delay what flows through it, to partition a holder from its store or
-// slow it down; and, in front of Redis, lose the replies of the commands
-// it lets through or deliver each command twice (see replies).
+// slow it down; lose the replies of the commands it lets through (Redis,
+// PostgreSQL: a command is what the client writes at once, a reply what
+// the server answers); and, in front of Redis, deliver each command twice
+// (see replies): a Redis command means the same on a connection of its
+// own, a PostgreSQL statement needs its session.
 type proxy struct {
 	ln     net.Listener
 	target string

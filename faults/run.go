@@ -16,14 +16,20 @@ import (
 
 // The faults a schedule draws from.
 const (
-	PauseHolder   = "pause-holder"   // SIGSTOP a holder for twice the TTL, then SIGCONT
-	KillHolder    = "kill-holder"    // SIGKILL a holder, and start the worker again
-	PauseServer   = "pause-server"   // SIGSTOP redis-server (with Redlock, one of the masters) for 1.5 TTL, then SIGCONT
+	PauseHolder = "pause-holder" // SIGSTOP a holder for twice the TTL, then SIGCONT
+	KillHolder  = "kill-holder"  // SIGKILL a holder, and start the worker again
+	// PauseServer stops redis-server (with Redlock, one of the masters;
+	// with PostgreSQL, the postmaster and every process it started) with
+	// SIGSTOP for 1.5 TTL, then lets it go on with SIGCONT.
+	PauseServer   = "pause-server"
 	RestartServer = "restart-server" // kill redis-server (with Redlock, one of the masters) and start it again, empty
 	// KillServer kills redis-server (with Redlock, one of the masters)
 	// and starts it again, empty, after Redlock's restart delay: once
 	// every lease it may have granted has run out (the run's longest
-	// lease and a TTL more).
+	// lease and a TTL more). On PostgreSQL it kills the postmaster and
+	// its processes, as a crash would, and starts it again on the same
+	// data after a quarter of a TTL: it recovers its tables from its log,
+	// and the leases it granted run on.
 	KillServer = "kill-server"
 	// CutMajority cuts a holder off from a majority of Redlock's masters
 	// for twice the TTL; it still reaches the others.
@@ -50,9 +56,10 @@ const (
 	CutHolder        = "cut-holder"  // cut a holder off from the servers for twice the TTL (its proxy drops everything)
 	SlowHolder       = "slow-holder" // delay everything between a holder and the servers by half the TTL, for twice the TTL
 	// LoseReply lets the commands of a worker (the holder, or one that
-	// waits) through to Redis and loses their replies, cutting the
-	// connection after each, for twice the TTL: operations that took
-	// effect with an error, which go-redis sends again.
+	// waits) through to Redis or PostgreSQL and loses their replies,
+	// cutting the connection after each, for twice the TTL: operations
+	// that took effect with an error, which go-redis sends again (and
+	// postgreslock a release).
 	LoseReply = "lose-reply"
 	// RepeatCommand delivers each command of a worker (the holder, or one
 	// that waits) to Redis twice, for twice the TTL, as a client that
@@ -66,8 +73,8 @@ type Config struct {
 	// replica and three Sentinels; the workers count a write once the
 	// replica has it, redislock.WithReplicaAck), "cluster" (a Redis
 	// Cluster of two masters with a replica each), "redlock" (Members
-	// independent masters), "etcd", or "none" (a lock that excludes
-	// nothing).
+	// independent masters), "etcd", "postgres" (one PostgreSQL server,
+	// package postgreslock), or "none" (a lock that excludes nothing).
 	Backend  string
 	Members  int           // etcd members (default 1), Redlock's masters (default 3)
 	Workers  int           // worker processes (default 4)
@@ -135,13 +142,23 @@ var applies = map[string][]string{
 	// The workers reach the Cluster's nodes directly: a proxy would hide
 	// the addresses its redirections name.
 	"cluster": {PauseHolder, KillHolder, ClusterFailover, MigrateSlot},
+	// PostgreSQL keeps its data when it is killed: kill-server restarts
+	// it on the same data directory. Two faults are left out.
+	// Repeat-command: the proxy could replay a statement only on a
+	// session of its own (a startup, its own connection's state), and no
+	// PostgreSQL client sends a statement twice by itself: pgx never
+	// re-sends one, and postgreslock's own second tries (a release whose
+	// reply was lost) come on a new connection after an error, which
+	// lose-reply throws. Restart-server: a server that comes back empty
+	// is a new cluster, without the driver's tables, not a crash.
+	"postgres": {PauseHolder, KillHolder, PauseServer, KillServer, CutHolder, SlowHolder, LoseReply},
 }
 
 func (c *Config) check() error {
 	kinds, ok := applies[c.Backend]
 	switch {
 	case !ok:
-		return fmt.Errorf("faults: unknown backend %q; want redis, sentinel, cluster, redlock, etcd or none", c.Backend)
+		return fmt.Errorf("faults: unknown backend %q; want redis, sentinel, cluster, redlock, etcd, postgres or none", c.Backend)
 	case c.Duration <= 0 || len(c.Worker) == 0 || c.Dir == "":
 		return fmt.Errorf("faults: a run needs a duration, a worker command and a directory")
 	case !slices.Contains(Primitives, c.Primitive):
@@ -184,6 +201,9 @@ func (c *Config) length(kind string) time.Duration {
 	case PauseHolder, CutHolder, CutMajority, SlowHolder, LoseReply, RepeatCommand:
 		return 2*c.TTL + time.Second
 	case KillServer:
+		if c.Backend == "postgres" {
+			return c.restartDelay() + 3*time.Second // and its recovery
+		}
 		return c.restartDelay() + time.Second
 	case PauseServer:
 		return c.TTL*3/2 + time.Second
@@ -192,8 +212,13 @@ func (c *Config) length(kind string) time.Duration {
 }
 
 // restartDelay is how long a server killed by KillServer stays down: the
-// run's longest lease (a RunOnce run's hold) and a TTL more.
+// run's longest lease (a RunOnce run's hold) and a TTL more; PostgreSQL,
+// which keeps its data, a quarter of a TTL, so that holds may outlive the
+// crash.
 func (c *Config) restartDelay() time.Duration {
+	if c.Backend == "postgres" {
+		return c.TTL / 4
+	}
 	lease := c.TTL
 	if c.Primitive == PrimRunOnce {
 		lease = runHold(c.TTL)
@@ -284,10 +309,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return check(cfg, history{events: hist, writes: st.history(), sched: sched, kills: ws.kills, pauses: ws.pauses, hung: ws.hung}), nil
 }
 
+// node is a server that PauseServer and KillServer stop: a redis-server
+// or PostgreSQL. Restart after Kill starts it again on the same port:
+// redis-server empty, PostgreSQL on its data.
+type node interface {
+	Pause() error
+	Resume() error
+	Kill()
+	Restart() error
+	Close()
+}
+
 // servers are the lock store's processes (or members).
 type servers struct {
 	addrs    []string
-	nodes    []*redistest.Server // redis-server, or Redlock's masters
+	nodes    []node // redis-server, Redlock's masters, or PostgreSQL
 	sentinel *redistest.SentinelGroup
 	cluster  *clusterEnv
 	etcd     *etcdCluster
@@ -304,7 +340,7 @@ func startServers(cfg Config) (*servers, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &servers{addrs: []string{s.Addr()}, nodes: []*redistest.Server{s}}, nil
+		return &servers{addrs: []string{s.Addr()}, nodes: []node{s}}, nil
 	case "redlock":
 		env := &servers{}
 		for i := range cfg.Members {
@@ -339,6 +375,12 @@ func startServers(cfg Config) (*servers, error) {
 			return nil, err
 		}
 		return &servers{addrs: c.Endpoints(), etcd: c}, nil
+	case "postgres":
+		s, err := startPostgres()
+		if err != nil {
+			return nil, err
+		}
+		return &servers{addrs: []string{s.Addr()}, nodes: []node{s}}, nil
 	case "none":
 		return &servers{}, nil
 	}
@@ -347,6 +389,9 @@ func startServers(cfg Config) (*servers, error) {
 
 // nodeName names node i in a schedule.
 func (s *servers) nodeName(i int) string {
+	if n, ok := s.nodes[i].(*pgNode); ok {
+		return n.name()
+	}
 	if len(s.nodes) == 1 {
 		return "redis-server"
 	}

@@ -50,9 +50,16 @@ run 16-etcd-runonce -backend etcd -members 3 -ttl 2s -primitive runonce -faults 
 run 17-etcd-semaphore -backend etcd -members 3 -ttl 2s -primitive semaphore -limit 3 -workers 5 -faults $holders,$etcd &
 run 18-etcd-rwlock -backend etcd -members 3 -ttl 2s -primitive rwlock -workers 5 -faults $holders,$etcd &
 run 19-etcd-multi -backend etcd -members 3 -ttl 2s -primitive multi -workers 5 -faults $holders,$etcd &
-price 20-redis-empty -backend redis -faults restart-server &
-price 21-redlock-empty -backend redlock -faults restart-server &
-price 22-sentinel-noack -backend sentinel -no-ack -faults failover,kill-master &
+pg=$holders,pause-server,kill-server,lose-reply
+run 20-postgres -backend postgres -faults $pg &
+run 21-postgres-election -backend postgres -primitive election -workers 3 -faults $pg &
+run 22-postgres-runonce -backend postgres -primitive runonce -faults $pg &
+run 23-postgres-semaphore -backend postgres -primitive semaphore -limit 3 -workers 5 -faults $pg &
+run 24-postgres-rwlock -backend postgres -primitive rwlock -workers 5 -faults $pg &
+run 25-postgres-multi -backend postgres -primitive multi -workers 5 -faults $pg &
+price 26-redis-empty -backend redis -faults restart-server &
+price 27-redlock-empty -backend redlock -faults restart-server &
+price 28-sentinel-noack -backend sentinel -no-ack -faults failover,kill-master &
 wait
 
 fail=0

@@ -23,8 +23,10 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/dlock-go/dlock/postgreslock"
 	"github.com/dlock-go/dlock/redislock"
 	"github.com/dlock-go/dlock/redlock"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -39,7 +41,7 @@ const workerEnv = "DLOCK_FAULTS_WORKER"
 
 // workerConfig is what one worker process is told.
 type workerConfig struct {
-	Backend     string   // "redis", "etcd" or "none" (a lock that excludes nothing)
+	Backend     string   // see Config.Backend
 	Addrs       []string // the servers
 	Key         string
 	TTL         time.Duration
@@ -470,6 +472,30 @@ func newLocker(cfg workerConfig) (dlock.Locker, func(), error) {
 			return nil, nil, err
 		}
 		return l, func() { l.Close(); closeAll() }, nil
+	case "postgres":
+		pc, err := pgxpool.ParseConfig(pgURL(cfg.Addrs[0]))
+		if err != nil {
+			return nil, nil, err
+		}
+		// No connect timeout of its own: a connection and a statement
+		// take as long as their caller's context lets them (a Lock
+		// call's wait, a renewal's lease). A connection's start takes
+		// round trips and a new server process: a second, as Redis
+		// clients have to dial, is too short under a slow network or a
+		// loaded machine, and each attempt that gives up starts the
+		// next server process.
+		pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+		if err != nil {
+			return nil, nil, err
+		}
+		// The LISTEN session goes through the worker's proxy too: a
+		// holder cut off is cut off from its notifications.
+		l, err := postgreslock.New(pool, opts...)
+		if err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		return l, func() { l.Close(); pool.Close() }, nil
 	case "none":
 		return noLock{}, func() {}, nil
 	}

@@ -257,21 +257,39 @@ func children(pid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+		if ppid, _, ok := procStat(c); ok && ppid == pid {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// procStat returns the parent and the state letter (R, S, T, Z, ...) of
+// process pid, from /proc; ok is false when there is no such process.
+func procStat(pid int) (ppid int, state byte, ok bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, 0, false
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return ppid, f[0][0], err == nil
+}
+
+// dead reports whether process pid is gone or a zombie: a zombie holds
+// no memory, no files and no sockets, only its exit status, which
+// whoever adopted it collects in its own time.
+func dead(pid int) bool {
+	_, st, ok := procStat(pid)
+	return !ok || st == 'Z' || st == 'X'
 }
 
 // Stop shuts the server down (fast shutdown: sessions are ended, data
@@ -305,20 +323,50 @@ func (s *Server) end(sig syscall.Signal) error {
 	return nil
 }
 
-// gone waits until none of pids is left: the backends of a killed
-// postmaster exit a little after it.
+// gone waits until none of pids is left, but zombies: the backends of a
+// killed postmaster exit a little after it.
 func gone(pids []int) {
 	deadline := time.Now().Add(5 * time.Second)
 	for _, p := range pids {
-		for syscall.Kill(p, 0) == nil && time.Now().Before(deadline) {
+		for !dead(p) && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
 }
 
 // Pause stops the server and its backends with SIGSTOP: connections stay
-// open, and nothing is answered until Resume.
-func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+// open, and nothing is answered until Resume. It returns once every
+// process of the server is stopped (five seconds at most): the
+// postmaster first, which then starts no process, then each process it
+// had started.
+func (s *Server) Pause() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	pid := s.cmd.Process.Pid
+	deadline := time.Now().Add(5 * time.Second)
+	syscall.Kill(pid, syscall.SIGSTOP)
+	stopped(pid, deadline)
+	kids := children(pid)
+	for _, c := range kids {
+		syscall.Kill(c, syscall.SIGSTOP)
+	}
+	for _, c := range kids {
+		stopped(c, deadline)
+	}
+}
+
+// stopped waits until process pid is stopped or dead, or deadline.
+func stopped(pid int, deadline time.Time) {
+	for time.Now().Before(deadline) {
+		if _, st, ok := procStat(pid); !ok || st == 'T' || st == 't' || st == 'Z' || st == 'X' {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
 
 // Resume continues a paused server.
 func (s *Server) Resume() { s.signal(syscall.SIGCONT) }

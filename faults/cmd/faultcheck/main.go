@@ -12,14 +12,19 @@
 //	faultcheck -backend redis -primitive semaphore -limit 3 -workers 5 -faults pause-holder,kill-holder
 //
 // The faults: pause-holder, kill-holder (any backend); cut-holder,
-// slow-holder (Redis, Redlock, etcd); pause-server, restart-server (at
-// once, empty), kill-server (restarted empty after Redlock's restart
-// delay), lose-reply (a command that takes effect and whose reply is
-// lost) and repeat-command (a command delivered twice) (Redis, Redlock:
-// one of its masters); cut-majority (Redlock: a holder cut off from a
-// majority of the masters); failover, kill-master (Sentinel);
-// cluster-failover, migrate-slot (Cluster); stop-member, isolate-leader,
-// partition-members (etcd, three members).
+// slow-holder (Redis, Redlock, etcd, PostgreSQL); pause-server and
+// kill-server (Redis; Redlock: one of its masters; PostgreSQL: the
+// postmaster and every process it started), where kill-server restarts
+// Redis empty after Redlock's restart delay, and PostgreSQL on its data
+// after a quarter of the TTL, as after a crash; lose-reply
+// (a command that takes effect and whose reply is lost: Redis, Redlock,
+// PostgreSQL); restart-server (at once, empty) and repeat-command (a
+// command delivered twice) (Redis, Redlock); cut-majority (Redlock: a
+// holder cut off from a majority of the masters); failover, kill-master
+// (Sentinel); cluster-failover, migrate-slot (Cluster); stop-member,
+// isolate-leader, partition-members (etcd, three members).
+//
+//	faultcheck -backend postgres -primitive rwlock -faults pause-server,kill-server,lose-reply
 //
 // It prints the report, and with -table one row of the README's safety
 // table. It exits 1 when the run broke a property every safe run keeps
@@ -54,7 +59,7 @@ func main() {
 		table   = flag.Bool("table", false, "print the report as a row of the safety table too")
 		leave   = flag.String("artifacts", faults.ArtifactsDir(), "where a failing run leaves its artifacts (report, history, porcupine's visualisation)")
 	)
-	flag.StringVar(&cfg.Backend, "backend", "redis", "redis, sentinel (with a replica's acknowledgement), cluster, redlock, etcd, or none (a lock that excludes nothing)")
+	flag.StringVar(&cfg.Backend, "backend", "redis", "redis, sentinel (with a replica's acknowledgement), cluster, redlock, etcd, postgres (one PostgreSQL server, started with initdb), or none (a lock that excludes nothing)")
 	flag.BoolVar(&cfg.NoAck, "no-ack", false, "sentinel: count a write once the master has it, without a replica's acknowledgement")
 	flag.IntVar(&cfg.Members, "members", 0, "etcd members (default 1), or Redlock's masters (default 3)")
 	flag.IntVar(&cfg.Workers, "workers", 4, "worker processes")
