@@ -175,20 +175,14 @@ var shortRuns = []struct {
 	// the writes it makes then are refused by the fence. (On one Redis
 	// and on etcd with its leader paused: make soak.)
 	{"redlock/election", Config{Backend: "redlock", Primitive: PrimElection, Workers: 3, Faults: []string{PauseHolder, LoseReply, RepeatCommand}}, safe},
-	// PostgreSQL (postgreslock), a run of each primitive with two of its
-	// faults, every fault in one run at least: the server paused (the
-	// postmaster and its processes), killed and recovered on its data
-	// (leases outlive the crash), statements that ran and whose replies
-	// were lost, holders paused, killed, cut off or slowed down. Three
-	// workers each (a semaphore of two permits): six more servers side by
-	// side load the machine less. (Every fault on every primitive, five
-	// workers: make soak.)
-	{"postgres/lock", Config{Backend: "postgres", Workers: 3, Faults: []string{PauseServer, LoseReply}}, safe},
-	{"postgres/election", Config{Backend: "postgres", Primitive: PrimElection, Workers: 3, Faults: []string{PauseHolder, KillServer}}, safe},
-	{"postgres/runonce", Config{Backend: "postgres", Primitive: PrimRunOnce, Workers: 3, Faults: []string{KillHolder, KillServer}}, safe},
-	{"postgres/semaphore", Config{Backend: "postgres", Primitive: PrimSemaphore, Workers: 3, Limit: 2, Faults: []string{CutHolder, PauseServer}}, safe},
-	{"postgres/rwlock", Config{Backend: "postgres", Primitive: PrimRWLock, Workers: 3, Faults: []string{SlowHolder, KillHolder}}, safe},
-	{"postgres/multi", Config{Backend: "postgres", Primitive: PrimMulti, Workers: 3, Faults: []string{LoseReply, KillHolder}}, safe},
+	// PostgreSQL (postgreslock): the server paused (the postmaster and
+	// its processes), killed and recovered on its data (leases outlive
+	// the crash), statements that ran and whose replies were lost, a
+	// holder cut off; and, on a read-write lock, holders paused, killed or
+	// slowed down. Three workers each. (Every fault on every primitive,
+	// five workers: make soak.)
+	{"postgres/lock", Config{Backend: "postgres", Workers: 3, Faults: []string{PauseServer, KillServer, LoseReply, CutHolder}}, safe},
+	{"postgres/rwlock", Config{Backend: "postgres", Primitive: PrimRWLock, Workers: 3, Faults: []string{PauseHolder, SlowHolder, KillHolder}}, safe},
 }
 
 // redisFaults are the faults of the Redis runs of the primitives.
