@@ -94,5 +94,5 @@ bench: deps ## run the side-by-side benchmark program (bench/RESULTS.md, CLUSTER
 	cd bench && $(GO) run . -out RESULTS.md && $(GO) run . -cluster CLUSTER.md && $(GO) run . -redlock REDLOCK.md
 
 SECONDS ?= 600
-soak: deps ## run the fault checker for SECONDS (default 600) on every backend and primitive at once and print the safety table
+soak: deps ## run the fault checker for SECONDS (default 600) on every backend and primitive, in two waves, and print the safety table
 	faults/soak.sh $(SECONDS)
