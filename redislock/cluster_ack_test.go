@@ -37,6 +37,7 @@ next:
 // at every stage. Masters 0 and 1, between which the slot moves, have a
 // replica each.
 func TestClusterReplicaAckThroughMigration(t *testing.T) {
+	t.Parallel() // its own servers; it waits on failovers and leases, not on the CPU
 	c := startClusterReplicas(t, 3, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -290,6 +290,7 @@ func role(t *testing.T, n *redistest.Server) string {
 // place, a holder that believes it holds the lock does, for nobody else can
 // take it; and fences keep rising.
 func TestClusterFailover(t *testing.T) {
+	t.Parallel() // its own servers; it waits on failovers and leases, not on the CPU
 	c := startClusterReplicas(t, 3, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -375,6 +376,7 @@ func TestClusterFailover(t *testing.T) {
 // whose master has a replica is acknowledged, held and renewed; a key
 // whose master has none falls short, and nothing of it stays.
 func TestClusterReplicaAck(t *testing.T) {
+	t.Parallel() // its own servers; it waits on failovers and leases, not on the CPU
 	c := startClusterReplicas(t, 3, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -46,6 +46,7 @@ type round struct {
 // acquires only after the holder's Done closed. Without it, the test
 // counts how often it is, and prints both, as the README shows them.
 func TestFailoverFigures(t *testing.T) {
+	t.Parallel() // its own servers; it waits on failovers and leases, not on the CPU
 	ack := WithReplicaAck(1, 250*time.Millisecond)
 	modes := []struct {
 		name string

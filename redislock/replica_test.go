@@ -16,6 +16,7 @@ import (
 // acknowledged them. The replica is stopped (SIGSTOP) to make every
 // acknowledgement fall short.
 func TestReplicaAck(t *testing.T) {
+	t.Parallel() // its own servers; it waits on failovers and leases, not on the CPU
 	m := redistest.Start(t)
 	r := redistest.StartReplica(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -216,6 +217,7 @@ func TestReplicaAckBadInput(t *testing.T) {
 // A renewal that reaches a master that was demoted to a replica is not
 // counted: the lease runs out, and the handle says it was lost.
 func TestRenewalOnDemotedMaster(t *testing.T) {
+	t.Parallel() // its own servers; it waits on failovers and leases, not on the CPU
 	m := redistest.Start(t)
 	r := redistest.StartReplica(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

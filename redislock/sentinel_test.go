@@ -15,6 +15,7 @@ import (
 // master has no scripts cached (NOSCRIPT), which the driver handles, and
 // locks are taken and released there as before.
 func TestSentinelFailover(t *testing.T) {
+	t.Parallel() // its own servers; it waits on failovers and leases, not on the CPU
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	g := redistest.StartSentinel(t, 1, 3)

@@ -145,6 +145,7 @@ func TestPostgresRunLostLock(t *testing.T) {
 // status, ls and unlock --force on PostgreSQL: the fence of a free key is
 // kept, and waiters are counted.
 func TestPostgresStatusListUnlock(t *testing.T) {
+	t.Parallel() // its own servers, keys or prefix; it waits, not computes
 	ctx := context.Background()
 	l := newPgLocker(t, dlock.WithPrefix("pgst"))
 	args := func(a ...string) []string { return append(pgArgs(a[0], "--prefix", "pgst"), a[1:]...) }

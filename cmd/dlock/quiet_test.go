@@ -43,6 +43,7 @@ func TestSentinelUnknownMaster(t *testing.T) {
 // A URL without a scheme lists every scheme --redis takes, and each of
 // them is taken.
 func TestMissingSchemeListsAll(t *testing.T) {
+	t.Parallel() // its own servers, keys or prefix; it waits, not computes
 	addr := closedPort(t)
 	const quick = "dial_timeout=1s"
 	urls := map[string]string{ // a URL of each scheme, of servers that are down
@@ -89,6 +90,7 @@ func TestUnknownCommand(t *testing.T) {
 // The demo tells one story: its third worker is paused, not dead, so its
 // late write can be refused. Neither the demo nor its help says it died.
 func TestDemoStory(t *testing.T) {
+	t.Parallel()                        // its own servers, keys or prefix; it waits, not computes
 	res := dlockIn(t, []string{"demo"}) // on redis-server; the story is the same on the stand-in (see TestDemo)
 	help := dlockIn(t, []string{"help", "demo"})
 	top := dlockIn(t, []string{"help"})

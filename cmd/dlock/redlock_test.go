@@ -43,6 +43,7 @@ func TestRedlockRun(t *testing.T) {
 
 // status and ls report what a majority holds, also with a node down.
 func TestRedlockStatusAndLs(t *testing.T) {
+	t.Parallel() // its own servers, keys or prefix; it waits, not computes
 	s, url := redlockServers(t)
 	cs := make([]redis.UniversalClient, len(s))
 	for i, srv := range s {

@@ -25,6 +25,7 @@ import (
 // certificate. A handshake that fails is exit 77, with its cause. The server here is the test's etcd behind a loopback TLS
 // front that requires a client certificate signed by the test's CA.
 func TestEtcdTLS(t *testing.T) {
+	t.Parallel() // its own servers, keys or prefix; it waits, not computes
 	dir := t.TempDir()
 	ca := newTestCA(t)
 	caFile := writePEM(t, dir, "ca.pem", "CERTIFICATE", ca.der)
