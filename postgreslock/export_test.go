@@ -12,3 +12,6 @@ func SetListenPing(l *Locker, d time.Duration) { l.ln.ping = d }
 
 // ListenSessions returns how many LISTEN sessions l has set up so far.
 func ListenSessions(l *Locker) int { return int(l.ln.sessions.Load()) }
+
+// AttemptGrace is how long an attempt may run past a wait's limit.
+const AttemptGrace = attemptGrace

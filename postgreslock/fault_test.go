@@ -210,3 +210,40 @@ func TestServerKilled(t *testing.T) {
 		t.Fatalf("fence %d after %d; want the next", next.Fence(), lk.Fence())
 	}
 }
+
+// A Lock whose wait runs out while the server answers nothing returns at
+// its limit and a statement's grace, not once the server answers again
+// (under the fault checker's load, a server restarting after a crash kept
+// Lock calls with a 2s wait for 8s).
+func TestWaitBoundedPausedServer(t *testing.T) {
+	ctx := context.Background()
+	l := newLocker(t, pool(t, ""))
+	warm, err := l.TryLock(ctx, t.Name()+":warm") // a connection in the pool: the attempt is a statement
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const wait = 300 * time.Millisecond
+	shared.Pause()
+	defer shared.Resume()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := l.Lock(ctx, t.Name(), dlock.WithWait(wait))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("acquired while the server was paused")
+		}
+		if took := time.Since(start); took > wait+postgreslock.AttemptGrace+5*time.Second {
+			t.Errorf("Lock returned after %v, want about %v", took, wait+postgreslock.AttemptGrace)
+		}
+	case <-time.After(wait + postgreslock.AttemptGrace + 10*time.Second):
+		shared.Resume()
+		t.Fatalf("Lock(WithWait(%v)) did not return in %v with the server paused", wait, wait+postgreslock.AttemptGrace+10*time.Second)
+	}
+}
