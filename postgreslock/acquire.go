@@ -145,6 +145,11 @@ func (l *Locker) giveBack(name, token string) {
 // wakes it (a NOTIFY for its waiter id), the holder's lease would run
 // out, or the fallback delay passes: the retry strategy's, at most a third
 // of the TTL.
+// attemptGrace is how long an attempt may run past a wait's limit: a
+// server that answers nothing ends the wait there, and the attempt's
+// outcome is unknown (a hold it took lapses within its TTL).
+const attemptGrace = time.Second
+
 func (l *Locker) wait(ctx context.Context, h *hold, o driver.Options, limit int) (dlock.Lock, error) {
 	var (
 		limitC  <-chan time.Time
@@ -154,10 +159,13 @@ func (l *Locker) wait(ctx context.Context, h *hold, o driver.Options, limit int)
 		lastErr error
 		after   time.Duration
 	)
+	attemptCtx := func() (context.Context, context.CancelFunc) { return ctx, func() {} }
 	if o.Waiting {
 		t := time.NewTimer(o.Wait)
 		defer t.Stop()
 		limitC = t.C
+		bound := time.Now().Add(o.Wait + attemptGrace)
+		attemptCtx = func() (context.Context, context.CancelFunc) { return context.WithDeadline(ctx, bound) }
 	}
 	if o.Notify {
 		waiter = l.waiterID()
@@ -179,7 +187,9 @@ func (l *Locker) wait(ctx context.Context, h *hold, o driver.Options, limit int)
 	fallback := min(o.TTL/3, time.Second) // with notifications on
 	window := 2*fallback + time.Second    // of a waiter's registration
 	for {
-		busy, err := l.attempt(ctx, h, o, limit, waiter, window)
+		actx, cancel := attemptCtx()
+		busy, err := l.attempt(actx, h, o, limit, waiter, window)
+		cancel()
 		switch {
 		case err == nil && busy == 0:
 			return h, nil
