@@ -9,11 +9,11 @@ MODULES = $(shell $(GO) list -m -f '{{.Dir}}')
 SLOW = ./redislock ./cmd/dlock ./faults ./etcdlock ./postgreslock
 PACKAGES = $(SLOW) $(addsuffix /...,$(MODULES))
 # How many builds and test binaries run at once: more than the 2 cores
-# the machines have (the tests wait on servers and timers), but no more:
-# the suite's servers and worker processes fill both cores, and at six at
-# once tests whose leases last a second saw them run out (and at four,
-# a few still did).
-TEST_P ?= 3
+# the machines have (the tests wait on servers and timers). At six, with
+# every package compiled again for each clone, tests whose leases last a
+# second saw them run out; with -trimpath the compiles come from the
+# cache, and the packages use about a core and a half at four.
+TEST_P ?= 4
 # How many of one package's parallel tests (the conformance suites' cells)
 # run at once: they wait on leases and timers, not on the CPU; at the
 # default of 2 (the cores) redislock's suite took 85s, at 6 it takes 28s.
