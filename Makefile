@@ -72,11 +72,6 @@ test: deps ## install what the tests need, then vet and run every module's tests
 	@$(MAKE) --no-print-directory -j2 --output-sync=target vet race
 
 race: deps ## run every module's tests with -race (what test runs beside vet)
-	@# The two programs the fault runs start are built while the other
-	@# packages test, where the fault tests look for them (faults' build
-	@# finds them up to date); if the paths differ, the tests build them.
-	@dir=$${XDG_CACHE_HOME:-$$HOME/.cache}/dlock-faults/$$(printf %s "$(CURDIR)/faults" | sha256sum | cut -c1-16); \
-	  { $(GO) build -o $$dir/faultcheck ./faults/cmd/faultcheck; $(GO) build -o $$dir/dlock ./cmd/dlock; } >/dev/null 2>&1 &
 	$(GO) test -race -count=1 -timeout 15m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TESTFLAGS) $(filter-out ./faults %/faults/...,$(PACKAGES))
 	@# The fault runs after the rest, alone: their worker processes are the
 	@# suite's heaviest part, and a harness the others starve sees no holds.
