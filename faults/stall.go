@@ -15,8 +15,14 @@ import (
 // watch for their own stalls and record them, and the checker does not
 // count them against a Lock call's time (see Report.Stuck): a call that a
 // loaded machine did not let run is not a call that got stuck.
+//
+// The tick is coarse on purpose: at 10ms, the wake-ups kept the Go
+// runtime's monitor thread (sysmon) of each of the hundred processes of
+// go test's runs polling, perf counted a fifth of the machine's CPU in
+// them, and the runs starved (5 holds in 30s where an unloaded run
+// makes 50).
 const (
-	stallTick = 10 * time.Millisecond // how often a watcher looks at the clock
+	stallTick = 50 * time.Millisecond // how often a watcher looks at the clock
 	stallMin  = 50 * time.Millisecond // the shortest stall recorded, beyond the tick
 )
 
