@@ -116,6 +116,17 @@ func TestCheck(t *testing.T) {
 	if r = check(cfg, history{events: stalled}); r.Stuck != 1 {
 		t.Fatalf("a 10s Lock call stalled 3s: %s", r)
 	}
+	// On etcd, a call whose wait ran out may take etcdlock.RequestTimeout
+	// more to leave the line: 8s with a 2s wait is within it, 10s is not.
+	onEtcd := cfg
+	onEtcd.Backend = "etcd"
+	within := []event{stuck[0], {E: "fail", Hold: "2.0.0", T: ms(8000), Busy: true, Worker: 2}}
+	if r = check(onEtcd, history{events: within}); r.Stuck != 0 {
+		t.Fatalf("an 8s Lock call on etcd: %s", r)
+	}
+	if r = check(onEtcd, history{events: stuck}); r.Stuck != 1 {
+		t.Fatalf("a 10s Lock call on etcd: %s", r)
+	}
 }
 
 // Two holds whose leases were both valid overlapped in time: the lock
