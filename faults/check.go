@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/dlock-go/dlock/etcdlock"
 )
 
 // Report is what the checker found in one run's history.
@@ -373,8 +374,14 @@ func check(cfg Config, hi history) *Report {
 	// down meanwhile (an attempt in flight is not cut short by the wait);
 	// and every worker stops by itself at the end of the run. The times
 	// the machine did not run the worker, the harness between it and the
-	// servers, or the etcd servers (stalls) do not count.
-	limit := int64(cfg.Wait + cfg.TTL + 2*time.Second)
+	// servers, or the etcd servers (stalls) do not count. On etcd, a call
+	// whose wait ran out may spend etcdlock.RequestTimeout more taking its
+	// place in line back (an isolated leader answers nothing meanwhile).
+	after := cfg.TTL
+	if cfg.Backend == "etcd" {
+		after = max(after, etcdlock.RequestTimeout)
+	}
+	limit := int64(cfg.Wait + after + 2*time.Second)
 	if cfg.CLI != "" {
 		// A call of dlock run is the command's: its start, its connection
 		// (a PING) and its Locker's close, each round trip with the
