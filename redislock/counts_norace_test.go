@@ -1,0 +1,6 @@
+//go:build !race
+
+package redislock
+
+// allocMargin: a cycle's allocations move by one at most.
+const allocMargin = 1

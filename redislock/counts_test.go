@@ -1,0 +1,114 @@
+package redislock
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// The counts of the hot paths are a contract: a change that adds a round
+// trip, a Redis call or allocations to an uncontended cycle fails here and
+// must change the figure on purpose. Round trips and calls are exact; the
+// allocations are those of a build without the race detector, which adds
+// two or three and moves them by one (allocMargin).
+func TestHotPathCounts(t *testing.T) {
+	s := redistest.Start(t) // its own server: INFO commandstats counts every client's calls
+	ctx := context.Background()
+	raw := s.Client(t)
+	cycle := func(l *Locker, take func(context.Context, *Locker, string) (dlock.Lock, error)) func(key string) error {
+		return func(key string) error {
+			lk, err := take(ctx, l, key)
+			if err != nil {
+				return err
+			}
+			return lk.Unlock(ctx)
+		}
+	}
+	try := func(ctx context.Context, l *Locker, key string) (dlock.Lock, error) { return l.TryLock(ctx, key) }
+	for _, tc := range []struct {
+		name   string
+		opts   []dlock.Option
+		take   func(context.Context, *Locker, string) (dlock.Lock, error)
+		trips  int64 // round trips per cycle
+		calls  int64 // Redis calls per cycle, scripts' inner calls included
+		allocs float64
+	}{
+		// SET NX PX GET, then the release script: EVALSHA, GET, DEL and
+		// the EXISTS that asks whether anyone waits or watches.
+		{name: "plain", take: try, trips: 2, calls: 5, allocs: 34},
+		{name: "wait", take: func(ctx context.Context, l *Locker, key string) (dlock.Lock, error) { return l.Lock(ctx, key) }, trips: 2, calls: 5, allocs: 35},
+		{name: "fenced", opts: []dlock.Option{dlock.WithFencing(true)}, take: try, trips: 2, calls: 10, allocs: 14},
+		{name: "owner", opts: []dlock.Option{dlock.WithOwner("counts")}, take: try, trips: 2, calls: 14, allocs: 16},
+		{name: "fair", opts: []dlock.Option{dlock.WithFair(true)}, take: try, trips: 2, calls: 10, allocs: 15},
+		{name: "semaphore", take: func(ctx context.Context, l *Locker, key string) (dlock.Lock, error) { return l.TryAcquire(ctx, key, 3) }, trips: 2, calls: 30, allocs: 19},
+		{name: "read", take: func(ctx context.Context, l *Locker, key string) (dlock.Lock, error) { return l.TryRLock(ctx, key) }, trips: 2, calls: 30, allocs: 18},
+		{name: "write", take: func(ctx context.Context, l *Locker, key string) (dlock.Lock, error) { return l.TryWLock(ctx, key) }, trips: 2, calls: 29, allocs: 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hook := &counter{}
+			c := s.Client(t)
+			c.AddHook(hook)
+			l := lockerOf(t, c, append([]dlock.Option{dlock.WithTTL(time.Minute)}, tc.opts...)...)
+			run := cycle(l, tc.take)
+			key := "counts:" + tc.name
+			if err := run(key); err != nil { // loads the scripts
+				t.Fatal(err)
+			}
+			const n = 20
+			if err := raw.ConfigResetStat(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			hook.trips.Store(0)
+			for range n {
+				if err := run(key); err != nil {
+					t.Fatal(err)
+				}
+			}
+			trips, calls := hook.trips.Load(), serverCalls(t, raw)
+			allocs := testing.AllocsPerRun(n, func() {
+				if err := run(key); err != nil {
+					t.Fatal(err)
+				}
+			})
+			t.Logf("%s: %.2f round trips, %.2f Redis calls, %.1f allocations per cycle", tc.name, float64(trips)/n, float64(calls)/n, allocs)
+			if trips != tc.trips*n {
+				t.Errorf("%d round trips in %d cycles, want %d each", trips, n, tc.trips)
+			}
+			if calls != tc.calls*n {
+				t.Errorf("%d Redis calls in %d cycles, want %d each", calls, n, tc.calls)
+			}
+			if allocs > tc.allocs+allocMargin {
+				t.Errorf("%.1f allocations per cycle, want %.0f (and a margin of %d)", allocs, tc.allocs, allocMargin)
+			}
+		})
+	}
+}
+
+// serverCalls is every call the server ran since its statistics were
+// reset, scripts' inner calls included, except the INFO that reads them.
+func serverCalls(t testing.TB, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+		if !ok || name == "info" || strings.HasPrefix(name, "config") {
+			continue
+		}
+		v, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+		if err != nil {
+			t.Fatalf("commandstats: %q: %v", line, err)
+		}
+		n += v
+	}
+	return n
+}
