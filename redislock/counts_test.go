@@ -2,14 +2,11 @@ package redislock
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // The counts of the hot paths are a contract: a change that adds a round
@@ -70,7 +67,11 @@ func TestHotPathCounts(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			trips, calls := hook.trips.Load(), serverCalls(t, raw)
+			trips := hook.trips.Load()
+			calls, err := redistest.Calls(ctx, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
 			allocs := testing.AllocsPerRun(n, func() {
 				if err := run(key); err != nil {
 					t.Fatal(err)
@@ -88,27 +89,4 @@ func TestHotPathCounts(t *testing.T) {
 			}
 		})
 	}
-}
-
-// serverCalls is every call the server ran since its statistics were
-// reset, scripts' inner calls included, except the INFO that reads them.
-func serverCalls(t testing.TB, c *redis.Client) int64 {
-	t.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
-		if !ok || name == "info" || strings.HasPrefix(name, "config") {
-			continue
-		}
-		v, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-		if err != nil {
-			t.Fatalf("commandstats: %q: %v", line, err)
-		}
-		n += v
-	}
-	return n
 }
