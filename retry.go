@@ -55,18 +55,18 @@ func (r RetryStrategy) WithMaxElapsed(d time.Duration) RetryStrategy {
 // Interval is the longest delay the strategy ever waits between attempts.
 func (r RetryStrategy) Interval() time.Duration { return r.r.Max }
 
-func (s RetryStrategy) validate() error {
-	r := s.r
+func (r RetryStrategy) validate() error {
+	b := r.r
 	switch {
-	case r.Initial <= 0 || r.Max < r.Initial:
-		return fmt.Errorf("%w: retry delays must satisfy 0 < initial <= max, got %v and %v", ErrInvalidOption, r.Initial, r.Max)
-	case r.Max > MaxRetryInterval:
-		return fmt.Errorf("%w: retry delay %v over the limit of %v", ErrInvalidOption, r.Max, MaxRetryInterval)
-	case r.Factor < 1:
-		return fmt.Errorf("%w: retry factor %v below 1", ErrInvalidOption, r.Factor)
-	case r.Jitter < 0 || r.Jitter >= 1:
-		return fmt.Errorf("%w: retry jitter %v outside [0, 1)", ErrInvalidOption, r.Jitter)
-	case r.MaxAttempts < 0 || r.MaxElapsed < 0:
+	case b.Initial <= 0 || b.Max < b.Initial:
+		return fmt.Errorf("%w: retry delays must satisfy 0 < initial <= max, got %v and %v", ErrInvalidOption, b.Initial, b.Max)
+	case b.Max > MaxRetryInterval:
+		return fmt.Errorf("%w: retry delay %v over the limit of %v", ErrInvalidOption, b.Max, MaxRetryInterval)
+	case b.Factor < 1:
+		return fmt.Errorf("%w: retry factor %v below 1", ErrInvalidOption, b.Factor)
+	case b.Jitter < 0 || b.Jitter >= 1:
+		return fmt.Errorf("%w: retry jitter %v outside [0, 1)", ErrInvalidOption, b.Jitter)
+	case b.MaxAttempts < 0 || b.MaxElapsed < 0:
 		return fmt.Errorf("%w: negative retry limit", ErrInvalidOption)
 	}
 	return nil

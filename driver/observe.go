@@ -56,13 +56,13 @@ func (t *Table[H]) Begin(ctx context.Context, h H) {
 	h.hold().obs = &observed{ctx: ctx, began: time.Now()}
 }
 
-// observed returns what hd keeps for the observer, made now if the driver
+// observed returns what h keeps for the observer, made now if the driver
 // did not call Begin.
-func (hd *Hold) observed() *observed {
-	if hd.obs == nil {
-		hd.obs = &observed{began: time.Now()}
+func (h *Hold) observed() *observed {
+	if h.obs == nil {
+		h.obs = &observed{began: time.Now()}
 	}
-	return hd.obs
+	return h.obs
 }
 
 // Attempted counts one attempt of h's acquisition: a request that asks

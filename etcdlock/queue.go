@@ -114,9 +114,9 @@ func parseEntry(kv *mvccpb.KeyValue) (entry, bool) {
 	return e, ok && (e.kind == driver.HoldPermit || e.kind == driver.HoldRead || e.kind == driver.HoldWrite)
 }
 
-// before reports whether e is ahead of o in the queue.
-func (e entry) before(o entry) bool {
-	return e.order < o.order || e.order == o.order && e.create < o.create
+// before reports whether me is ahead of o in the queue.
+func (me entry) before(o entry) bool {
+	return me.order < o.order || me.order == o.order && me.create < o.create
 }
 
 // blockedBy reports whether e, ahead of me, stands in its way: every

@@ -13,11 +13,11 @@ import (
 )
 
 // report reports the round trips and script calls counted, per op.
-func (c *nodeHook) report(b *testing.B, ops int64, unit string) {
-	b.ReportMetric(float64(c.trips.Load())/float64(ops), "rtt/"+unit)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for name, n := range c.scripts {
+func (h *nodeHook) report(b *testing.B, ops int64, unit string) {
+	b.ReportMetric(float64(h.trips.Load())/float64(ops), "rtt/"+unit)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name, n := range h.scripts {
 		b.ReportMetric(float64(n)/float64(ops), name+"/"+unit)
 	}
 }
