@@ -254,7 +254,7 @@ func (s *suite) cellRunOnce(t *testing.T, k holdKind) {
 	if time.Since(start) < hold/2 && (!errors.Is(err, dlock.ErrNotAcquired) || ran != 1) {
 		t.Fatalf("a second RunOnce within the hold: %v, ran %d times; want ErrNotAcquired and no run", err, ran)
 	}
-	waitUntil(t, hold+s.h.bound(), "a RunOnce after the hold to run", func() bool {
+	Eventually(t, hold+s.h.bound(), "a RunOnce after the hold to run", func() bool {
 		return election.RunOnce(ctx, b, key, 0, job) == nil
 	})
 	if took := time.Since(start); took < hold*9/10 {

@@ -281,7 +281,7 @@ func (s *suite) handover(t *testing.T) {
 	// b must be waiting, not about to campaign: once its first attempt
 	// found the lock busy, it sleeps on its fallback. A store that counts
 	// waiters says so; on another, b's first attempt is given a second.
-	waitUntil(t, s.h.bound(), "b to wait", func() bool {
+	Eventually(t, s.h.bound(), "b to wait", func() bool {
 		info, err := in.Inspect(ctx, k)
 		if err != nil {
 			return false
@@ -344,7 +344,7 @@ func (s *suite) resignDrains(t *testing.T) {
 	}()
 	resigned := make(chan error, 1)
 	go func() { resigned <- ldA.Resign(ctx) }()
-	waitUntil(t, s.h.bound(), "Resign to begin", func() bool {
+	Eventually(t, s.h.bound(), "Resign to begin", func() bool {
 		return errors.Is(ldA.Go(func(context.Context) {}), election.ErrResigned)
 	})
 	// While the work runs, a leads still: past a renewal of its lease.
@@ -477,7 +477,7 @@ func (s *suite) runOnce(t *testing.T) {
 	if info, err := in.Inspect(ctx, k); err != nil || !info.Held || info.TTL > hold {
 		t.Fatalf("within the hold, after the first Locker closed: %+v, %v; want held with at most %v left", info, err, hold)
 	}
-	waitUntil(t, s.h.bound()+hold, "the hold to lapse", func() bool {
+	Eventually(t, s.h.bound()+hold, "the hold to lapse", func() bool {
 		info, err := in.Inspect(ctx, k)
 		return err == nil && !info.Held
 	})
@@ -540,17 +540,5 @@ func (s *suite) electionBadInput(t *testing.T) {
 	}
 	if err := ld.Go(func(context.Context) { t.Error("work ran after Resign") }); !errors.Is(err, election.ErrResigned) {
 		t.Errorf("Go after Resign: %v, want ErrResigned", err)
-	}
-}
-
-// waitUntil polls cond every 10ms until it holds, failing t after d.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/election"
 	"github.com/dlock-go/dlock/gocronlock"
 	"github.com/dlock-go/dlock/redislock"
@@ -61,18 +62,6 @@ func (r *runs) check(t *testing.T) {
 	}
 }
 
-// waitFor waits until cond holds, checking every 20ms, failing t after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // schedule starts a scheduler with opt that runs job every second, on the
 // second, and shuts it down when t ends.
 func schedule(t *testing.T, opt gocron.SchedulerOption, name string, job func()) gocron.Scheduler {
@@ -102,7 +91,7 @@ func TestLockerOncePerTick(t *testing.T) {
 		}
 		schedule(t, gocron.WithDistributedLocker(gl), name, func() { r.add(time.Now(), i) })
 	}
-	waitFor(t, 10*time.Second, "4 ticks", func() bool { return r.ticks() >= 4 })
+	dlocktest.Eventually(t, 10*time.Second, "4 ticks", func() bool { return r.ticks() >= 4 })
 	r.check(t)
 }
 
@@ -126,7 +115,7 @@ func TestLockerHold(t *testing.T) {
 	if _, err := gl.Lock(ctx, key); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("Lock within the hold: %v, want ErrNotAcquired", err)
 	}
-	waitFor(t, 5*time.Second, "the hold to lapse", func() bool {
+	dlocktest.Eventually(t, 5*time.Second, "the hold to lapse", func() bool {
 		info, err := l.Inspect(ctx, key)
 		return err == nil && !info.Held
 	})
@@ -179,19 +168,19 @@ func TestElector(t *testing.T) {
 		}
 		return who
 	}
-	waitFor(t, 10*time.Second, "a leader", func() bool { return leader() >= 0 })
+	dlocktest.Eventually(t, 10*time.Second, "a leader", func() bool { return leader() >= 0 })
 	first := leader()
-	waitFor(t, 10*time.Second, "3 ticks", func() bool { return r.ticks() >= 3 })
+	dlocktest.Eventually(t, 10*time.Second, "3 ticks", func() bool { return r.ticks() >= 3 })
 	if err := els[first].Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := els[first].IsLeader(context.Background()); !errors.Is(err, gocronlock.ErrNotLeader) {
 		t.Fatalf("IsLeader after Close: %v, want ErrNotLeader", err)
 	}
-	waitFor(t, 10*time.Second, "another leader", func() bool { l := leader(); return l >= 0 && l != first })
+	dlocktest.Eventually(t, 10*time.Second, "another leader", func() bool { l := leader(); return l >= 0 && l != first })
 	second := leader()
 	before := r.ticks()
-	waitFor(t, 10*time.Second, "2 more ticks", func() bool { return r.ticks() >= before+2 })
+	dlocktest.Eventually(t, 10*time.Second, "2 more ticks", func() bool { return r.ticks() >= before+2 })
 	r.check(t)
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redistest"
 
 	"github.com/dlock-go/dlock"
@@ -69,7 +70,7 @@ func TestAcquireRacingClose(t *testing.T) {
 			l.hookAcquired = func() {
 				once.Do(func() {
 					go func() { closed <- l.Close() }()
-					eventually(t, 5*time.Second, "Close begins", l.table.Closed)
+					dlocktest.Eventually(t, 5*time.Second, "Close begins", l.table.Closed)
 				})
 			}
 			defer func() { within(t, closed, 5*time.Second, "Close returns") }()
@@ -144,7 +145,7 @@ func TestCloseWaitsForWaiters(t *testing.T) {
 		waiting <- err
 	}()
 	queue := "{dlock:lock:" + key + "}:q"
-	eventually(t, 5*time.Second, "the waiter queues", func() bool { return raw.ZCard(ctx, queue).Val() == 1 })
+	dlocktest.Eventually(t, 5*time.Second, "the waiter queues", func() bool { return raw.ZCard(ctx, queue).Val() == 1 })
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

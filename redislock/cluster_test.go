@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -449,7 +450,7 @@ func TestClusterCoalescesPerNode(t *testing.T) {
 	for range redisnode.MaxFlushes {
 		first = append(first, incr(ctx, p, on0))
 	}
-	eventually(t, 5*time.Second, "every flush to master 0 at the gate", func() bool { return g.held.Load() == redisnode.MaxFlushes })
+	dlocktest.Eventually(t, 5*time.Second, "every flush to master 0 at the gate", func() bool { return g.held.Load() == redisnode.MaxFlushes })
 	const queued = 10
 	var rest []<-chan *redis.IntCmd
 	for range queued {
@@ -460,7 +461,7 @@ func TestClusterCoalescesPerNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	co := p.coalescer(node)
-	eventually(t, 5*time.Second, "commands queued for master 0", func() bool { _, q := co.Busy(); return q == queued })
+	dlocktest.Eventually(t, 5*time.Second, "commands queued for master 0", func() bool { _, q := co.Busy(); return q == queued })
 
 	other := within(t, incr(ctx, p, on1), 5*time.Second, "a command to master 1 while master 0's are held")
 	if n, err := other.Result(); err != nil || n != 1 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
@@ -76,7 +77,7 @@ func fillFlushes(t *testing.T, co *redisnode.Coalescer, g *gate, key string) []<
 	for range redisnode.MaxFlushes {
 		first = append(first, incr(context.Background(), co, key))
 	}
-	eventually(t, 5*time.Second, "every flush at the gate", func() bool { return g.held.Load() == redisnode.MaxFlushes })
+	dlocktest.Eventually(t, 5*time.Second, "every flush at the gate", func() bool { return g.held.Load() == redisnode.MaxFlushes })
 	return first
 }
 
@@ -93,7 +94,7 @@ func TestCoalesceQueued(t *testing.T) {
 	for range queued {
 		rest = append(rest, incr(ctx, co, key))
 	}
-	eventually(t, 5*time.Second, "commands queued", func() bool { _, q := co.Busy(); return q == queued })
+	dlocktest.Eventually(t, 5*time.Second, "commands queued", func() bool { _, q := co.Busy(); return q == queued })
 	close(g.open)
 
 	seen := map[int64]bool{}
@@ -130,7 +131,7 @@ func TestCoalesceCancelQueued(t *testing.T) {
 	first := fillFlushes(t, co, g, key)
 	ctx, cancel := context.WithCancel(context.Background())
 	late := incr(ctx, co, key)
-	eventually(t, 5*time.Second, "a command queued", func() bool { _, q := co.Busy(); return q == 1 })
+	dlocktest.Eventually(t, 5*time.Second, "a command queued", func() bool { _, q := co.Busy(); return q == 1 })
 	cancel()
 	if err := within(t, late, 5*time.Second, "the cancelled command").Err(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled while queued: %v, want context.Canceled", err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 )
 
 // UnlockAfter on a hold of a semaphore or a read-write lock: the handle
@@ -79,7 +80,7 @@ func TestUnlockAfterHolds(t *testing.T) {
 			}
 			// Free once d has passed, not before.
 			var got dlock.Lock
-			eventually(t, d+5*time.Second, "the other party takes the key", func() bool {
+			dlocktest.Eventually(t, d+5*time.Second, "the other party takes the key", func() bool {
 				lk, err := tc.other(ctx, b, k)
 				if err != nil && !errors.Is(err, dlock.ErrNotAcquired) {
 					t.Fatalf("acquire: %v", err)

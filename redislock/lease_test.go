@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -152,7 +153,7 @@ func TestFailedReleaseStopsRenewal(t *testing.T) {
 		t.Fatal("Unlock = nil, want the injected failure")
 	}
 	raw := shared.Client(t)
-	eventually(t, 10*ttl, "the unreleased key lapses", func() bool { return raw.Exists(ctx, "dlock:lock:"+key).Val() == 0 })
+	dlocktest.Eventually(t, 10*ttl, "the unreleased key lapses", func() bool { return raw.Exists(ctx, "dlock:lock:"+key).Val() == 0 })
 	within(t, lk.Done(), 10*ttl, "Done of a hold whose release failed")
 	if errors.Is(lk.Err(), dlock.ErrLockLost) || !errors.Is(lk.Err(), dlock.ErrNotHeld) {
 		t.Fatalf("Err = %v, want a release (ErrNotHeld), not a loss", lk.Err())
@@ -213,7 +214,7 @@ func TestRenewalRacingRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(gate)
-	eventually(t, 5*time.Second, "the renewal's reply is filed", func() bool {
+	dlocktest.Eventually(t, 5*time.Second, "the renewal's reply is filed", func() bool {
 		return !l.watchdog.Renewing(lk.(*lock))
 	})
 	// A renewal at the new TTL may follow at once (and lengthen the lease

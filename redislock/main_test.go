@@ -67,18 +67,6 @@ func within[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
 	}
 }
 
-// eventually fails t unless cond becomes true within d, checked every 5ms.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond) // poll interval, bounded by the deadline
-	}
-}
-
 // noLeak checks that the goroutines started during a test end with it.
 func noLeak(t *testing.T) {
 	before := runtime.NumGoroutine()

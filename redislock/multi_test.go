@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
@@ -154,7 +155,7 @@ func TestLockAllWaitsForBusyKey(t *testing.T) {
 	}()
 	ks, _ := redisnode.Of("dlock", keys[1])
 	raw := shared.Client(t)
-	eventually(t, 10*time.Second, "LockAll queues on the busy key", func() bool {
+	dlocktest.Eventually(t, 10*time.Second, "LockAll queues on the busy key", func() bool {
 		return raw.Exists(ctx, ks.Queue).Val() == 1
 	})
 	if err := held.Unlock(ctx); err != nil {

@@ -98,7 +98,7 @@ func TestObserverHandoff(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "the waiter queued", func() bool {
+	dlocktest.Eventually(t, 5*time.Second, "the waiter queued", func() bool {
 		info, err := b.Inspect(ctx, key)
 		return err == nil && info.Waiters > 0
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -164,7 +165,7 @@ func TestHazardLateUnlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Second, "A1's key expires", func() bool { return raw.Exists(ctx, "dlock:lock:"+key).Val() == 0 })
+	dlocktest.Eventually(t, 2*time.Second, "A1's key expires", func() bool { return raw.Exists(ctx, "dlock:lock:"+key).Val() == 0 })
 	a2, err := b.TryLock(ctx, key, dlock.WithLease(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +341,7 @@ func TestContextCancelWhileWaiting(t *testing.T) {
 		}()
 		// let it start waiting, then cancel: it must return at once,
 		// without waiting out its hour-long retry interval
-		eventually(t, 5*time.Second, "the waiter queues", func() bool {
+		dlocktest.Eventually(t, 5*time.Second, "the waiter queues", func() bool {
 			if notify {
 				return shared.Client(t).ZCard(ctx, "{dlock:lock:"+key+"}:q").Val() == 1
 			}

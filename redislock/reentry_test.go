@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 )
 
 // Fences rise strictly over 10,000 acquisitions of one key by 8 goroutines
@@ -63,7 +64,7 @@ func TestFenceStrictlyIncreasing(t *testing.T) {
 		t.Fatal(err)
 	}
 	within(t, lk.Done(), 2*time.Second, "the lease ends")
-	eventually(t, 2*time.Second, "the key expires", func() bool { return shared.Client(t).Exists(ctx, "dlock:lock:"+key).Val() == 0 })
+	dlocktest.Eventually(t, 2*time.Second, "the key expires", func() bool { return shared.Client(t).Exists(ctx, "dlock:lock:"+key).Val() == 0 })
 	after, err := lockers[1].TryLock(ctx, key)
 	if err != nil {
 		t.Fatal(err)

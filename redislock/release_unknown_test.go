@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -113,7 +114,7 @@ func TestReleaseOfUnknownOutcomeLapses(t *testing.T) {
 					t.Fatalf("Err = %v, want a release (ErrNotHeld), not a loss", lk.Err())
 				}
 				raw := shared.Client(t)
-				eventually(t, 10*ttl, "the key lapses", func() bool { return raw.Exists(ctx, "dlock:lock:"+key).Val() == 0 })
+				dlocktest.Eventually(t, 10*ttl, "the key lapses", func() bool { return raw.Exists(ctx, "dlock:lock:"+key).Val() == 0 })
 				if n := h.late.Load(); n != 0 {
 					t.Errorf("%d renewals sent after the release, want none", n)
 				}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -142,7 +143,7 @@ func TestServerUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	// the key expires on the server by itself; the next acquire works
-	eventually(t, 5*time.Second, "acquire after SIGCONT", func() bool {
+	dlocktest.Eventually(t, 5*time.Second, "acquire after SIGCONT", func() bool {
 		lk, err := l.TryLock(ctx, key, dlock.WithTTL(ttl))
 		if err == nil {
 			lk.Unlock(ctx)
@@ -275,7 +276,7 @@ func TestCloseReleasesAndStops(t *testing.T) {
 		_, err := l.Lock(ctx, "busy")
 		waiting <- err
 	}()
-	eventually(t, 5*time.Second, "the waiter queues", func() bool { return raw.ZCard(ctx, "{dlock:lock:busy}:q").Val() == 1 })
+	dlocktest.Eventually(t, 5*time.Second, "the waiter queues", func() bool { return raw.ZCard(ctx, "{dlock:lock:busy}:q").Val() == 1 })
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
@@ -139,7 +140,7 @@ func TestReplicaAck(t *testing.T) {
 			_, err := l.Lock(ctx, key, dlock.WithWait(time.Second), dlock.WithRetry(dlock.FixedInterval(time.Hour)))
 			got <- err
 		}()
-		eventually(t, 5*time.Second, "the waiter queues", func() bool {
+		dlocktest.Eventually(t, 5*time.Second, "the waiter queues", func() bool {
 			info, err := l.Inspect(ctx, key)
 			return err == nil && info.Waiters == 1
 		})

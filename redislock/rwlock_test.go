@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -83,7 +84,7 @@ func TestRWLockWriterNotStarved(t *testing.T) {
 		})
 	}
 	within(t, first, 10*time.Second, "the first reader")
-	eventually(t, 10*time.Second, "readers overlapping", func() bool { return reads.Load() > 10 })
+	dlocktest.Eventually(t, 10*time.Second, "readers overlapping", func() bool { return reads.Load() > 10 })
 	got := make(chan error, 1)
 	go func() {
 		lk, err := writer.WLock(ctx, k, dlock.WithWait(10*time.Second))
@@ -104,7 +105,7 @@ func TestRWLockWriterNotStarved(t *testing.T) {
 		t.Error("no reader waited behind the writer")
 	}
 	before := reads.Load()
-	eventually(t, 10*time.Second, "readers go on after the writer", func() bool { return reads.Load() > before })
+	dlocktest.Eventually(t, 10*time.Second, "readers go on after the writer", func() bool { return reads.Load() > before })
 	cancel()
 	wg.Wait()
 }
@@ -126,7 +127,7 @@ func TestRWLockDowngrade(t *testing.T) {
 		}
 		waiting <- lk
 	}()
-	eventually(t, 5*time.Second, "the reader queued", func() bool {
+	dlocktest.Eventually(t, 5*time.Second, "the reader queued", func() bool {
 		info, err := a.InspectKind(ctx, dlock.KindRWLock, k)
 		return err == nil && info.Waiters == 1
 	})
@@ -244,7 +245,7 @@ func TestRWLockLostAndClose(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "the reader queued", func() bool {
+	dlocktest.Eventually(t, 5*time.Second, "the reader queued", func() bool {
 		info, err := a.InspectKind(ctx, dlock.KindRWLock, k)
 		return err == nil && info.Waiters == 1
 	})
@@ -293,7 +294,7 @@ func TestRWLockGrantOutlivesOlderHolds(t *testing.T) {
 		}
 		got <- lk
 	}()
-	eventually(t, 5*time.Second, "the reader queued", func() bool {
+	dlocktest.Eventually(t, 5*time.Second, "the reader queued", func() bool {
 		info, err := n.InspectKind(ctx, dlock.KindRWLock, k)
 		return err == nil && info.Waiters == 1
 	})
@@ -306,7 +307,7 @@ func TestRWLockGrantOutlivesOlderHolds(t *testing.T) {
 	}
 	within(t, w.Done(), 5*time.Second, "the end of the writer's lease")
 	var info dlock.Info
-	eventually(t, 5*time.Second, "the reader alone, after the writer's lease ended on the server", func() bool {
+	dlocktest.Eventually(t, 5*time.Second, "the reader alone, after the writer's lease ended on the server", func() bool {
 		var err error
 		info, err = n.InspectKind(ctx, dlock.KindRWLock, k)
 		return err == nil && info.Holds == 1 && info.Readers == 1

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -195,7 +196,7 @@ func TestSemaphoreKilled(t *testing.T) {
 	// dead waiters' places when their claim windows do (a permit granted
 	// to a dead waiter lapses with its window).
 	l := newLocker(t, shared)
-	eventually(t, 5*time.Second, "the killed holders' permits came back", func() bool {
+	dlocktest.Eventually(t, 5*time.Second, "the killed holders' permits came back", func() bool {
 		info, err := l.InspectKind(ctx, dlock.KindSemaphore, key)
 		return err == nil && !info.Held && info.Waiters == 0
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 )
 
 // mustHold fails t unless an acquisition returned a hold.
@@ -93,7 +94,7 @@ func TestSemaphoreWake(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "the waiter queued", func() bool {
+	dlocktest.Eventually(t, 5*time.Second, "the waiter queued", func() bool {
 		info, err := a.InspectKind(ctx, dlock.KindSemaphore, k)
 		return err == nil && info.Waiters == 1
 	})
@@ -172,7 +173,7 @@ func TestSemaphoreLimitChange(t *testing.T) {
 		}
 		waited <- lk
 	}()
-	eventually(t, 5*time.Second, "the waiter queued", func() bool {
+	dlocktest.Eventually(t, 5*time.Second, "the waiter queued", func() bool {
 		info, err := a.InspectKind(ctx, dlock.KindSemaphore, k)
 		return err == nil && info.Waiters == 1
 	})

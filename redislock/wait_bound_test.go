@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -132,7 +133,7 @@ func TestWaitBoundedStoppedServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := s.Client(t)
-	eventually(t, 5*time.Second, "the abandoned requests given back", func() bool {
+	dlocktest.Eventually(t, 5*time.Second, "the abandoned requests given back", func() bool {
 		return c.ZCard(ctx, "{dlock:lock:"+key+"}:q").Val() == 0 && c.Exists(ctx, "dlock:lock:"+other).Val() == 0
 	})
 }

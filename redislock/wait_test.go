@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -58,7 +59,7 @@ func acquiredWithin(t testing.TB, got <-chan dlock.Lock, d time.Duration, what s
 func queued(t testing.TB, s *redistest.Server, key string, n int64) {
 	t.Helper()
 	c := s.Client(t)
-	eventually(t, 5*time.Second, fmt.Sprintf("%d waiters queued", n), func() bool {
+	dlocktest.Eventually(t, 5*time.Second, fmt.Sprintf("%d waiters queued", n), func() bool {
 		return c.ZCard(context.Background(), "{dlock:lock:"+key+"}:q").Val() == n
 	})
 }

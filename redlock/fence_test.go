@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -54,7 +55,7 @@ func TestLaggingNodeCostsNoRaise(t *testing.T) {
 	free := func(what string, nodes ...int) {
 		t.Helper()
 		for _, i := range nodes {
-			waitFor(t, what, func() bool {
+			dlocktest.Eventually(t, 10*time.Second, what, func() bool {
 				n, _ := cs[i].Exists(ctx, "dlock:lock:"+k).Result()
 				return n == 0
 			})
@@ -69,7 +70,7 @@ func TestLaggingNodeCostsNoRaise(t *testing.T) {
 	openRelease := gates[4].hold(releaseScript)
 	defer openReply()
 	lk := cycle("second")
-	waitFor(t, "node 4 holds the second acquisition", func() bool {
+	dlocktest.Eventually(t, 10*time.Second, "node 4 holds the second acquisition", func() bool {
 		v, _ := cs[4].Get(ctx, "dlock:lock:"+k).Result()
 		return v == lk.Token()
 	})
@@ -88,16 +89,6 @@ func TestLaggingNodeCostsNoRaise(t *testing.T) {
 		t.Errorf("the fourth acquisition sent raise.lua to %d nodes: a lagging node cost a round trip", n)
 	}
 	unlock("fourth", lk)
-}
-
-// waitFor fails t unless cond holds within 10 seconds, polling it.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not after 10s", what)
-		}
-	}
 }
 
 // Unlock leaves the lock on no node that answered the acquisition, even
@@ -127,7 +118,7 @@ func TestUnlockReleasesLateNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	open3() // node 3 answers late; node 4 not at all until its timeout
-	waitFor(t, "node 3 holds the lock", func() bool {
+	dlocktest.Eventually(t, 10*time.Second, "node 3 holds the lock", func() bool {
 		v, _ := cs[3].Get(ctx, "dlock:lock:"+k).Result()
 		return v == lk.Token()
 	})
@@ -175,7 +166,7 @@ func TestGrantTakenBackBeforeFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the holder holds every node", func() bool {
+	dlocktest.Eventually(t, 10*time.Second, "the holder holds every node", func() bool {
 		for _, c := range cs {
 			if v, _ := c.Get(ctx, "dlock:lock:"+k).Result(); v != held.Token() {
 				return false
@@ -192,7 +183,7 @@ func TestGrantTakenBackBeforeFence(t *testing.T) {
 		lk, err := waiter.Lock(ctx, k, dlock.WithWait(20*time.Second))
 		got <- result{lk, err}
 	}()
-	waitFor(t, "the waiter queued on every node", func() bool {
+	dlocktest.Eventually(t, 10*time.Second, "the waiter queued on every node", func() bool {
 		for _, c := range cs {
 			if n, _ := c.ZCard(ctx, "{dlock:lock:"+k+"}:q").Result(); n == 0 {
 				return false
@@ -210,7 +201,7 @@ func TestGrantTakenBackBeforeFence(t *testing.T) {
 	openRelease := hhooks[2].hold(releaseScript)
 	unlocked := make(chan error, 1)
 	go func() { unlocked <- held.Unlock(ctx) }()
-	waitFor(t, "the waiter raising node 1", func() bool { return hooks[1].calls("raise") > 0 })
+	dlocktest.Eventually(t, 10*time.Second, "the waiter raising node 1", func() bool { return hooks[1].calls("raise") > 0 })
 	if err := cs[1].Del(ctx, "dlock:lock:"+k).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -127,7 +128,7 @@ func TestReleaseOfUnknownOutcomeLapses(t *testing.T) {
 				if errors.Is(lk.Err(), dlock.ErrLockLost) || !errors.Is(lk.Err(), dlock.ErrNotHeld) {
 					t.Fatalf("Err = %v, want a release (ErrNotHeld), not a loss", lk.Err())
 				}
-				waitFor(t, "the key lapses on every node", func() bool {
+				dlocktest.Eventually(t, 10*time.Second, "the key lapses on every node", func() bool {
 					for _, raw := range raws {
 						if raw.Exists(ctx, "dlock:lock:"+key).Val() != 0 {
 							return false

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -118,7 +119,7 @@ func TestWaitBoundedStoppedServers(t *testing.T) {
 	const limit = 3 * time.Second
 	got := startLock(waiter, key, limit)
 	for _, c := range clients(t, s) {
-		waitFor(t, "the waiter queued", func() bool {
+		dlocktest.Eventually(t, 10*time.Second, "the waiter queued", func() bool {
 			return c.ZCard(context.Background(), "{dlock:lock:"+key+"}:q").Val() == 1
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
@@ -127,7 +128,7 @@ func TestWatch(t *testing.T) {
 		}
 		got <- lk
 	}()
-	waitFor(t, "the waiter queued", func() bool {
+	dlocktest.Eventually(t, 10*time.Second, "the waiter queued", func() bool {
 		info, err := l.Inspect(ctx, k)
 		return err == nil && info.Waiters > 0
 	})

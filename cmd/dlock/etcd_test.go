@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/etcdlock/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -117,7 +118,7 @@ func TestEtcdRunRoundsTTLUp(t *testing.T) {
 		res <- dlockIn(t, etcdArgs("run", "--ttl", "1500ms", "round", "--", "sh", "-c",
 			`touch "$1/ready"; while [ ! -e "$1/stop" ]; do sleep 0.05; done`, "sh", dir))
 	}()
-	waitFor(t, 20*time.Second, "CMD to start", func() bool { _, err := os.Stat(filepath.Join(dir, "ready")); return err == nil })
+	dlocktest.Eventually(t, 20*time.Second, "CMD to start", func() bool { _, err := os.Stat(filepath.Join(dir, "ready")); return err == nil })
 	resp, err := cli.Get(ctx, "dlock/lock/round/", clientv3.WithPrefix()) // the layout etcdlock documents
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("the hold of round: %v, %d keys", err, len(resp.Kvs))
@@ -151,7 +152,7 @@ func TestEtcdRunLostLock(t *testing.T) {
 		res <- dlockIn(t, etcdArgs("run", "--ttl", "2s", "lost", "--", "sh", "-c",
 			`trap 'exit 0' TERM; touch "$1"; while :; do sleep 0.05; done`, "sh", ready))
 	}()
-	waitFor(t, 20*time.Second, "CMD to start", func() bool { _, err := os.Stat(ready); return err == nil })
+	dlocktest.Eventually(t, 20*time.Second, "CMD to start", func() bool { _, err := os.Stat(ready); return err == nil })
 	del, err := cli.Delete(ctx, "dlock/lock/lost/", clientv3.WithPrefix())
 	if err != nil || del.Deleted != 1 {
 		t.Fatalf("delete the hold: %v, %d deleted", err, del.Deleted)
@@ -386,7 +387,7 @@ func TestEtcdRunPartitioned(t *testing.T) {
 		res <- dlockIn(t, []string{"run", "--etcd", proxy.Addr(), "--ttl", "2s", "cut", "--", "sh", "-c",
 			`trap 'exit 0' TERM; touch "$1"; while :; do sleep 0.05; done`, "sh", ready})
 	}()
-	waitFor(t, 20*time.Second, "CMD to start", func() bool { _, err := os.Stat(ready); return err == nil })
+	dlocktest.Eventually(t, 20*time.Second, "CMD to start", func() bool { _, err := os.Stat(ready); return err == nil })
 	proxy.Cut()
 	defer proxy.Heal()
 	select {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/syncbuf"
 	"github.com/redis/go-redis/v9"
@@ -134,7 +135,7 @@ func TestRedlockRefusesWhatItLacks(t *testing.T) {
 		}
 		return
 	}
-	waitFor(t, 10*time.Second, "leader --watch to print the vacancy", func() bool { return strings.Contains(out.String(), "vacant") })
+	dlocktest.Eventually(t, 10*time.Second, "leader --watch to print the vacancy", func() bool { return strings.Contains(out.String(), "vacant") })
 	sigs <- syscall.SIGINT
 	if res := <-done; res.code != exitSignal+int(syscall.SIGINT) {
 		t.Errorf("leader --watch on Redlock, interrupted: exit %d, stderr %q", res.code, res.stderr)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/election"
 )
 
@@ -66,7 +67,7 @@ func TestRunHoldAtLeastOncePerTick(t *testing.T) {
 	if info, err := l.Inspect(context.Background(), key); err != nil || !info.Held || info.TTL > hold {
 		t.Fatalf("after the tick: %+v, %v; want the key held for at most %v more", info, err, hold)
 	}
-	waitUntil(t, 10*time.Second, "the hold to lapse", func() bool {
+	dlocktest.Eventually(t, 10*time.Second, "the hold to lapse", func() bool {
 		info, err := l.Inspect(context.Background(), key)
 		return err == nil && !info.Held
 	})
@@ -77,18 +78,6 @@ func TestRunHoldAtLeastOncePerTick(t *testing.T) {
 	}
 	if got := strings.Fields(string(b)); strings.Join(got, " ") != "1 2" {
 		t.Errorf("the job ran at ticks %v, want 1 2", got)
-	}
-}
-
-// waitUntil checks cond every 20ms until it holds, failing t after d.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -145,18 +145,6 @@ func newLocker(t *testing.T, opts ...dlock.Option) *redislock.Locker {
 	return l
 }
 
-// waitFor polls cond every 10ms until it holds, failing t after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v waiting for %s", limit, what)
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval, bounded by deadline
-	}
-}
-
 func held(t *testing.T, l *redislock.Locker, key string) bool {
 	t.Helper()
 	info, err := l.Inspect(context.Background(), key)

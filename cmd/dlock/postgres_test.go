@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/postgreslock"
 	"github.com/dlock-go/dlock/postgreslock/pgtest"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -120,7 +121,7 @@ func TestPostgresRunLostLock(t *testing.T) {
 		res <- dlockIn(t, pgArgs("run", "--ttl", "1s", "lost", "--", "sh", "-c",
 			`trap 'exit 0' TERM; touch "$1"; while :; do sleep 0.05; done`, "sh", ready))
 	}()
-	waitFor(t, 20*time.Second, "CMD to start", func() bool { _, err := os.Stat(ready); return err == nil })
+	dlocktest.Eventually(t, 20*time.Second, "CMD to start", func() bool { _, err := os.Stat(ready); return err == nil })
 	if r := dlockIn(t, pgArgs("unlock", "--force", "lost")); r.code != 0 {
 		t.Fatalf("unlock --force: exit %d, stderr %q", r.code, r.stderr)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -126,7 +127,7 @@ i=0; while [ ! -e "$1/done" ]; do i=$((i+1)); [ $i -gt 200 ] && exit 97; sleep 0
 		})
 	}
 	// While they run, a writer is refused.
-	waitFor(t, 10*time.Second, "both readers started", func() bool {
+	dlocktest.Eventually(t, 10*time.Second, "both readers started", func() bool {
 		_, errA := os.Stat(filepath.Join(dir, "a"))
 		_, errB := os.Stat(filepath.Join(dir, "b"))
 		return errA == nil && errB == nil

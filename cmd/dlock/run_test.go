@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/syncbuf"
 )
 
@@ -257,10 +258,10 @@ func TestRunKill9FreesAfterTTL(t *testing.T) {
 	if !held(t, l, "k9") && time.Since(killed) < time.Second {
 		t.Fatal("the key vanished at once; it should live until its lease ends")
 	}
-	waitFor(t, 10*time.Second, "the key to expire", func() bool { return !held(t, l, "k9") })
+	dlocktest.Eventually(t, 10*time.Second, "the key to expire", func() bool { return !held(t, l, "k9") })
 	t.Logf("key freed %v after kill -9", time.Since(killed).Round(time.Millisecond))
 	// CMD got SIGTERM when dlock died (Linux parent-death signal).
-	waitFor(t, 10*time.Second, "CMD to die with dlock", func() bool { return gone(child) })
+	dlocktest.Eventually(t, 10*time.Second, "CMD to die with dlock", func() bool { return gone(child) })
 }
 
 // gone reports whether process pid has exited (or is a zombie).
@@ -290,7 +291,7 @@ func TestRunLostLock(t *testing.T) {
 			go func() {
 				res <- dlockIn(t, []string{"run", "--ttl", "1s", "--kill-grace", tc.grace, key, "--", "sh", "-c", tc.script, "sh", ready})
 			}()
-			waitFor(t, 20*time.Second, "CMD to start", func() bool { _, err := os.Stat(ready); return err == nil })
+			dlocktest.Eventually(t, 20*time.Second, "CMD to start", func() bool { _, err := os.Stat(ready); return err == nil })
 			// Someone deletes the key and another client takes the lock.
 			if _, err := l.ForceUnlock(context.Background(), key); err != nil {
 				t.Fatal(err)
@@ -381,7 +382,7 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 	defer lk.Unlock(ctx)
 	marker := filepath.Join(t.TempDir(), "ran")
 	cmd, _, stderr := startProc(t, "run", "--wait", "forever", "intr", "--", "touch", marker)
-	waitFor(t, 20*time.Second, "dlock to queue", func() bool {
+	dlocktest.Eventually(t, 20*time.Second, "dlock to queue", func() bool {
 		info, err := l.Inspect(ctx, "intr")
 		return err == nil && info.Waiters == 1
 	})
