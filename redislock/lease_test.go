@@ -224,34 +224,6 @@ func TestRenewalRacingRefresh(t *testing.T) {
 	}
 }
 
-// Fence counters do not stay in Redis for good, and a fence never goes
-// back, even when its counter expired.
-func TestFenceCounterExpires(t *testing.T) {
-	ctx := context.Background()
-	raw := shared.Client(t)
-	l := newLocker(t, shared, dlock.WithFencing(true))
-	key := keyFor(t)
-	meta := "{dlock:lock:" + key + "}:m"
-	var last uint64
-	for i := range 3 {
-		lk, err := l.TryLock(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if lk.Fence() <= last {
-			t.Fatalf("fence %d after %d", lk.Fence(), last)
-		}
-		last = lk.Fence()
-		if pttl := raw.PTTL(ctx, meta).Val(); pttl <= 0 {
-			t.Fatalf("the fence counter has no expiry (PTTL %v)", pttl)
-		}
-		lk.Unlock(ctx)
-		if i == 1 {
-			raw.Del(ctx, meta) // as if it expired
-		}
-	}
-}
-
 // gateHook holds the commands that match until open is closed.
 type gateHook struct {
 	open  <-chan struct{}
