@@ -36,13 +36,18 @@
 // # Losing a lock
 //
 // A lock's Done channel closes, with an Err matching [dlock.ErrLockLost],
-// when its key is deleted by someone else (a watch on the key tells), when
-// etcd says its lease is gone, or when the local lease deadline passes:
+// when its key is deleted by someone else, when etcd says its lease is
+// gone, or when the local lease deadline passes:
 // the time of the last keep-alive answer (for a bare lease, of the grant
 // request) plus the lease minus a tenth of it, the drift margin. The
 // deadline comes before etcd can expire the lease when round trips take
 // less than that margin, so a partitioned holder learns of the loss before
-// another client can acquire. Lock values are safe for concurrent use.
+// another client can acquire. A hold learns of its lease's end at once;
+// of its key's delete, from a watch on the key that it opens once it has
+// lived a second, from the revision that created it, so that a delete made
+// meanwhile is seen too: a short hold costs no watch, and a deleted key
+// ends its hold within a second and a round trip. Lock values are safe for
+// concurrent use.
 //
 // # Keys and holds
 //

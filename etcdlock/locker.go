@@ -80,7 +80,7 @@ func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel}
 	for _, t := range l.tables() {
-		t.Init(o.Logger, func(h *hold) { close(h.stop) })
+		t.Init(o.Logger, (*hold).detach)
 		t.Observe("etcd", o)
 	}
 	return l, nil
@@ -290,7 +290,10 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 		return nil, err
 	}
 	defer func() { done(err == nil) }()
-	if k == driver.HoldLock {
+	switch {
+	case k == driver.HoldLock && wait && c.renew && c.opts.Notify:
+		return l.inLine(ctx, actx, c, h, ls)
+	case k == driver.HoldLock:
 		return l.attempts(ctx, actx, c, h, ls, wait)
 	}
 	return l.queue(ctx, actx, c, h, ls, wait)
@@ -404,8 +407,9 @@ func (l *Locker) failed(ctx, actx context.Context, c call, ls *lease, b busy, er
 
 // busy describes a lock held by someone else, as one attempt saw it.
 type busy struct {
-	rev   int64            // the revision of the read
-	lease clientv3.LeaseID // the lease of the oldest hold
+	rev   int64              // the revision of the read
+	lease clientv3.LeaseID   // the lease of the oldest hold
+	holds []*mvccpb.KeyValue // the holds, oldest first, when a waiter in line read them
 }
 
 // notAcquired builds the error of a busy lock, asking etcd for the
@@ -463,7 +467,8 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 			return false, busy{}, err
 		}
 		if resp.Succeeded {
-			h.token, h.name, h.rev, h.fence, h.lease = token, name, resp.Header.Revision, resp.Header.Revision, ls
+			h.token, h.name, h.rev, h.fence = token, name, resp.Header.Revision, resp.Header.Revision
+			h.setLease(ls)
 			if err := h.tbl.Add(h); err != nil { // closed: give it back
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 				l.cli.Delete(rctx, name)
@@ -471,7 +476,7 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 				pinnedFail()
 				return false, busy{}, err
 			}
-			l.wg.Go(h.watch)
+			h.attach(ls)
 			return true, busy{}, nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
