@@ -99,8 +99,16 @@
 //
 // # Waiting
 //
-// Lock watches the key's range and tries again when a hold is deleted; the
-// retry strategy paces a fallback attempt in case an event is missed. A
+// A waiting Lock joins a line, the etcd range "<prefix>/wait/<K>/", with a
+// key of its own on its session, and watches the delete of the key just
+// ahead of it (the first in line watches the holds), as etcd's
+// concurrency.Mutex does: a release wakes the next waiter alone, and a
+// hand-off costs the same round trips whatever the number of waiters.
+// Waiters are served in the order they came, but for TryLock, a Lock with
+// a pinned lease ([dlock.WithLease]) and one with [dlock.WithNotify](false),
+// which take a free lock without waiting in line, and for an owner's
+// reentrant hold, which never waits behind the line. The retry strategy
+// paces a fallback attempt in case an event is missed. A
 // waiter whose session ends (its lease expired, or etcd could not be
 // reached within it) returns at once with an error matching
 // [dlock.ErrNotAcquired] and [dlock.ErrLeaseExpired], instead of waiting

@@ -136,10 +136,12 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 // answer in time; when etcd answered the last attempt with an error
 // before the wait ran out, Lock returns that error instead (a server that
 // refuses is not a busy lock), as the Redis driver does.
-// Waiters watch the key's range in etcd and try again when a hold is
-// deleted; the retry strategy only paces a fallback attempt in case a watch
-// event is missed. With dlock.WithNotify(false) they open no watch and
-// poll at the retry strategy's pace. Waiters are not served in order.
+// Waiters wait in line, in the order they came, each watching the key
+// ahead of it, so that a release wakes the next waiter alone; the retry
+// strategy only paces a fallback attempt in case a watch event is missed.
+// TryLock, a Lock with a pinned lease (dlock.WithLease) and a Lock with
+// dlock.WithNotify(false) take a free lock without waiting in line: the
+// last two watch the key's range, or poll at the retry strategy's pace.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
 	return l.acquire(ctx, key, true, opts)
 }
