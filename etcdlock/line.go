@@ -201,29 +201,37 @@ func (l *Locker) inLine(ctx, actx context.Context, c call, h *hold, ls *lease) (
 			h.tbl.Waiting(h)
 			waiting = true
 		}
-		d, ok := retry.Next()
-		if !ok {
-			return nil, leave(nil)
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, leave(context.Cause(ctx))
-		case <-limit:
-			t.Stop()
-			return nil, leave(nil)
-		case <-ls.done:
-			t.Stop()
-			return nil, &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
-		case resp, ok := <-watch:
-			t.Stop()
-			if !ok || resp.Canceled || resp.Err() != nil {
-				watch = nil // ended (compaction, no leader): read, then watch again
-			} else {
-				h.tbl.Woken(h, false)
+		// Wait for the watch, or, without one (after a failed request),
+		// for the retry delay. A live watch misses no delete: the retry
+		// delay then only counts the strategy's attempts, and wakes
+		// nothing, so that waiters do not poll all at once.
+		for woken := false; !woken; {
+			d, ok := retry.Next()
+			if !ok {
+				return nil, leave(nil)
 			}
-		case <-t.C:
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, leave(context.Cause(ctx))
+			case <-limit:
+				t.Stop()
+				return nil, leave(nil)
+			case <-ls.done:
+				t.Stop()
+				return nil, &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
+			case resp, ok := <-watch:
+				t.Stop()
+				if !ok || resp.Canceled || resp.Err() != nil {
+					watch = nil // ended (compaction, no leader): read, then watch again
+				} else {
+					h.tbl.Woken(h, false)
+				}
+				woken = true
+			case <-t.C:
+				woken = watch == nil
+			}
 		}
 	}
 }
