@@ -36,13 +36,18 @@
 // # Losing a lock
 //
 // A lock's Done channel closes, with an Err matching [dlock.ErrLockLost],
-// when its key is deleted by someone else (a watch on the key tells), when
-// etcd says its lease is gone, or when the local lease deadline passes:
+// when its key is deleted by someone else, when etcd says its lease is
+// gone, or when the local lease deadline passes:
 // the time of the last keep-alive answer (for a bare lease, of the grant
 // request) plus the lease minus a tenth of it, the drift margin. The
 // deadline comes before etcd can expire the lease when round trips take
 // less than that margin, so a partitioned holder learns of the loss before
-// another client can acquire. Lock values are safe for concurrent use.
+// another client can acquire. A hold learns of its lease's end at once;
+// of its key's delete, from a watch on the key that it opens once it has
+// lived a second, from the revision that created it, so that a delete made
+// meanwhile is seen too: a short hold costs no watch, and a deleted key
+// ends its hold within a second and a round trip. Lock values are safe for
+// concurrent use.
 //
 // # Keys and holds
 //
@@ -94,8 +99,16 @@
 //
 // # Waiting
 //
-// Lock watches the key's range and tries again when a hold is deleted; the
-// retry strategy paces a fallback attempt in case an event is missed. A
+// A waiting Lock joins a line, the etcd range "<prefix>/wait/<K>/", with a
+// key of its own on its session, and watches the delete of the key just
+// ahead of it (the first in line watches the holds), as etcd's
+// concurrency.Mutex does: a release wakes the next waiter alone, and a
+// hand-off costs the same round trips whatever the number of waiters.
+// Waiters are served in the order they came, but for TryLock, a Lock with
+// a pinned lease ([dlock.WithLease]) and one with [dlock.WithNotify](false),
+// which take a free lock without waiting in line, and for an owner's
+// reentrant hold, which never waits behind the line. The retry strategy
+// paces a fallback attempt in case an event is missed. A
 // waiter whose session ends (its lease expired, or etcd could not be
 // reached within it) returns at once with an error matching
 // [dlock.ErrNotAcquired] and [dlock.ErrLeaseExpired], instead of waiting

@@ -268,7 +268,13 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 			l.opts.Logger.DebugContext(ctx, "force unlock: lease lookup failed", "key", key, "error", err)
 		}
 		unchanged := clientv3.Compare(clientv3.ModRevision(p), "<", resp.Header.Revision+1).WithRange(end)
-		del, err := l.cli.Txn(ctx).If(unchanged).Then(clientv3.OpDelete(p, clientv3.WithRange(end))).Commit()
+		// The holds' keys in the line of waiters go too (see inLine): the
+		// next waiter watches them.
+		ops := []clientv3.Op{clientv3.OpDelete(p, clientv3.WithRange(end))}
+		for _, kv := range resp.Kvs {
+			ops = append(ops, clientv3.OpDelete(l.lineOf(key)+strings.TrimPrefix(string(kv.Key), p)))
+		}
+		del, err := l.cli.Txn(ctx).If(unchanged).Then(ops...).Commit()
 		if err != nil {
 			return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
 		}

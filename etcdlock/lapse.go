@@ -44,9 +44,15 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		h.releasing--
 		h.mu.Unlock()
 	}()
+	move := []clientv3.Op{clientv3.OpPut(h.name, h.value(), clientv3.WithLease(g.ID))}
+	if h.qname != "" {
+		// The next waiter, which watches the hold's key in the line,
+		// waits for the holds' range to empty instead.
+		move = append(move, clientv3.OpDelete(h.qname))
+	}
 	resp, err := h.l.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
-		Then(clientv3.OpPut(h.name, h.value(), clientv3.WithLease(g.ID))).Commit()
+		Then(move...).Commit()
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		h.l.cli.Txn(rctx).
@@ -54,7 +60,9 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 				clientv3.Compare(clientv3.LeaseValue(h.name), "=", old.id)).
 			Then(clientv3.OpDelete(h.name)).Commit()
 		cancel()
-		h.end(dlock.ErrNotHeld)
+		if h.end(dlock.ErrNotHeld) {
+			h.leaveLine()
+		}
 		return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
 	}
 	if !resp.Succeeded {

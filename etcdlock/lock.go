@@ -9,7 +9,6 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -38,12 +37,22 @@ type hold struct {
 	token       string
 	name        string // the etcd key
 	rev         int64  // its create revision
-	fence       int64  // the revision that made it a hold (see Fence)
-
-	stop chan struct{} // closed when the hold ends, to stop watch
+	// qname is the hold's key in the line of waiters (see inLine), on
+	// the lease qls; "" when it took the lock without waiting in line.
+	qname string
+	qls   *lease
+	fence int64 // the revision that made it a hold (see Fence)
 
 	mu    sync.Mutex
 	lease *lease // replaced by a Refresh to another TTL
+	// stopLease stops the hold's ending with its lease, watchTimer the
+	// start of its watch, and closing stop (once the watch started) stops
+	// the watch (see attach); detached is set when the hold ended, so
+	// that none of them starts again.
+	stopLease  func() bool
+	watchTimer *time.Timer
+	stop       chan struct{}
+	detached   bool
 	// releasing counts the releases in flight: the watch leaves a delete
 	// to them, and notes it in deleted. released is set when a release
 	// deleted the key: its delete event may reach the watch after the
@@ -61,7 +70,7 @@ var _ dlock.Lock = (*hold)(nil)
 
 // newHold returns a pending lock of key for the owner of c.
 func newHold(l *Locker, c call) *hold {
-	h := &hold{l: l, tbl: &l.table, stop: make(chan struct{}), val: c.owner}
+	h := &hold{l: l, tbl: &l.table, val: c.owner}
 	h.Init(c.key, c.owner, c.ownerByOption)
 	return h
 }
@@ -88,8 +97,15 @@ func (h *hold) currentLease() *lease {
 	return h.lease
 }
 
+// setLease sets the lease of h, not yet held.
+func (h *hold) setLease(ls *lease) {
+	h.mu.Lock()
+	h.lease = ls
+	h.mu.Unlock()
+}
+
 // end finishes the hold once with err (see driver.Table.End; the table's
-// onEnd stops watch) and, for a lease of its own, revokes the lease. It
+// onEnd detaches it from its lease) and, for a lease of its own, revokes the lease. It
 // reports whether this call ended it.
 func (h *hold) end(err error) bool {
 	if !h.tbl.End(h, err) {
@@ -107,90 +123,8 @@ func (h *hold) end(err error) bool {
 }
 
 func (h *hold) lose(cause error) {
-	h.end(&dlock.LostError{Key: h.Key(), Err: cause})
-}
-
-// watch ends the hold when its key is deleted by someone else or its
-// lease ends. Its calls to etcd end with the lease: a watch or read that
-// etcd cannot answer (the client is cut off) must not keep the hold from
-// seeing its lease deadline pass.
-func (h *hold) watch() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-h.stop
-		cancel()
-	}()
-	from := h.rev + 1
-	for {
-		if ctx.Err() != nil {
-			return // the hold ended
-		}
-		ls := h.currentLease()
-		if ls.lost() {
-			switch {
-			case ctx.Err() != nil:
-				return
-			case h.currentLease() != ls:
-				continue // Refresh moved the hold to another lease
-			}
-			// The lease ended under the hold: it ran out, etcd dropped
-			// it, or Close revoked it after a release that failed.
-			h.lose(ls.err)
-			return
-		}
-		lctx, lcancel := context.WithCancel(ctx)
-		stopLs := context.AfterFunc(ls.ctx, lcancel)
-		if h.follow(lctx, ls, from) {
-			lcancel()
-			stopLs()
-			h.lose(fmt.Errorf("%w: the etcd key of revision %d was deleted", dlock.ErrOwnershipLost, h.rev))
-			return
-		}
-		if ls.lost() || ctx.Err() != nil {
-			lcancel()
-			stopLs()
-			continue // the top of the loop decides
-		}
-		// The watch ended (compaction, a broken stream): check and watch
-		// again.
-		gctx, gcancel := context.WithTimeout(lctx, 5*time.Second)
-		resp, err := h.l.cli.Get(gctx, h.name)
-		gcancel()
-		lcancel()
-		stopLs()
-		switch {
-		case err != nil:
-			// Unreachable, or the lease ended: the lease deadline decides.
-		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev:
-			h.lose(fmt.Errorf("%w: the etcd key of revision %d is gone", dlock.ErrOwnershipLost, h.rev))
-			return
-		default:
-			from = resp.Header.Revision + 1
-		}
-	}
-}
-
-// follow watches the hold's key from revision from until someone else
-// deletes it (it returns true), the watch ends, ls ends or the hold ends.
-func (h *hold) follow(ctx context.Context, ls *lease, from int64) (deleted bool) {
-	wch := h.l.cli.Watch(ctx, h.name, clientv3.WithRev(from), clientv3.WithFilterPut())
-	for {
-		select {
-		case <-h.stop:
-			return false
-		case <-ls.done:
-			return false
-		case resp, ok := <-wch:
-			if !ok || resp.Canceled {
-				return false
-			}
-			for _, ev := range resp.Events {
-				if ev.Type == mvccpb.DELETE && !h.deletedByRelease() {
-					return true
-				}
-			}
-		}
+	if h.end(&dlock.LostError{Key: h.Key(), Err: cause}) {
+		h.leaveLine()
 	}
 }
 
@@ -226,9 +160,15 @@ func (h *hold) release(ctx context.Context, ended error) error {
 	h.mu.Lock()
 	h.releasing++
 	h.mu.Unlock()
-	resp, err := h.l.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
-		Then(clientv3.OpDelete(h.name)).Commit()
+	txn := h.l.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev))
+	if h.qname != "" {
+		// The hold's key in the line goes with it: its delete wakes the
+		// next waiter.
+		txn = txn.Then(clientv3.OpDelete(h.name), clientv3.OpDelete(h.qname)).Else(clientv3.OpDelete(h.qname))
+	} else {
+		txn = txn.Then(clientv3.OpDelete(h.name))
+	}
+	resp, err := txn.Commit()
 	h.mu.Lock()
 	h.releasing--
 	if err == nil && resp.Succeeded {
@@ -268,6 +208,9 @@ func (h *hold) abandon(cause error) error {
 	ls := h.currentLease()
 	if ls.shared {
 		h.l.deleteLater(h.name, ls, ls.pause()) // paused before the hold ends
+	}
+	if h.qname != "" && h.qls.shared {
+		h.l.deleteLater(h.qname, h.qls, nil)
 	}
 	ttl := ls.ttl
 	ended := &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: fmt.Errorf("%w: the release's outcome is unknown, so the lock lapses within %v: %w", dlock.ErrNotHeld, ttl, cause)}
@@ -343,7 +286,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 		cancel()
 		return h.Err()
 	}
-	h.lease = ls
+	h.moveLocked(ls)
 	h.mu.Unlock()
 	if !old.shared {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)

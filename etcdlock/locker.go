@@ -80,7 +80,7 @@ func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel}
 	for _, t := range l.tables() {
-		t.Init(o.Logger, func(h *hold) { close(h.stop) })
+		t.Init(o.Logger, (*hold).detach)
 		t.Observe("etcd", o)
 	}
 	return l, nil
@@ -136,10 +136,12 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 // answer in time; when etcd answered the last attempt with an error
 // before the wait ran out, Lock returns that error instead (a server that
 // refuses is not a busy lock), as the Redis driver does.
-// Waiters watch the key's range in etcd and try again when a hold is
-// deleted; the retry strategy only paces a fallback attempt in case a watch
-// event is missed. With dlock.WithNotify(false) they open no watch and
-// poll at the retry strategy's pace. Waiters are not served in order.
+// Waiters wait in line, in the order they came, each watching the key
+// ahead of it, so that a release wakes the next waiter alone; the retry
+// strategy only paces a fallback attempt in case a watch event is missed.
+// TryLock, a Lock with a pinned lease (dlock.WithLease) and a Lock with
+// dlock.WithNotify(false) take a free lock without waiting in line: the
+// last two watch the key's range, or poll at the retry strategy's pace.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
 	return l.acquire(ctx, key, true, opts)
 }
@@ -290,7 +292,10 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 		return nil, err
 	}
 	defer func() { done(err == nil) }()
-	if k == driver.HoldLock {
+	switch {
+	case k == driver.HoldLock && wait && c.renew && c.opts.Notify:
+		return l.inLine(ctx, actx, c, h, ls)
+	case k == driver.HoldLock:
 		return l.attempts(ctx, actx, c, h, ls, wait)
 	}
 	return l.queue(ctx, actx, c, h, ls, wait)
@@ -404,8 +409,9 @@ func (l *Locker) failed(ctx, actx context.Context, c call, ls *lease, b busy, er
 
 // busy describes a lock held by someone else, as one attempt saw it.
 type busy struct {
-	rev   int64            // the revision of the read
-	lease clientv3.LeaseID // the lease of the oldest hold
+	rev   int64              // the revision of the read
+	lease clientv3.LeaseID   // the lease of the oldest hold
+	holds []*mvccpb.KeyValue // the holds, oldest first, when a waiter in line read them
 }
 
 // notAcquired builds the error of a busy lock, asking etcd for the
@@ -463,7 +469,8 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 			return false, busy{}, err
 		}
 		if resp.Succeeded {
-			h.token, h.name, h.rev, h.fence, h.lease = token, name, resp.Header.Revision, resp.Header.Revision, ls
+			h.token, h.name, h.rev, h.fence = token, name, resp.Header.Revision, resp.Header.Revision
+			h.setLease(ls)
 			if err := h.tbl.Add(h); err != nil { // closed: give it back
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 				l.cli.Delete(rctx, name)
@@ -471,7 +478,7 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 				pinnedFail()
 				return false, busy{}, err
 			}
-			l.wg.Go(h.watch)
+			h.attach(ls)
 			return true, busy{}, nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs

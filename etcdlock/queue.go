@@ -534,22 +534,18 @@ func (l *Locker) confirm(ctx context.Context, c call, h *hold, ls *lease) error 
 		return errGone
 	}
 	h.fence = resp.Header.Revision
-	h.mu.Lock()
-	h.lease = kls
-	h.mu.Unlock()
+	h.setLease(kls)
 	return nil
 }
 
 // admit registers h, whose key is admitted on ls, as held.
 func (l *Locker) admit(ctx context.Context, h *hold, ls *lease) (dlock.Lock, error) {
-	h.mu.Lock()
-	h.lease = ls
-	h.mu.Unlock()
+	h.setLease(ls)
 	if err := h.tbl.Add(h); err != nil { // closed: give it back
 		l.withdraw(context.WithoutCancel(ctx), h, ls, nil)
 		return nil, err
 	}
-	l.wg.Go(h.watch)
+	h.attach(ls)
 	return h, nil
 }
 
