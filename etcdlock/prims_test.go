@@ -9,24 +9,12 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/etcdlock"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// waitUntil polls cond every 10ms until it holds, or fails the test after
-// d.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("still not %s after %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // queued reports the waiters etcd holds for key's lock of kind k.
 func queued(t *testing.T, l *etcdlock.Locker, k dlock.Kind, key string) int {
@@ -66,7 +54,7 @@ func TestSemaphoreCrashedHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := goTake(func() (dlock.Lock, error) { return b.Acquire(ctx, key, 1, dlock.WithWait(20*time.Second)) })
-	waitUntil(t, 10*time.Second, "queued", func() bool { return queued(t, b, dlock.KindSemaphore, key) == 1 })
+	dlocktest.Eventually(t, 10*time.Second, "queued", func() bool { return queued(t, b, dlock.KindSemaphore, key) == 1 })
 	resp, err := cli.Get(ctx, b.BaseOf(dlock.KindSemaphore, key)+p.Token())
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("the permit's key: %v, %v", err, resp)
@@ -104,7 +92,7 @@ func TestSemaphoreLimitChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := goTake(func() (dlock.Lock, error) { return b.Acquire(ctx, key, 1, dlock.WithWait(20*time.Second)) })
-	waitUntil(t, 10*time.Second, "queued", func() bool { return queued(t, c, dlock.KindSemaphore, key) == 1 })
+	dlocktest.Eventually(t, 10*time.Second, "queued", func() bool { return queued(t, c, dlock.KindSemaphore, key) == 1 })
 	// Raised to 3: the newcomer and the waiter are both in.
 	p3, err := c.TryAcquire(ctx, key, 3)
 	if err != nil {
@@ -124,7 +112,7 @@ func TestSemaphoreLimitChange(t *testing.T) {
 		t.Fatalf("a lowered limit with three out: (%v, %v), want busy", lk, err)
 	}
 	got = goTake(func() (dlock.Lock, error) { return c.Acquire(ctx, key, 1, dlock.WithWait(20*time.Second)) })
-	waitUntil(t, 10*time.Second, "queued", func() bool { return queued(t, a, dlock.KindSemaphore, key) >= 1 })
+	dlocktest.Eventually(t, 10*time.Second, "queued", func() bool { return queued(t, a, dlock.KindSemaphore, key) >= 1 })
 	for i, p := range []dlock.Lock{p1, p2, p3} {
 		if p.Err() != nil {
 			t.Fatalf("holder %d lost its permit when the limit was lowered: %v", i, p.Err())
@@ -213,7 +201,7 @@ func TestRWWriterNotStarved(t *testing.T) {
 			}
 		})
 	}
-	waitUntil(t, 10*time.Second, "reading", func() bool { return reads.Load() > 20 })
+	dlocktest.Eventually(t, 10*time.Second, "reading", func() bool { return reads.Load() > 20 })
 	w := newLocker(t, client(t))
 	lk, err := w.WLock(ctx, key, dlock.WithWait(30*time.Second))
 	if err != nil {
@@ -226,7 +214,7 @@ func TestRWWriterNotStarved(t *testing.T) {
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "reading after the writer", func() bool { return reads.Load() > n+3 })
+	dlocktest.Eventually(t, 10*time.Second, "reading after the writer", func() bool { return reads.Load() > n+3 })
 }
 
 // TestRWDowngradeNoGap: a writer that downgrades keeps its key from write
@@ -245,9 +233,9 @@ func TestRWDowngradeNoGap(t *testing.T) {
 	name := a.BaseOf(dlock.KindRWLock, key) + w.Token()
 	wch := cli.Watch(ctx, name, clientv3.WithRev(int64(w.Fence())+1))
 	reader := goTake(func() (dlock.Lock, error) { return b.RLock(ctx, key, dlock.WithWait(30*time.Second)) })
-	waitUntil(t, 10*time.Second, "reader queued", func() bool { return queued(t, a, dlock.KindRWLock, key) == 1 })
+	dlocktest.Eventually(t, 10*time.Second, "reader queued", func() bool { return queued(t, a, dlock.KindRWLock, key) == 1 })
 	writer := goTake(func() (dlock.Lock, error) { return c.WLock(ctx, key, dlock.WithWait(30*time.Second)) })
-	waitUntil(t, 10*time.Second, "writer queued", func() bool { return queued(t, a, dlock.KindRWLock, key) == 2 })
+	dlocktest.Eventually(t, 10*time.Second, "writer queued", func() bool { return queued(t, a, dlock.KindRWLock, key) == 2 })
 
 	if err := dlock.Downgrade(ctx, w); err != nil {
 		t.Fatal(err)
@@ -302,7 +290,7 @@ func TestRWReentrancy(t *testing.T) {
 		t.Fatal(err)
 	}
 	writer := goTake(func() (dlock.Lock, error) { return b.WLock(ctx, key, dlock.WithWait(30*time.Second)) })
-	waitUntil(t, 10*time.Second, "writer queued", func() bool { return queued(t, a, dlock.KindRWLock, key) == 1 })
+	dlocktest.Eventually(t, 10*time.Second, "writer queued", func() bool { return queued(t, a, dlock.KindRWLock, key) == 1 })
 	r2, err := b.TryRLock(octx, key)
 	if err != nil {
 		t.Fatalf("the owner's second read while a writer waits: %v", err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/etcdlock"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -115,7 +116,7 @@ func TestRWOwnerJoinRace(t *testing.T) {
 				t.Fatal(err)
 			}
 			writer := goTake(func() (dlock.Lock, error) { return other.WLock(ctx, key, dlock.WithWait(30*time.Second)) })
-			waitUntil(t, 10*time.Second, "writer queued", func() bool { return queued(t, first, dlock.KindRWLock, key) == 1 })
+			dlocktest.Eventually(t, 10*time.Second, "writer queued", func() bool { return queued(t, first, dlock.KindRWLock, key) == 1 })
 
 			// The owner's second hold: its key is in the queue, and the
 			// transaction that gives it the first hold's place waits.
