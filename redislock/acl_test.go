@@ -32,7 +32,7 @@ var appRules = []string{
 	"+evalsha", "+eval", "+script|load", "+multi", "+exec",
 	// what the scripts and Inspect call
 	"+get", "+set", "+del", "+exists", "+pttl", "+pexpire", "+pexpireat", "+time",
-	"+hget", "+hmget", "+hset", "+hdel", "+hexists", "+hgetall", "+hkeys", "+hlen",
+	"+hget", "+hincrby", "+hmget", "+hset", "+hdel", "+hexists", "+hgetall", "+hkeys", "+hlen",
 	"+zadd", "+zcard", "+zrange", "+zrangebyscore", "+zrem", "+zremrangebyscore", "+zscore",
 	// wake-ups (sharded pub/sub) and WithReplicaAck's WAIT
 	"+ssubscribe", "+sunsubscribe", "+spublish", "+wait",
