@@ -99,6 +99,11 @@ func kindLetter(k driver.HoldKind) string {
 // held, else how long the holder in the way has left (at least 1ns). A
 // waiter names itself (waiter, registered for waitFor when busy).
 //
+// An acquisition commits durably (the server's synchronous_commit): one
+// that a crash lost would let the next acquisition take the same fence
+// again. Only an attempt that finds the key busy and registers a waiter
+// commits without waiting for its WAL (see schema.sql).
+//
 // When the statement fails, it may have run: the row it may have written
 // is deleted by token, in the background, so that no hold is left that
 // nobody renews or releases beyond its lease.
