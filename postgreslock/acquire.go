@@ -192,8 +192,15 @@ func (l *Locker) wait(ctx context.Context, h *hold, o driver.Options, limit int)
 	fallback := min(o.TTL/3, time.Second) // with notifications on
 	window := 2*fallback + time.Second    // of a waiter's registration
 	for {
+		// A waiter registers only while the LISTEN session is up, so that
+		// the release that finds it reaches it; until then its attempts
+		// are plain ones, and the session's coming up wakes it.
+		as := waiter
+		if as != "" && !l.ln.isUp() {
+			as = ""
+		}
 		actx, cancel := attemptCtx()
-		busy, err := l.attempt(actx, h, o, limit, waiter, window)
+		busy, err := l.attempt(actx, h, o, limit, as, window)
 		cancel()
 		switch {
 		case err == nil && busy == 0:
