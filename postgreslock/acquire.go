@@ -65,7 +65,9 @@ func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit 
 		}
 	}()
 	if !wait {
-		busy, err := l.attempt(ctx, h, o, limit, "", 0)
+		actx, done := bounded(ctx)
+		busy, err := l.attempt(actx, h, o, limit, "", 0)
+		err = done(err)
 		switch {
 		case err != nil:
 			return nil, &dlock.KeyError{Op: "lock", Key: key, Err: err}

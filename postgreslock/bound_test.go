@@ -6,11 +6,10 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/postgreslock"
 )
 
-// requestBound is how long a single statement of TryLock or Unlock may
-// go unanswered before the call returns: the other drivers' bound.
-const requestBound = 2 * time.Second
+const requestBound = postgreslock.RequestTimeout
 
 // returnsWithin runs f with the shared server paused, and fails unless f
 // returns an error within bound and a loaded machine's slack.

@@ -57,7 +57,7 @@ func (l *Locker) CreateTable(ctx context.Context) error {
 
 // statements are the driver's SQL for one table name.
 type statements struct {
-	acquire, release, renew, refresh, ttl, leave, watch string
+	acquire, release, renew, refresh, ttl, leave, watch, downgrade string
 }
 
 // channelOf is the channel a Locker named id listens on: the notify
@@ -82,6 +82,8 @@ WHERE h.name = u.name AND h.token = u.token RETURNING h.name, h.token`,
 		ttl:     `SELECT ceil(extract(epoch FROM expires_at - now()) * 1000)::bigint FROM ` + t + `_holds WHERE name = $1::text AND token = $2::text`,
 		// Leaving is a release's kind: a registration a crash brings back lapses.
 		leave: `DELETE FROM ` + t + `_waiters USING set_config('synchronous_commit', 'off', true) WHERE name = $1::text AND waiter = $2::text`,
+		downgrade: `WITH d AS (UPDATE ` + t + `_holds SET kind = 'r' WHERE name = $1::text AND token = $2::text RETURNING name)
+SELECT ` + t + `_notify(name, true) FROM d`,
 		watch: `INSERT INTO ` + t + `_waiters (name, waiter, kind, until) VALUES ($1::text, $2::text, 'o', now() + $3::bigint * interval '1 millisecond')
 ON CONFLICT (name, waiter) DO UPDATE SET until = EXCLUDED.until`,
 	}
