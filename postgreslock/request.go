@@ -10,12 +10,14 @@ import (
 // release of UnlockAfter(0)) and a Downgrade wait for the server, whatever
 // the connection does: a server paused or gone silent makes them return
 // within it (sooner when ctx ends) with an error that is a net.Error
-// whose Timeout() is true. The statement's outcome is then unknown: an
-// acquisition it may have made is given back in the background, a
-// release it may not have made leaves the row to lapse at its lease. A
-// Lock with a wait limit returns within the limit plus a second, and
-// without one waits as long as ctx.
-const RequestTimeout = 2 * time.Second
+// whose Timeout() is true. It covers the connection the call may have to
+// open first (a round trip or two more than the statement, which a slow
+// network makes long), so it is etcdlock's 5s rather than redislock's 2s.
+// The statement's outcome is then unknown: an acquisition it may have
+// made is given back in the background, a release it may not have made
+// leaves the row to lapse at its lease. A Lock with a wait limit returns
+// within the limit plus a second, and without one waits as long as ctx.
+const RequestTimeout = 5 * time.Second
 
 // noAnswerError is the error of a statement that got no answer within
 // RequestTimeout.
