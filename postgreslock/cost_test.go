@@ -92,7 +92,7 @@ func TestWALFlushesPerCycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() }) // after the Locker's and the pool's clean-ups
-	if err := createTables(s.URL("")); err != nil {
+	if err := createTables(s); err != nil {
 		t.Fatal(err)
 	}
 	var c counter

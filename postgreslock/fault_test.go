@@ -175,7 +175,7 @@ func TestServerKilled(t *testing.T) {
 	}
 	defer s.Close()
 	url := s.URL("")
-	if err := createTables(url); err != nil {
+	if err := createTables(s); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

@@ -29,7 +29,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer shared.Close()
-	if err := createTables(shared.URL("")); err != nil {
+	if err := createTables(shared); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -44,20 +44,11 @@ func run(m *testing.M) int {
 	return code
 }
 
-func createTables(url string) error {
+// createTables creates the default tables on s, within 30s.
+func createTables(s *pgtest.Server) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	l, err := postgreslock.New(pool)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	return l.CreateTable(ctx)
+	return s.CreateTables(ctx)
 }
 
 // checkLeaks waits up to d for every goroutine running code of this
