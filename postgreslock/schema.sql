@@ -133,7 +133,12 @@ BEGIN
 		RETURN;
 	END IF;
 	-- A busy key is answered without a write, unless the caller waits.
-	retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, false);
+	IF p_kind IN ('l', 'w') THEN -- dlock_busy's answer for them, without a call
+		SELECT ceil(extract(epoch FROM max(expires_at) - now()) * 1000) INTO retry_ms -- >= 1: expires_at > now()
+		FROM dlock_holds WHERE name = p_name AND expires_at > now() AND (p_owner = '' OR owner <> p_owner);
+	ELSE
+		retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, false);
+	END IF;
 	IF retry_ms IS NOT NULL AND p_waiter = '' THEN
 		RETURN;
 	END IF;
@@ -144,7 +149,12 @@ BEGIN
 		ON CONFLICT (name) DO UPDATE SET fence = d.fence + 1
 		RETURNING d.fence INTO fence;
 		DELETE FROM dlock_holds WHERE name = p_name AND expires_at <= now();
-		retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, false);
+		IF p_kind IN ('l', 'w') THEN -- dlock_busy's answer for them, without a call
+			SELECT ceil(extract(epoch FROM max(expires_at) - now()) * 1000) INTO retry_ms -- >= 1: expires_at > now()
+			FROM dlock_holds WHERE name = p_name AND expires_at > now() AND (p_owner = '' OR owner <> p_owner);
+		ELSE
+			retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, false);
+		END IF;
 		IF retry_ms IS NULL THEN
 			IF p_kind = 'p' THEN
 				UPDATE dlock SET lim = p_limit WHERE name = p_name AND lim <> p_limit;
@@ -157,7 +167,9 @@ BEGIN
 					PERFORM dlock_notify(p_name, true); -- the next may come in too
 				END IF;
 			END IF;
-			PERFORM dlock_notify(p_name, false);
+			IF EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o') THEN
+				PERFORM dlock_notify(p_name, false);
+			END IF;
 			RETURN;
 		END IF;
 		-- Taken meanwhile: the fence goes back, as no other transaction
@@ -197,6 +209,8 @@ BEGIN
 	IF NOT FOUND THEN
 		RETURN false;
 	END IF;
-	PERFORM dlock_notify(p_name, true);
+	IF EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name) THEN
+		PERFORM dlock_notify(p_name, true);
+	END IF;
 	RETURN true;
 END $$;
