@@ -30,7 +30,12 @@ type pgHeld struct {
 // lease rows (pglock's and river's way), from 8 goroutines.
 func (e *pgEnv) pgHeldLocks(ctx context.Context, pid, n int, ttl, window time.Duration) ([]pgHeld, error) {
 	key := func(i int) string { return "held:" + strconv.Itoa(i) }
-	var out []pgHeld
+	idle, err := e.pgWindow(pid, window, func(ctx context.Context) error { <-ctx.Done(); return nil })
+	if err != nil {
+		return nil, err
+	}
+	idle.name = "nothing held (the idle server and process: the baseline of the rows below)"
+	out := []pgHeld{idle}
 
 	l, err := postgreslock.New(e.pool, dlock.WithTTL(ttl))
 	if err != nil {
