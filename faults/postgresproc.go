@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dlock-go/dlock/postgreslock"
 	"github.com/dlock-go/dlock/postgreslock/pgtest"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // pgNode is the PostgreSQL server of a postgres run, which this process
@@ -23,27 +21,13 @@ func startPostgres() (*pgNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := createTables(s.URL("")); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.CreateTables(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("faults: postgres tables: %w", err)
 	}
 	return &pgNode{s}, nil
-}
-
-func createTables(url string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	l, err := postgreslock.New(pool)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	return l.CreateTable(ctx)
 }
 
 func (n *pgNode) name() string { return fmt.Sprintf("postgres (pid %d)", n.s.Pid()) }

@@ -65,7 +65,9 @@ func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit 
 		}
 	}()
 	if !wait {
-		busy, err := l.attempt(ctx, h, o, limit, "", 0)
+		actx, done := bounded(ctx)
+		busy, err := l.attempt(actx, h, o, limit, "", 0)
+		err = done(err)
 		switch {
 		case err != nil:
 			return nil, &dlock.KeyError{Op: "lock", Key: key, Err: err}
@@ -98,6 +100,11 @@ func kindLetter(k driver.HoldKind) string {
 // attempt makes one attempt: one statement. It returns 0 when h is now
 // held, else how long the holder in the way has left (at least 1ns). A
 // waiter names itself (waiter, registered for waitFor when busy).
+//
+// An acquisition commits durably (the server's synchronous_commit): one
+// that a crash lost would let the next acquisition take the same fence
+// again. Only an attempt that finds the key busy and registers a waiter
+// commits without waiting for its WAL (see schema.sql).
 //
 // When the statement fails, it may have run: the row it may have written
 // is deleted by token, in the background, so that no hold is left that
@@ -187,8 +194,15 @@ func (l *Locker) wait(ctx context.Context, h *hold, o driver.Options, limit int)
 	fallback := min(o.TTL/3, time.Second) // with notifications on
 	window := 2*fallback + time.Second    // of a waiter's registration
 	for {
+		// A waiter registers only while the LISTEN session is up, so that
+		// the release that finds it reaches it; until then its attempts
+		// are plain ones, and the session's coming up wakes it.
+		as := waiter
+		if as != "" && !l.ln.isUp() {
+			as = ""
+		}
 		actx, cancel := attemptCtx()
-		busy, err := l.attempt(actx, h, o, limit, waiter, window)
+		busy, err := l.attempt(actx, h, o, limit, as, window)
 		cancel()
 		switch {
 		case err == nil && busy == 0:

@@ -43,15 +43,16 @@ func BenchmarkHandoff(b *testing.B) {
 	}
 }
 
-// counter is a pgx tracer that counts the statements sent.
-type counter struct{ n atomic.Int64 }
+// counter is a pgx tracer that counts the statements sent (n) and
+// those answered or failed (done).
+type counter struct{ n, done atomic.Int64 }
 
 func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	c.n.Add(1)
 	return ctx
 }
 
-func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) { c.done.Add(1) }
 
 func handoff(b *testing.B, n int) {
 	cfg, err := pgxpool.ParseConfig(shared.URL(""))

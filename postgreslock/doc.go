@@ -30,6 +30,22 @@
 // A step of the server's wall clock (not its rate) shortens or lengthens
 // every lease by as much: keep it synchronised.
 //
+// # What waits for the disk
+//
+// Acquisitions and renewals commit as the server's synchronous_commit
+// says (on by default: their WAL is on disk before the reply). A release,
+// a waiter's registration and its leaving do not wait: they set
+// synchronous_commit off for their own transaction only. A crash can lose
+// such a commit; a lost release leaves its row to lapse at its lease,
+// which delays the next holder but never lets two hold at once, and a
+// lost registration leaves its waiter to its fallback attempt. The next
+// acquisition waits for its own WAL, which comes after theirs, so it makes
+// them durable too. An uncontended cycle thus waits for one disk flush,
+// not two.
+//
+// TryLock, Unlock and Downgrade wait [RequestTimeout] at most for the
+// server, whatever the connection does.
+//
 // # Fences
 //
 // The name's row in "<table>" keeps a counter that every acquisition bumps
@@ -59,7 +75,8 @@
 // # Poolers
 //
 // The lock path keeps no session state: no advisory locks, no named
-// prepared statements (statements run in pgx's exec mode), no SET. It
+// prepared statements (statements run in pgx's exec mode), no SET beyond
+// a statement's own transaction (set_config(…, true)). It
 // works through PgBouncer in transaction pooling mode. LISTEN needs a
 // session of its own: give a direct connection in [Config].Listen, or
 // turn notifications off.

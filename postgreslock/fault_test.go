@@ -175,7 +175,7 @@ func TestServerKilled(t *testing.T) {
 	}
 	defer s.Close()
 	url := s.URL("")
-	if err := createTables(url); err != nil {
+	if err := createTables(s); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -245,5 +245,32 @@ func TestWaitBoundedPausedServer(t *testing.T) {
 	case <-time.After(wait + postgreslock.AttemptGrace + 10*time.Second):
 		shared.Resume()
 		t.Fatalf("Lock(WithWait(%v)) did not return in %v with the server paused", wait, wait+postgreslock.AttemptGrace+10*time.Second)
+	}
+}
+
+// A Downgrade that ran but whose reply was lost is sent again, finds the
+// row already a reader's, and succeeds: the handle is a read lock, as the
+// row is.
+func TestDowngradeReplyLost(t *testing.T) {
+	a, px := proxied(t)
+	ctx := context.Background()
+	lk, err := a.TryWLock(ctx, t.Name(), dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.DropReplyTo("SET kind = 'r'")
+	err = dlock.Downgrade(ctx, lk)
+	waitDropped(t, px)
+	if err != nil {
+		t.Fatalf("Downgrade with its reply lost: %v; want nil (sent again)", err)
+	}
+	b := newLocker(t, pool(t, ""))
+	r, err := b.TryRLock(ctx, t.Name())
+	if err != nil {
+		t.Fatalf("another owner's read lock after the downgrade: %v", err)
+	}
+	defer r.Unlock(ctx)
+	if err := a.RUnlock(ctx, t.Name()); err != nil {
+		t.Fatalf("RUnlock of the downgraded handle: %v; want nil", err)
 	}
 }

@@ -62,18 +62,21 @@ func (h *hold) Unlock(ctx context.Context) error {
 }
 
 // release deletes the row and ends the hold with why (released), or as
-// lost when the row was gone.
+// lost when the row was gone. It waits for the server RequestTimeout at
+// most, resending included.
 func (h *hold) release(ctx context.Context, why error) error {
 	l := h.l
 	l.wd.Releasing(h)
-	deleted, err := l.releaseRow(ctx, h.name, h.token)
-	if err != nil && ctx.Err() == nil {
+	rctx, done := bounded(ctx)
+	deleted, err := l.releaseRow(rctx, h.name, h.token)
+	if err != nil && rctx.Err() == nil {
 		// The outcome is unknown: the statement may have run. Deleting
 		// by token again is safe, and tells.
-		if _, err = l.releaseRow(ctx, h.name, h.token); err == nil {
+		if _, err = l.releaseRow(rctx, h.name, h.token); err == nil {
 			deleted = true // by this one or the first
 		}
 	}
+	err = done(err)
 	switch {
 	case err != nil:
 		err = &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
@@ -153,8 +156,13 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// Downgrade turns a write lock into a read lock in one statement: the row
-// keeps its token, fence and lease.
+// Downgrade turns a write lock into a read lock in one statement: the
+// row keeps its token, fence and lease. The statement is keyed by token
+// and sent again once when its reply does not come (sent again, it finds
+// the row a reader's already and changes nothing). When that fails too,
+// or RequestTimeout passes, the row may be a reader's or still the
+// writer's: Downgrade returns the error, and the handle stays a write
+// lock (its Unlock releases the row either way).
 func (h *hold) Downgrade(ctx context.Context) error {
 	if h.kind != driver.HoldWrite {
 		return &dlock.KeyError{Op: "downgrade", Key: h.Key(), Err: fmt.Errorf("%w: not a write lock", dlock.ErrInvalidOption)}
@@ -162,11 +170,15 @@ func (h *hold) Downgrade(ctx context.Context) error {
 	if err := h.Check(); err != nil {
 		return err
 	}
-	tag, err := h.l.pool.Exec(ctx, `WITH d AS (UPDATE `+h.l.table+`_holds SET kind = 'r' WHERE name = $1::text AND token = $2::text RETURNING name)
-SELECT `+h.l.table+`_notify(name, true) FROM d`, pgx.QueryExecModeExec, h.name, h.token)
+	rctx, done := bounded(ctx)
+	tag, err := h.l.pool.Exec(rctx, h.l.sql.downgrade, pgx.QueryExecModeExec, h.name, h.token)
+	if err != nil && rctx.Err() == nil {
+		tag, err = h.l.pool.Exec(rctx, h.l.sql.downgrade, pgx.QueryExecModeExec, h.name, h.token)
+	}
+	err = done(err)
 	switch {
 	case err != nil:
-		return &dlock.KeyError{Op: "downgrade", Key: h.Key(), Err: err}
+		return &dlock.KeyError{Op: "downgrade", Key: h.Key(), Err: fmt.Errorf("the outcome is unknown: %w", err)}
 	case tag.RowsAffected() == 0:
 		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
 	}

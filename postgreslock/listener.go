@@ -81,6 +81,13 @@ func (ln *listener) wait(id string) (<-chan bool, func()) {
 	}
 }
 
+// isUp reports whether the session is up: a NOTIFY sent now reaches it.
+func (ln *listener) isUp() bool {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	return ln.up
+}
+
 // watch registers c for the changes of name; ready, when not nil, is
 // told once the session is up (at once when it is). stop unregisters it.
 func (ln *listener) watch(name string, c chan struct{}, ready chan struct{}) func() {

@@ -13,6 +13,11 @@ import (
 // unnest of the names, tokens and TTLs. A renewal keyed by token is safe
 // to send again, so a lost reply loses nothing: the watchdog tries again
 // until the lease's local deadline. A hold whose row is gone is lost.
+//
+// Renewals commit durably (the server's synchronous_commit, never turned
+// off here, unlike a release's): the holder counts its lease from a
+// renewal's reply, so a renewal that a crash lost would leave it believing
+// in a lease the server forgot, while another takes the lock.
 func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*hold]) []error {
 	names := make([]string, len(batch))
 	tokens := make([]string, len(batch))

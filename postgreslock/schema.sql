@@ -133,19 +133,32 @@ BEGIN
 		RETURN;
 	END IF;
 	-- A busy key is answered without a write, unless the caller waits.
-	retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, false);
+	IF p_kind IN ('l', 'w') THEN -- dlock_busy's answer for them, without a call
+		SELECT ceil(extract(epoch FROM max(expires_at) - now()) * 1000) INTO retry_ms -- >= 1: expires_at > now()
+		FROM dlock_holds WHERE name = p_name AND expires_at > now() AND (p_owner = '' OR owner <> p_owner);
+	ELSE
+		retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, false);
+	END IF;
 	IF retry_ms IS NOT NULL AND p_waiter = '' THEN
 		RETURN;
 	END IF;
 	IF retry_ms IS NULL THEN
-		-- Take the name's row: acquisitions of one name queue here.
-		INSERT INTO dlock AS d (name) VALUES (p_name)
-		ON CONFLICT (name) DO UPDATE SET lim = d.lim WHERE false; -- locks the row
+		-- Take the name's row and bump its fence in one write: acquisitions
+		-- of one name queue here.
+		INSERT INTO dlock AS d (name, fence) VALUES (p_name, 1)
+		ON CONFLICT (name) DO UPDATE SET fence = d.fence + 1
+		RETURNING d.fence INTO fence;
 		DELETE FROM dlock_holds WHERE name = p_name AND expires_at <= now();
-		retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, false);
+		IF p_kind IN ('l', 'w') THEN -- dlock_busy's answer for them, without a call
+			SELECT ceil(extract(epoch FROM max(expires_at) - now()) * 1000) INTO retry_ms -- >= 1: expires_at > now()
+			FROM dlock_holds WHERE name = p_name AND expires_at > now() AND (p_owner = '' OR owner <> p_owner);
+		ELSE
+			retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, false);
+		END IF;
 		IF retry_ms IS NULL THEN
-			UPDATE dlock SET fence = dlock.fence + 1, lim = CASE WHEN p_kind = 'p' THEN p_limit ELSE 0 END
-			WHERE name = p_name RETURNING dlock.fence INTO fence;
+			IF p_kind = 'p' THEN
+				UPDATE dlock SET lim = p_limit WHERE name = p_name AND lim <> p_limit;
+			END IF;
 			INSERT INTO dlock_holds (name, token, kind, owner, fence, expires_at)
 			VALUES (p_name, p_token, p_kind, p_owner, fence, now() + p_ttl_ms * interval '1 millisecond');
 			IF p_waiter <> '' THEN
@@ -154,15 +167,27 @@ BEGIN
 					PERFORM dlock_notify(p_name, true); -- the next may come in too
 				END IF;
 			END IF;
-			PERFORM dlock_notify(p_name, false);
+			IF EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o') THEN
+				PERFORM dlock_notify(p_name, false);
+			END IF;
 			RETURN;
 		END IF;
+		-- Taken meanwhile: the fence goes back, as no other transaction
+		-- saw the bumped value (the row is locked until this one ends).
+		UPDATE dlock SET fence = dlock.fence - 1 WHERE name = p_name;
+		fence := 0;
 		IF p_waiter = '' THEN
 			RETURN;
 		END IF;
 	END IF;
-	-- Busy, and the caller waits: lock the holds in its way, so that their
-	-- release waits for this transaction and then finds the waiter.
+	-- Busy, and the caller waits. This transaction acquires nothing: it
+	-- only registers the waiter, which a crash may lose (the waiter's
+	-- fallback attempt covers that), so its commit does not wait for the
+	-- WAL to reach the disk. An acquisition's commit always does: one lost
+	-- in a crash could hand out its fence twice.
+	PERFORM set_config('synchronous_commit', 'off', true);
+	-- Lock the holds in its way, so that their release waits for this
+	-- transaction and then finds the waiter.
 	retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, true);
 	INSERT INTO dlock_waiters AS w (name, waiter, kind, owner, until)
 	VALUES (p_name, p_waiter, p_kind, p_owner, now() + p_wait_ms * interval '1 millisecond')
@@ -184,6 +209,8 @@ BEGIN
 	IF NOT FOUND THEN
 		RETURN false;
 	END IF;
-	PERFORM dlock_notify(p_name, true);
+	IF EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name) THEN
+		PERFORM dlock_notify(p_name, true);
+	END IF;
 	RETURN true;
 END $$;

@@ -1,0 +1,92 @@
+package postgreslock_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/postgreslock"
+	"github.com/jackc/pgx/v5"
+)
+
+// A waiter registers for a release's wake-up only once its Locker's
+// LISTEN session is up: before, the release's NOTIFY would reach nobody,
+// and the waiter would take the lock on the session's coming up as if
+// the release had not woken it.
+func TestWaiterRegistersOnceListening(t *testing.T) {
+	ctx := context.Background()
+	listen, err := pgx.ParseConfig(shared.URL(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	var d net.Dialer
+	listen.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	var c counter
+	a, err := postgreslock.NewConfig(postgreslock.Config{Pool: countedPool(t, shared.URL(""), &c, 4), Listen: listen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b := newLocker(t, pool(t, ""))
+	holder, err := b.TryLock(ctx, t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		lk  dlock.Lock
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		// The fallback attempt a minute away: only a wake-up brings the lock.
+		lk, err := a.Lock(ctx, t.Name(), dlock.WithWait(30*time.Second), dlock.WithRetry(dlock.FixedInterval(time.Minute)))
+		got <- result{lk, err}
+	}()
+	waitFor(t, "the waiter's first attempt", func() bool { return c.done.Load() >= 1 })
+	info, err := b.Inspect(ctx, t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Waiters != 0 {
+		t.Fatalf("%d waiters registered while the waiter's LISTEN session was down; want 0", info.Waiters)
+	}
+	close(gate)
+	waitFor(t, "the waiter's registration", func() bool {
+		info, err := b.Inspect(ctx, t.Name())
+		return err == nil && info.Waiters == 1
+	})
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("the waiter: %v", r.err)
+		}
+		r.lk.Unlock(ctx)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the release did not wake the waiter within 20s")
+	}
+}
+
+// waitFor polls cond until it holds, for 20s at most.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within 20s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, bounded above
+	}
+}
