@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/postgreslock"
 	"github.com/jackc/pgx/v5"
 )
@@ -52,7 +53,7 @@ func TestWaiterRegistersOnceListening(t *testing.T) {
 		lk, err := a.Lock(ctx, t.Name(), dlock.WithWait(30*time.Second), dlock.WithRetry(dlock.FixedInterval(time.Minute)))
 		got <- result{lk, err}
 	}()
-	waitFor(t, "the waiter's first attempt", func() bool { return c.done.Load() >= 1 })
+	dlocktest.Eventually(t, 20*time.Second, "the waiter's first attempt", func() bool { return c.done.Load() >= 1 })
 	info, err := b.Inspect(ctx, t.Name())
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ func TestWaiterRegistersOnceListening(t *testing.T) {
 		t.Fatalf("%d waiters registered while the waiter's LISTEN session was down; want 0", info.Waiters)
 	}
 	close(gate)
-	waitFor(t, "the waiter's registration", func() bool {
+	dlocktest.Eventually(t, 20*time.Second, "the waiter's registration", func() bool {
 		info, err := b.Inspect(ctx, t.Name())
 		return err == nil && info.Waiters == 1
 	})
@@ -76,17 +77,5 @@ func TestWaiterRegistersOnceListening(t *testing.T) {
 		r.lk.Unlock(ctx)
 	case <-time.After(20 * time.Second):
 		t.Fatal("the release did not wake the waiter within 20s")
-	}
-}
-
-// waitFor polls cond until it holds, for 20s at most.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within 20s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, bounded above
 	}
 }
