@@ -8,7 +8,6 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/jackc/pgx/v5"
 )
 
 // take acquires a hold of kind k on key: a lock, a permit of a semaphore
@@ -114,7 +113,7 @@ func (l *Locker) attempt(ctx context.Context, h *hold, o driver.Options, limit i
 	h.token = driver.NewToken()
 	sent := time.Now()
 	var fence, retryMS int64
-	err := l.pool.QueryRow(ctx, l.sql.acquire, pgx.QueryExecModeExec,
+	err := l.pool.QueryRow(ctx, l.sql.acquire,
 		h.name, h.token, kindLetter(h.kind), h.owner, o.TTL.Milliseconds(), limit, waiter, waitFor.Milliseconds()).Scan(&fence, &retryMS)
 	if err != nil {
 		l.giveBack(h.name, h.token)
@@ -253,6 +252,6 @@ func (l *Locker) leave(name, waiter string) {
 	l.cleanUp(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		l.pool.Exec(ctx, l.sql.leave, pgx.QueryExecModeExec, name, waiter)
+		l.pool.Exec(ctx, l.sql.leave, name, waiter)
 	})
 }

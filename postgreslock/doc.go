@@ -74,12 +74,15 @@
 //
 // # Poolers
 //
-// The lock path keeps no session state: no advisory locks, no named
-// prepared statements (statements run in pgx's exec mode), no SET beyond
-// a statement's own transaction (set_config(…, true)). It
-// works through PgBouncer in transaction pooling mode. LISTEN needs a
-// session of its own: give a direct connection in [Config].Listen, or
-// turn notifications off.
+// The lock path keeps no session state of its own: no advisory locks, no
+// SET beyond a statement's own transaction (set_config(…, true)). Its
+// statements run in the pool's query mode, as every other query on that
+// pool: pgx's default prepares each statement once per connection, which
+// PgBouncer in transaction pooling mode follows from version 1.21 (with
+// max_prepared_statements set); before it, give the pool
+// default_query_exec_mode=exec, as its other queries need too. LISTEN
+// needs a session of its own: give a direct connection in
+// [Config].Listen, or turn notifications off.
 //
 // # Semaphores, read-write locks, watches, inspection
 //

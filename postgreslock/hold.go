@@ -92,7 +92,7 @@ func (h *hold) release(ctx context.Context, why error) error {
 // releaseRow runs the release function.
 func (l *Locker) releaseRow(ctx context.Context, name, token string) (bool, error) {
 	var deleted bool
-	err := l.pool.QueryRow(ctx, l.sql.release, pgx.QueryExecModeExec, name, token).Scan(&deleted)
+	err := l.pool.QueryRow(ctx, l.sql.release, name, token).Scan(&deleted)
 	return deleted, err
 }
 
@@ -105,7 +105,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 		return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: fmt.Errorf("%w: %v is below 1ms", dlock.ErrInvalidTTL, ttl)}
 	}
 	sent := time.Now()
-	tag, err := h.l.pool.Exec(ctx, h.l.sql.refresh, pgx.QueryExecModeExec, h.name, h.token, ttl.Milliseconds())
+	tag, err := h.l.pool.Exec(ctx, h.l.sql.refresh, h.name, h.token, ttl.Milliseconds())
 	if err != nil {
 		h.l.wd.Refreshed(h, sent, ttl, false)
 		return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
@@ -123,7 +123,7 @@ func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	var ms int64
-	err := h.l.pool.QueryRow(ctx, h.l.sql.ttl, pgx.QueryExecModeExec, h.name, h.token).Scan(&ms)
+	err := h.l.pool.QueryRow(ctx, h.l.sql.ttl, h.name, h.token).Scan(&ms)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
@@ -145,7 +145,7 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	}
 	h.l.wd.Releasing(h)
 	ms := (d + time.Millisecond - 1).Milliseconds()
-	tag, err := h.l.pool.Exec(ctx, h.l.sql.refresh, pgx.QueryExecModeExec, h.name, h.token, ms)
+	tag, err := h.l.pool.Exec(ctx, h.l.sql.refresh, h.name, h.token, ms)
 	switch {
 	case err != nil:
 		return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
@@ -171,9 +171,9 @@ func (h *hold) Downgrade(ctx context.Context) error {
 		return err
 	}
 	rctx, done := bounded(ctx)
-	tag, err := h.l.pool.Exec(rctx, h.l.sql.downgrade, pgx.QueryExecModeExec, h.name, h.token)
+	tag, err := h.l.pool.Exec(rctx, h.l.sql.downgrade, h.name, h.token)
 	if err != nil && rctx.Err() == nil {
-		tag, err = h.l.pool.Exec(rctx, h.l.sql.downgrade, pgx.QueryExecModeExec, h.name, h.token)
+		tag, err = h.l.pool.Exec(rctx, h.l.sql.downgrade, h.name, h.token)
 	}
 	err = done(err)
 	switch {

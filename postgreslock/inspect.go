@@ -78,7 +78,7 @@ func (l *Locker) read(ctx context.Context, k dlock.Kind, sql string, args ...any
 		return nil, err
 	}
 	head := l.nameOf(hk, "")
-	rows, err := l.pool.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+	rows, err := l.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 	name := l.nameOf(driver.HoldLock, key)
 	t := l.table
 	tag, err := l.pool.Exec(ctx, `WITH d AS (DELETE FROM `+t+`_holds WHERE name = $1::text RETURNING expires_at > now() AS live)
-SELECT `+t+`_notify($1::text, true) FROM (SELECT 1 FROM d WHERE live LIMIT 1) x`, pgx.QueryExecModeExec, name)
+SELECT `+t+`_notify($1::text, true) FROM (SELECT 1 FROM d WHERE live LIMIT 1) x`, name)
 	if err != nil {
 		return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
 	}

@@ -24,9 +24,10 @@ const backend = "postgres"
 
 // Config is what [NewConfig] needs besides dlock's options.
 type Config struct {
-	// Pool runs the driver's statements. Required. It may go through a
-	// pooler in transaction mode (PgBouncer): the driver keeps no session
-	// state on it and uses no named prepared statements.
+	// Pool runs the driver's statements, in its query mode. Required. It
+	// may go through a pooler in transaction mode (PgBouncer): the driver
+	// keeps no session state of its own on it (see the package's notes on
+	// poolers for prepared statements).
 	Pool *pgxpool.Pool
 	// Table is the name of the lease table, "dlock" when empty; the other
 	// objects are named after it (see [Schema]). Lower-case letters,

@@ -26,7 +26,7 @@ func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*hold]) []err
 		names[i], tokens[i], ttls[i] = r.Lock.name, r.Lock.token, r.TTL.Milliseconds()
 	}
 	errs := make([]error, len(batch))
-	rows, err := l.pool.Query(ctx, l.sql.renew, pgx.QueryExecModeExec, names, tokens, ttls)
+	rows, err := l.pool.Query(ctx, l.sql.renew, names, tokens, ttls)
 	type nt struct{ name, token string }
 	renewed := make(map[nt]bool, len(batch))
 	if err == nil {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/jackc/pgx/v5"
 )
 
 // watchWindow is how long a watcher's registration lasts; it is renewed
@@ -40,13 +39,13 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 		defer stop()
 		defer func() {
 			c, cancel := context.WithTimeout(context.Background(), time.Second)
-			l.pool.Exec(c, l.sql.leave, pgx.QueryExecModeExec, name, id)
+			l.pool.Exec(c, l.sql.leave, name, id)
 			cancel()
 		}()
 		register := func() bool {
 			c, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			_, err := l.pool.Exec(c, l.sql.watch, pgx.QueryExecModeExec, name, id, watchWindow.Milliseconds())
+			_, err := l.pool.Exec(c, l.sql.watch, name, id, watchWindow.Milliseconds())
 			return err == nil
 		}
 		registered := register()
