@@ -42,10 +42,11 @@ var (
 	ErrInvalidOption = errors.New("dlock: invalid option")
 	// ErrNilClient reports a driver constructed without a client.
 	ErrNilClient = errors.New("dlock: nil client")
+	// ErrNotTogether is the error of [MultiLocker.TryLockMulti] when it
+	// cannot take the keys in one step; [LockAll] then takes them one by
+	// one.
+	ErrNotTogether = errors.New("dlock: keys cannot be taken together")
 )
-
-// MaxKeyLen is the longest key, in bytes, that a Locker accepts.
-const MaxKeyLen = 1024
 
 // NotAcquiredError is the error of an acquisition that did not succeed
 // because someone else holds the lock. It matches ErrNotAcquired, and also

@@ -145,10 +145,6 @@ func waitLimited(ctx, actx context.Context, key string, err error) error {
 	return limited
 }
 
-// ErrNotTogether is the error of [MultiLocker.TryLockMulti] when it cannot
-// take the keys in one step; [LockAll] then takes them one by one.
-var ErrNotTogether = errors.New("dlock: keys cannot be taken together")
-
 // MultiLocker is a Locker that can take several keys in one step, all of
 // them or none, and release them in one. It is optional: [LockAll],
 // [TryLockAll] and [DoAll] work with any Locker, and use it when the

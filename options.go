@@ -8,20 +8,31 @@ import (
 	"github.com/dlock-go/dlock/internal/settings"
 )
 
-// Defaults used when neither the Locker nor the call sets a value.
+// Defaults, used when neither the Locker nor the call sets a value, and
+// limits.
 const (
 	DefaultPrefix        = "dlock"
 	DefaultTTL           = 10 * time.Second
 	DefaultRetryInterval = 100 * time.Millisecond
-)
 
-// MinTTL is the shortest lease dlock accepts. Drivers may ask for more
-// (etcd leases are whole seconds). A holder counts its lease from the
-// moment before it sent the request, less a margin for the server's clock
-// running fast (1% and 2ms for Redis), so a shorter lease would be over,
-// or nearly, by the time the reply came back: at 10ms about 8ms stay
-// usable on a local network.
-const MinTTL = 10 * time.Millisecond
+	// MinTTL is the shortest lease dlock accepts. Drivers may ask for more
+	// (etcd leases are whole seconds). A holder counts its lease from the
+	// moment before it sent the request, less a margin for the server's
+	// clock running fast (1% and 2ms for Redis), so a shorter lease would
+	// be over, or nearly, by the time the reply came back: at 10ms about
+	// 8ms stay usable on a local network.
+	MinTTL = 10 * time.Millisecond
+	// MaxKeyLen is the longest key, in bytes, that a Locker accepts.
+	MaxKeyLen = 1024
+	// MaxLimit is the largest number of permits a semaphore may have.
+	MaxLimit = 1 << 20
+	// MaxRetryInterval is the longest delay between two attempts that a
+	// RetryStrategy may ask for. A waiter that sleeps longer keeps its
+	// place in a queue for twice its delay, so a longer delay would hold
+	// up the waiters behind a crashed one for hours; to wait that long,
+	// bound the wait with WithWait or the context instead.
+	MaxRetryInterval = time.Hour
+)
 
 // An Option changes how a lock is acquired and held. Options are values:
 // the last one of a kind wins, and a value out of range makes the call that

@@ -20,13 +20,6 @@ import (
 // and jitter 0.5.
 type RetryStrategy struct{ r settings.Retry }
 
-// MaxRetryInterval is the longest delay between two attempts that a
-// RetryStrategy may ask for. A waiter that sleeps longer keeps its place in
-// a queue for twice its delay, so a longer delay would hold up the waiters
-// behind a crashed one for hours; to wait that long, bound the wait with
-// WithWait or the context instead.
-const MaxRetryInterval = time.Hour
-
 // FixedInterval waits d between attempts.
 func FixedInterval(d time.Duration) RetryStrategy {
 	return RetryStrategy{settings.Retry{Initial: d, Max: d, Factor: 1}}

@@ -5,9 +5,6 @@ import (
 	"fmt"
 )
 
-// MaxLimit is the largest number of permits a semaphore may have.
-const MaxLimit = 1 << 20
-
 // Semaphore hands out permits of a key: at most limit holders at once,
 // across processes. Each permit is a lease of its own, renewed by the
 // watchdog like a lock, with the same loss signal ([Lock.Done] and
