@@ -2,7 +2,6 @@ package dlock
 
 import (
 	"context"
-	"fmt"
 )
 
 // Semaphore hands out permits of a key: at most limit holders at once,
@@ -64,12 +63,3 @@ func (p permits) Lock(ctx context.Context, key string, opts ...Option) (Lock, er
 func (p permits) Unlock(ctx context.Context, key string) error { return p.s.Release(ctx, key) }
 
 func (p permits) Close() error { return nil }
-
-// CheckLimit returns nil when limit is a valid number of permits, else an
-// error matching ErrInvalidOption. Drivers call it before anything else.
-func CheckLimit(limit int) error {
-	if limit < 1 || limit > MaxLimit {
-		return fmt.Errorf("%w: a semaphore limit must be from 1 to %d, got %d", ErrInvalidOption, MaxLimit, limit)
-	}
-	return nil
-}

@@ -227,7 +227,7 @@ func (l *Locker) newHoldOf(ctx context.Context, c call) (*hold, error) {
 	h.kind, h.tbl, h.token = c.kind, l.tableOf(c.kind), driver.NewToken()
 	switch {
 	case c.kind == driver.HoldPermit:
-		if err := dlock.CheckLimit(c.limit); err != nil {
+		if err := driver.CheckLimit(c.limit); err != nil {
 			return nil, &dlock.KeyError{Op: "acquire", Key: c.key, Err: err}
 		}
 		if c.owner == "" {

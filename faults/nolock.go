@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // noLock is a Locker, a Semaphore and an RWLocker that excludes nothing:
@@ -32,7 +33,7 @@ func (noLock) Unlock(context.Context, string) error { return dlock.ErrNotHeld }
 func (noLock) Close() error                         { return nil }
 
 func (n noLock) TryAcquire(ctx context.Context, key string, limit int, opts ...dlock.Option) (dlock.Lock, error) {
-	if err := dlock.CheckLimit(limit); err != nil {
+	if err := driver.CheckLimit(limit); err != nil {
 		return nil, err
 	}
 	return n.TryLock(ctx, key, opts...)

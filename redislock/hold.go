@@ -131,7 +131,7 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
 	}
 	if k == driver.HoldPermit {
-		if err := dlock.CheckLimit(limit); err != nil {
+		if err := driver.CheckLimit(limit); err != nil {
 			return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
 		}
 	}

@@ -165,7 +165,7 @@ func (c *runConfig) checkKind() error {
 	case n > 1:
 		return errors.New("--limit, --shared and --exclusive choose what to take of KEY: give one")
 	case c.limitSet:
-		if err := dlock.CheckLimit(c.limit); err != nil {
+		if err := driver.CheckLimit(c.limit); err != nil {
 			return fmt.Errorf("--limit %d: %v", c.limit, trimDlock(err))
 		}
 	}
