@@ -116,16 +116,18 @@ func TestCheck(t *testing.T) {
 	if r = check(cfg, history{events: stalled}); r.Stuck != 1 {
 		t.Fatalf("a 10s Lock call stalled 3s: %s", r)
 	}
-	// On etcd, a call whose wait ran out may take etcdlock.RequestTimeout
-	// more to leave the line: 8s with a 2s wait is within it, 10s is not.
-	onEtcd := cfg
-	onEtcd.Backend = "etcd"
+	// On etcd and PostgreSQL, a call's last request may take the driver's
+	// RequestTimeout (5s): 8s with a 2s wait is within it, 10s is not.
 	within := []event{stuck[0], {E: "fail", Hold: "2.0.0", T: ms(8000), Busy: true, Worker: 2}}
-	if r = check(onEtcd, history{events: within}); r.Stuck != 0 {
-		t.Fatalf("an 8s Lock call on etcd: %s", r)
-	}
-	if r = check(onEtcd, history{events: stuck}); r.Stuck != 1 {
-		t.Fatalf("a 10s Lock call on etcd: %s", r)
+	for _, backend := range []string{"etcd", "postgres"} {
+		on := cfg
+		on.Backend = backend
+		if r = check(on, history{events: within}); r.Stuck != 0 {
+			t.Fatalf("an 8s Lock call on %s: %s", backend, r)
+		}
+		if r = check(on, history{events: stuck}); r.Stuck != 1 {
+			t.Fatalf("a 10s Lock call on %s: %s", backend, r)
+		}
 	}
 }
 
