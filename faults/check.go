@@ -12,6 +12,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/dlock-go/dlock/etcdlock"
+	"github.com/dlock-go/dlock/postgreslock"
 )
 
 // Report is what the checker found in one run's history.
@@ -374,12 +375,16 @@ func check(cfg Config, hi history) *Report {
 	// down meanwhile (an attempt in flight is not cut short by the wait);
 	// and every worker stops by itself at the end of the run. The times
 	// the machine did not run the worker, the harness between it and the
-	// servers, or the etcd servers (stalls) do not count. On etcd, a call
-	// whose wait ran out may spend etcdlock.RequestTimeout more taking its
-	// place in line back (an isolated leader answers nothing meanwhile).
+	// servers, or the etcd servers (stalls) do not count. On etcd and
+	// PostgreSQL, a call's last request may take the driver's
+	// RequestTimeout (on etcd, a call whose wait ran out takes its place
+	// in line back; an isolated leader answers nothing meanwhile).
 	after := cfg.TTL
-	if cfg.Backend == "etcd" {
+	switch cfg.Backend {
+	case "etcd":
 		after = max(after, etcdlock.RequestTimeout)
+	case "postgres":
+		after = max(after, postgreslock.RequestTimeout)
 	}
 	limit := int64(cfg.Wait + after + 2*time.Second)
 	if cfg.CLI != "" {
