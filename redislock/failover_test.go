@@ -150,7 +150,9 @@ func failoverRound(t *testing.T, g *redistest.SentinelGroup, f fault, opts []dlo
 		return round{err: err}
 	}
 	restored := make(chan error, 1)
+	settled := make(chan struct{}) // closed when the group is whole again
 	go func() {
+		defer close(settled)
 		if killed != nil {
 			if _, err := g.Promoted(ctx, killed); err != nil {
 				restored <- err
@@ -164,6 +166,24 @@ func failoverRound(t *testing.T, g *redistest.SentinelGroup, f fault, opts []dlo
 	defer func() {
 		if err := <-restored; err != nil && r.err == nil {
 			r.err = fmt.Errorf("restoring the group: %w", err)
+		}
+	}()
+	// A holder whose lock came through (its key on the new master, which
+	// its renewals reach) keeps it, and nobody is granted it twice: once
+	// the group is whole again and the holder kept the lock three leases
+	// more, it lets go, and the contender gets the key after its Done
+	// closed.
+	go func() {
+		select {
+		case <-settled:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-lk.Done():
+		case <-time.After(3 * *failoverTTL):
+			lk.Unlock(ctx)
+		case <-ctx.Done():
 		}
 	}()
 
