@@ -95,10 +95,10 @@ func leasesOf(kvs []*mvccpb.KeyValue) []clientv3.LeaseID {
 // leases all ran out between the two reads is reported free.
 func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
 	if l.table.Closed() {
-		return dlock.Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
+		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
 	}
 	if err := driver.CheckKey(key); err != nil {
-		return dlock.Info{}, &dlock.KeyError{Key: key, Err: err}
+		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
 	}
 	p := l.rangeOf(key)
 	resp, err := l.cli.Get(ctx, p, clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)),
@@ -247,10 +247,10 @@ func unescape(s string) (string, bool) {
 // before that holder, seeing its key gone, revokes it.
 func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error) {
 	if l.table.Closed() {
-		return dlock.Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
+		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
 	}
 	if err := driver.CheckKey(key); err != nil {
-		return dlock.Info{}, &dlock.KeyError{Key: key, Err: err}
+		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
 	}
 	p := l.rangeOf(key)
 	end := clientv3.GetPrefixRangeEnd(p)
@@ -261,7 +261,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 			return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
 		}
 		if len(resp.Kvs) == 0 {
-			return dlock.Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
+			return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrNotHeld}
 		}
 		info := dlock.Info{Key: key}
 		if _, err := l.describe(ctx, leaseTTLs{}, &info, resp.Kvs[0], int(resp.Count), leasesOf(resp.Kvs)); err != nil {

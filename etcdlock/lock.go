@@ -240,7 +240,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	ttl, err := wholeSeconds(ttl)
 	if err != nil {
-		return &dlock.KeyError{Key: h.Key(), Err: err}
+		return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
 	}
 	old := h.currentLease()
 	if ttl == old.ttl {
@@ -255,7 +255,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 			}
 			return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
 		}
-		if err := h.check(ctx); err != nil {
+		if err := h.check(ctx, "refresh"); err != nil {
 			return err
 		}
 		old.extend(t0)
@@ -300,11 +300,12 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 // waits for a delete (see lease.pause).
 var errPaused = errors.New("dlock: the session is not renewed until etcd answers the delete of a key that a failed release left on it; try again")
 
-// check confirms that the hold's key is still the one it created.
-func (h *hold) check(ctx context.Context) error {
+// check confirms, for the call op, that the hold's key is still the one
+// it created.
+func (h *hold) check(ctx context.Context, op string) error {
 	resp, err := h.l.cli.Get(ctx, h.name)
 	if err != nil {
-		return &dlock.KeyError{Key: h.Key(), Err: err}
+		return &dlock.KeyError{Op: op, Key: h.Key(), Err: err}
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
 		h.lose(fmt.Errorf("%w: the etcd key of revision %d is gone", dlock.ErrOwnershipLost, h.rev))
@@ -319,12 +320,12 @@ func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
 	if err := h.Check(); err != nil {
 		return 0, err
 	}
-	if err := h.check(ctx); err != nil {
+	if err := h.check(ctx, "ttl"); err != nil {
 		return 0, err
 	}
 	r, err := h.l.cli.TimeToLive(ctx, h.currentLease().id)
 	if err != nil {
-		return 0, &dlock.KeyError{Key: h.Key(), Err: err}
+		return 0, &dlock.KeyError{Op: "ttl", Key: h.Key(), Err: err}
 	}
 	if r.TTL <= 0 {
 		h.lose(fmt.Errorf("%w: lease %x is gone", dlock.ErrOwnershipLost, r.ID))

@@ -212,20 +212,20 @@ type call struct {
 // newCall validates one acquisition of key and resolves its options.
 func (l *Locker) newCall(ctx context.Context, key string, opts []dlock.Option) (call, error) {
 	if err := driver.CheckKey(key); err != nil {
-		return call{}, &dlock.KeyError{Key: key, Err: err}
+		return call{}, &dlock.KeyError{Op: "lock", Key: key, Err: err}
 	}
 	o, err := l.opts.Apply(opts...)
 	if err != nil {
-		return call{}, &dlock.KeyError{Key: key, Err: err}
+		return call{}, &dlock.KeyError{Op: "lock", Key: key, Err: err}
 	}
 	if o.TTL, err = wholeSeconds(o.TTL); err != nil {
-		return call{}, &dlock.KeyError{Key: key, Err: err}
+		return call{}, &dlock.KeyError{Op: "lock", Key: key, Err: err}
 	}
 	if o.Fair {
-		return call{}, &dlock.KeyError{Key: key, Err: errNoFair}
+		return call{}, &dlock.KeyError{Op: "lock", Key: key, Err: errNoFair}
 	}
 	if o.Replicas > 0 {
-		return call{}, &dlock.KeyError{Key: key, Err: errNoReplicaAck}
+		return call{}, &dlock.KeyError{Op: "lock", Key: key, Err: errNoReplicaAck}
 	}
 	return call{key: key, owner: o.OwnerIn(ctx), ownerByOption: o.Owner != "", opts: o, renew: o.AutoRenew}, nil
 }
@@ -268,7 +268,7 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 	defer context.AfterFunc(l.ctx, func() { cancel(dlock.ErrClosed) })()
 	defer func() {
 		if err != nil && errors.Is(context.Cause(ctx), dlock.ErrClosed) {
-			err = &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
+			err = &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
 		}
 	}()
 

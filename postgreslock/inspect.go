@@ -159,7 +159,7 @@ SELECT `+t+`_notify($1::text, true) FROM (SELECT 1 FROM d WHERE live LIMIT 1) x`
 		return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
 	}
 	if tag.RowsAffected() == 0 || !info.Held {
-		return dlock.Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
+		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrNotHeld}
 	}
 	return info, nil
 }

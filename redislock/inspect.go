@@ -61,7 +61,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 	}
 	res, err := forceScript.Run(ctx, l.client, k.Args()).Slice()
 	if errors.Is(err, redis.Nil) {
-		return dlock.Info{}, &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
+		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrNotHeld}
 	}
 	var st redisnode.State
 	if err == nil {

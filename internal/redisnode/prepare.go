@@ -13,14 +13,14 @@ import (
 // options and the lock's keys.
 func Prepare(ctx context.Context, closed bool, base driver.Options, key string, opts []dlock.Option, check func(driver.Options) error) (driver.Options, Keys, error) {
 	if closed {
-		return driver.Options{}, Keys{}, &dlock.KeyError{Key: key, Err: dlock.ErrClosed}
+		return driver.Options{}, Keys{}, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
 	}
 	o, err := base.Apply(opts...)
 	if err == nil && check != nil {
 		err = check(o)
 	}
 	if err != nil {
-		return o, Keys{}, &dlock.KeyError{Key: key, Err: err}
+		return o, Keys{}, &dlock.KeyError{Op: "lock", Key: key, Err: err}
 	}
 	k, err := Of(o.Prefix, key)
 	if err != nil {
