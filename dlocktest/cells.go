@@ -32,6 +32,7 @@ var cells = []cell{
 	{name: "Expiry", fn: (*suite).cellExpiry},
 	{name: "Guard", fn: (*suite).cellGuard},
 	{name: "Close", fn: (*suite).cellClose},
+	{name: "Observer", fn: (*suite).cellObserver},
 	{name: "UnlockAfter", column: colLapse, feature: driver.FeatureLapse, fn: (*suite).cellUnlockAfter},
 	{name: "RunOnce", column: colRunOnce, exclude: true, fn: (*suite).cellRunOnce},
 	{name: "Election", column: colElection, exclude: true, fn: (*suite).cellElection},
@@ -192,6 +193,38 @@ func (s *suite) cellClose(t *testing.T, k holdKind) {
 	waitDone(t, lk, s.h.bound())
 	wantErr(t, "Err() of a hold released by Close", lk.Err(), dlock.ErrClosed)
 	mustLock(t)(s.opponent(t, k).TryLock(ctx, key)).Unlock(ctx)
+}
+
+// cellObserver: the observer of dlock.WithObserver hears of the hold's
+// acquisition and of its release, whatever its kind; for the locks of
+// dlock.LockAll, of each key's.
+func (s *suite) cellObserver(t *testing.T, k holdKind) {
+	ctx, key := s.context(t), key(t)
+	var rec Recorder
+	l := k.of(s.locker(t, dlock.WithObserver(&rec)))
+	lk := mustLock(t)(l.TryLock(ctx, key))
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	keys := []string{key}
+	if a, ok := l.(allOf); ok {
+		keys = a.parts(key)
+	}
+	for _, key := range keys {
+		evs := rec.WaitFor(t, key, s.h.bound(), "the release", func(evs []dlock.Event) bool {
+			_, ok := Last(evs, dlock.EventRelease)
+			return ok
+		})
+		first, last := evs[0], evs[len(evs)-1]
+		if len(keys) == 1 {
+			checkAcquired(t, first, lk, false)
+		} else if first.Kind != dlock.EventAcquire || first.Outcome != dlock.OutcomeAcquired || first.Lock == nil {
+			t.Errorf("first event of %q: %s %s (a hold %v); want Acquire acquired, with its hold", key, first.Kind, first.Outcome, first.Lock != nil)
+		}
+		if last.Lock != first.Lock || last.Err != nil {
+			t.Errorf("Release of %q: of the acquired hold %v, err %v; want true, nil", key, last.Lock == first.Lock, last.Err)
+		}
+	}
 }
 
 // cellUnlockAfter: UnlockAfter(d) ends the handle as released at once,
