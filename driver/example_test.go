@@ -36,7 +36,7 @@ func newMemLocker(opts ...dlock.Option) (*memLocker, error) {
 		return nil, err
 	}
 	l := &memLocker{opts: o, store: map[string]string{}}
-	l.table.Init(o.Logger, nil)
+	l.table.Init("mem", o, nil)
 	return l, nil
 }
 

@@ -34,15 +34,6 @@ type observed struct {
 //
 // Every one of them returns at once when the Locker has no observer.
 
-// Observe sends the table's events to the dlock.Observer in o, if any,
-// naming backend ("redis", "etcd") in each. Call it after Init, before the
-// table is used.
-func (t *Table[H]) Observe(backend string, o Options) {
-	if obs, ok := o.Observer.(dlock.Observer); ok && obs != nil {
-		t.obs, t.backend = obs, backend
-	}
-}
-
 // Observed reports whether the table has an observer: a driver may skip
 // the work of an event that nobody watches.
 func (t *Table[H]) Observed() bool { return t.obs != nil }

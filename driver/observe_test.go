@@ -25,9 +25,7 @@ func (r *events) Observe(ctx context.Context, e dlock.Event) {
 }
 
 func observedTable(r *events) *Table[*fake] {
-	t := newTable(nil)
-	t.Observe("mem", Options{Observer: r})
-	return t
+	return newObservedTable(Options{Observer: r}, nil)
 }
 
 // Without an observer the event calls keep nothing and allocate nothing.

@@ -58,12 +58,17 @@ type holds[H Handle] struct {
 	owned []H
 }
 
-// Init prepares an empty table. log receives a warning when a hold is lost
-// and, at debug level, a line when one is released. onEnd, when not nil,
-// runs when a hold ends, after it left the table and before its Done
-// closes: a driver stops renewing the hold there.
-func (t *Table[H]) Init(log *slog.Logger, onEnd func(H)) {
-	t.log, t.onEnd = log, onEnd
+// Init prepares an empty table of the Locker made with o: o.Logger
+// receives a warning when a hold is lost and, at debug level, a line when
+// one is released; the dlock.Observer of o, if any, hears of the table's
+// events, each naming backend ("redis", "etcd"). onEnd, when not nil, runs
+// when a hold ends, after it left the table and before its Done closes: a
+// driver stops renewing the hold there.
+func (t *Table[H]) Init(backend string, o Options, onEnd func(H)) {
+	t.log, t.onEnd = o.Logger, onEnd
+	if obs, ok := o.Observer.(dlock.Observer); ok && obs != nil {
+		t.obs, t.backend = obs, backend
+	}
 	t.held = make(map[string]holds[H])
 }
 

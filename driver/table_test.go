@@ -31,8 +31,12 @@ func newFake(key, owner string, byOption bool) *fake {
 	return f
 }
 func newTable(onEnd func(*fake)) *Table[*fake] {
+	return newObservedTable(Options{}, onEnd)
+}
+func newObservedTable(o Options, onEnd func(*fake)) *Table[*fake] {
 	t := &Table[*fake]{}
-	t.Init(slog.New(slog.DiscardHandler), onEnd)
+	o.Logger = slog.New(slog.DiscardHandler)
+	t.Init("mem", o, onEnd)
 	return t
 }
 func mustAdd(t *testing.T, tb *Table[*fake], f *fake, reserve bool) {

@@ -80,8 +80,7 @@ func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel}
 	for _, t := range l.tables() {
-		t.Init(o.Logger, (*hold).detach)
-		t.Observe("etcd", o)
+		t.Init("etcd", o, (*hold).detach)
 	}
 	return l, nil
 }

@@ -119,8 +119,7 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 	}
 	l.ln = newListener(l, listen.Copy())
 	for _, t := range l.tables() {
-		t.Init(o.Logger, func(h *hold) { l.wd.Remove(h) })
-		t.Observe(backend, o)
+		t.Init(backend, o, func(h *hold) { l.wd.Remove(h) })
 	}
 	if err := l.wd.Init(driver.WatchdogConfig[*hold]{
 		Drift:   drift,

@@ -71,8 +71,8 @@ type holdTables struct {
 }
 
 func (t *holdTables) init(l *Locker) {
-	t.permits.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
-	t.rw.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
+	t.permits.Init(backend, l.opts, l.unwatch)
+	t.rw.Init(backend, l.opts, l.unwatch)
 }
 
 // close closes both tables and returns the holds still held.

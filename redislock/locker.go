@@ -74,8 +74,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 		quit:   make(chan struct{}),
 		ttlArg: o.TTL.Milliseconds(),
 	}
-	l.table.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
-	l.table.Observe("redis", o)
+	l.table.Init(backend, o, l.unwatch)
 	if err := l.newWatchdog(); err != nil {
 		return nil, err
 	}
@@ -358,3 +357,9 @@ func (l *Locker) giveBackNow(ctx context.Context, lk *lock) {
 	}
 	releaseScript.Run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "1")
 }
+
+// backend names the driver in the events of dlock.WithObserver.
+const backend = "redis"
+
+// unwatch stops the watchdog's watch of a hold that ended.
+func (l *Locker) unwatch(lk *lock) { l.watchdog.Remove(lk) }

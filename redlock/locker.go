@@ -115,9 +115,8 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 		}
 		l.nodes = append(l.nodes, &node{i: i, client: c, send: sender(c), addr: addr})
 	}
-	l.table.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
-	l.table.Observe("redlock", o)
-	l.rw.Init(l.log, func(lk *lock) { l.watchdog.Remove(lk) })
+	l.table.Init("redlock", o, l.unwatch)
+	l.rw.Init("redlock", o, l.unwatch)
 	if err := l.watchdog.Init(driver.WatchdogConfig[*lock]{
 		Drift:  redisnode.Drift,
 		Renew:  l.renew,
@@ -418,3 +417,6 @@ func (l *Locker) giveBack(ctx context.Context, lk *lock, nodes []*node, q *queue
 	}
 	wg.Wait()
 }
+
+// unwatch stops the watchdog's watch of a hold that ended.
+func (l *Locker) unwatch(lk *lock) { l.watchdog.Remove(lk) }
