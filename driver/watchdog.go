@@ -264,12 +264,25 @@ func (w *Watchdog[L]) RefreshedUntil(lk L, deadline, sent time.Time, ttl time.Du
 // may delete the lock at any moment, after which a renewal would find it
 // gone. The watchdog still watches the deadline, where it calls Lapsed if
 // nothing ended the lease before.
-func (w *Watchdog[L]) Releasing(lk L) {
+//
+// When lk's deadline has passed, the lease ended before its holder let
+// go, however late the watchdog is to say so (a process paused, say):
+// Releasing then stops watching it and returns the cause of the loss,
+// matching dlock.ErrLeaseExpired, with which the caller ends the handle as
+// lost instead of releasing it. A second call, for a release retried, is
+// nil.
+func (w *Watchdog[L]) Releasing(lk L) error {
 	ls := lk.lease()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ls.releasing {
-		return
+		return nil
+	}
+	if !time.Now().Before(ls.deadline) {
+		if w.watched(lk) {
+			heap.Remove(&w.leases, ls.index)
+		}
+		return expired(ls.lastErr)
 	}
 	ls.releasing, ls.renew = true, false
 	if w.watched(lk) && !ls.inflight {
@@ -277,6 +290,7 @@ func (w *Watchdog[L]) Releasing(lk L) {
 		heap.Fix(&w.leases, ls.index)
 		w.arm(ls.due)
 	}
+	return nil
 }
 
 // Stop ends the watchdog's goroutines and waits for them. Leases still
@@ -348,12 +362,16 @@ func (w *Watchdog[L]) expire(lk L) {
 		w.cfg.Lapsed(lk)
 		return
 	}
-	if cause != nil {
-		cause = fmt.Errorf("%w: renewal failed: %w", dlock.ErrLeaseExpired, cause)
-	} else {
-		cause = dlock.ErrLeaseExpired
+	w.cfg.Lost(lk, expired(cause))
+}
+
+// expired is the cause of a lease lost at its deadline, whose last renewal
+// failed with renewErr (nil: none failed).
+func expired(renewErr error) error {
+	if renewErr == nil {
+		return dlock.ErrLeaseExpired
 	}
-	w.cfg.Lost(lk, cause)
+	return fmt.Errorf("%w: renewal failed: %w", dlock.ErrLeaseExpired, renewErr)
 }
 
 // renewLoop is the renewer's goroutine: it sends the due renewals in

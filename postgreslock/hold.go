@@ -66,7 +66,9 @@ func (h *hold) Unlock(ctx context.Context) error {
 // most, resending included.
 func (h *hold) release(ctx context.Context, why error) error {
 	l := h.l
-	l.wd.Releasing(h)
+	if err := l.wd.Releasing(h); err != nil {
+		return h.tbl.Lose(h, err)
+	}
 	rctx, done := bounded(ctx)
 	deleted, err := l.releaseRow(rctx, h.name, h.token)
 	if err != nil && rctx.Err() == nil {
@@ -143,7 +145,9 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return h.Unlock(ctx)
 	}
-	h.l.wd.Releasing(h)
+	if err := h.l.wd.Releasing(h); err != nil {
+		return h.tbl.Lose(h, err)
+	}
 	ms := (d + time.Millisecond - 1).Milliseconds()
 	tag, err := h.l.pool.Exec(ctx, h.l.sql.refresh, h.name, h.token, ms)
 	switch {

@@ -242,7 +242,9 @@ func (lk *lock) unlockHold(ctx context.Context) error {
 	if err := lk.Check(); err != nil {
 		return err
 	}
-	lk.l.watchdog.Releasing(lk)
+	if err := lk.l.watchdog.Releasing(lk); err != nil {
+		return lk.lose(err)
+	}
 	n, err := holdReleaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, "0").Int64()
 	if err != nil {
 		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}

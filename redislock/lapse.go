@@ -31,7 +31,9 @@ func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
 	if err := lk.Check(); err != nil {
 		return err
 	}
-	lk.l.watchdog.Releasing(lk)
+	if err := lk.l.watchdog.Releasing(lk); err != nil {
+		return lk.lose(err)
+	}
 	sent := time.Now()
 	n, err := lapseScript.Run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.leaseArg(d)).Int64()
 	if err != nil {

@@ -137,7 +137,9 @@ func (lk *lock) Unlock(ctx context.Context) error {
 		return err
 	}
 	began := time.Now()
-	lk.l.watchdog.Releasing(lk)
+	if err := lk.l.watchdog.Releasing(lk); err != nil {
+		return lk.lose(err)
+	}
 	var release *redis.Cmd
 	if lk.Owner() == "" {
 		release = releaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg)

@@ -199,6 +199,10 @@ func (l *Locker) UnlockMulti(ctx context.Context, locks []dlock.Lock) error {
 			errs = append(errs, err)
 			continue
 		}
+		if err := l.watchdog.Releasing(lk); err != nil {
+			errs = append(errs, lk.lose(err))
+			continue
+		}
 		live = append(live, lk)
 	}
 	if len(live) == 0 {
@@ -209,7 +213,6 @@ func (l *Locker) UnlockMulti(ctx context.Context, locks []dlock.Lock) error {
 	args := make([]any, 0, 1+len(live))
 	args = append(args, live[0].ownerArg)
 	for _, lk := range live {
-		l.watchdog.Releasing(lk)
 		keys = append(keys, lk.keyArgs[:]...)
 		args = append(args, lk.tokenArg)
 	}

@@ -47,7 +47,9 @@ func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
 		return errClosed("unlock", lk.Key())
 	}
 	defer l.calls.leave()
-	l.watchdog.Releasing(lk)
+	if err := l.watchdog.Releasing(lk); err != nil {
+		return lk.lose(err)
+	}
 	send := func(ctx context.Context, nd *node) reply {
 		v, err := lapseScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), lk.leaseArg(ms)).Int64()
 		return reply{n: v, err: err}

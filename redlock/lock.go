@@ -117,7 +117,9 @@ func (lk *lock) Unlock(ctx context.Context) error {
 		return errClosed("unlock", lk.Key())
 	}
 	defer l.calls.leave()
-	l.watchdog.Releasing(lk)
+	if err := l.watchdog.Releasing(lk); err != nil {
+		return lk.lose(err)
+	}
 	t, err := l.release(ctx, lk)
 	if err != nil {
 		lk.unknown = true
