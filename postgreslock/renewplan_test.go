@@ -1,0 +1,97 @@
+package postgreslock_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/postgreslock"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// renewals is a pgx tracer that counts the renewal statements answered.
+type renewals struct{ n atomic.Int64 }
+
+type renewalKey struct{}
+
+func (r *renewals) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, renewalKey{}, strings.Contains(d.SQL, "unnest("))
+}
+
+func (r *renewals) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	if is, _ := ctx.Value(renewalKey{}).(bool); is && d.Err == nil {
+		r.n.Add(1)
+	}
+}
+
+// The batched renewal is planned for its batch every tick. A prepared
+// statement's generic plan guesses 10 rows for the unnest of its arrays;
+// with statistics taken while nothing was held (the holds table analyzed
+// empty, but with pages), that plan scanned the holds and, for each,
+// the whole batch again: 1,000 held locks cost a server about 140 ms a
+// tick.
+func TestRenewalPlannedForItsBatch(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(shared.URL("") + "&pool_max_conns=1") // one session: its statements are the renewals'
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen renewals
+	cfg.ConnConfig.Tracer = &seen
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	l, err := postgreslock.NewConfig(postgreslock.Config{Pool: p, Table: "renew_plan"}, dlock.WithTTL(600*time.Millisecond), dlock.WithNotify(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	key := func(i int) string { return t.Name() + ":" + strconv.Itoa(i) }
+	// Pages of rows taken and released, then statistics saying "empty".
+	for i := range n {
+		lk, err := l.TryLock(ctx, key(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Exec(ctx, "ANALYZE renew_plan_holds"); err != nil {
+		t.Fatal(err)
+	}
+	locks := make([]dlock.Lock, n)
+	for i := range locks {
+		if locks[i], err = l.TryLock(ctx, key(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from := seen.n.Load()
+	// Past the plan cache's 5 custom plans, when it weighs a generic one.
+	dlocktest.Eventually(t, 30*time.Second, "8 renewals", func() bool { return seen.n.Load()-from >= 8 })
+	var generic int64
+	if err := p.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0) FROM pg_prepared_statements WHERE statement LIKE '%unnest(%'`).Scan(&generic); err != nil {
+		t.Fatal(err)
+	}
+	if generic > 0 {
+		t.Fatalf("the renewal ran %d times on a generic plan; want a plan for its batch each time", generic)
+	}
+	for i, lk := range locks {
+		if lk.Err() != nil {
+			t.Fatalf("lock %d lost: %v", i, lk.Err())
+		}
+		lk.Unlock(ctx)
+	}
+}
