@@ -95,3 +95,46 @@ func TestRenewalPlannedForItsBatch(t *testing.T) {
 		lk.Unlock(ctx)
 	}
 }
+
+// A renewal changes no indexed column and the holds table leaves room on
+// its pages (fillfactor), so renewals are HOT updates: no index entry
+// and less WAL per hold and tick.
+func TestRenewalsAreHOT(t *testing.T) {
+	ctx := context.Background()
+	p := pool(t, "")
+	l, err := postgreslock.NewConfig(postgreslock.Config{Pool: p, Table: "renew_hot"}, dlock.WithTTL(600*time.Millisecond), dlock.WithNotify(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stats := func() (upd, hot int64) {
+		if err := p.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'renew_hot_holds'`).Scan(&upd, &hot); err != nil {
+			t.Fatal(err)
+		}
+		return upd, hot
+	}
+	upd0, hot0 := stats()
+	const n = 500
+	locks := make([]dlock.Lock, n)
+	for i := range locks {
+		if locks[i], err = l.TryLock(ctx, t.Name()+":"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The server reports a session's counts within seconds.
+	var upd, hot int64
+	dlocktest.Eventually(t, 45*time.Second, "5 renewals of every hold counted", func() bool {
+		upd, hot = stats()
+		return upd-upd0 >= 5*n
+	})
+	if upd, hot = upd-upd0, hot-hot0; hot < upd*9/10 {
+		t.Fatalf("%d of %d renewals were HOT updates; want at least 90%%", hot, upd)
+	}
+	t.Logf("%d of %d renewals were HOT updates", hot, upd)
+	for _, lk := range locks {
+		lk.Unlock(ctx)
+	}
+}
