@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,10 +107,24 @@ ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.e
 func (e *pgEnv) pgWindow(pid int, window time.Duration, keep func(context.Context) error) (pgHeld, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), window)
 	defer cancel()
-	s0, c0, n0, t0 := serverCPU(pid), processCPU(), e.sent.n.Load(), time.Now()
+	s0, by0 := serverCPU(pid)
+	c0, n0, t0 := processCPU(), e.sent.n.Load(), time.Now()
 	err := keep(ctx)
 	wall := time.Since(t0)
-	s1, c1, n1 := serverCPU(pid), processCPU(), e.sent.n.Load()
+	s1, by1 := serverCPU(pid)
+	c1, n1 := processCPU(), e.sent.n.Load()
+	if e.log != nil {
+		// Where the server's share went, by process kind, for whoever
+		// wants to know why a row costs what it does.
+		var parts []string
+		for kind, d := range by1 {
+			if d -= by0[kind]; d > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.1f %%", kind, 100*float64(d)/float64(wall)))
+			}
+		}
+		slices.Sort(parts)
+		fmt.Fprintf(e.log, "postgres: server CPU by process: %s\n", strings.Join(parts, ", "))
+	}
 	return pgHeld{
 		client:    100 * float64(c1-c0) / float64(wall),
 		server:    100 * float64(s1-s0) / float64(wall),
@@ -119,11 +134,13 @@ func (e *pgEnv) pgWindow(pid int, window time.Duration, keep func(context.Contex
 }
 
 // serverCPU is the user+system CPU time of process pid and its children
-// (the postmaster's backends and helpers) so far. Processes that ended
-// meanwhile are not counted; the bench keeps its connections open.
-func serverCPU(pid int) time.Duration {
+// (the postmaster's backends and helpers) so far, in all and by kind of
+// process (backend, checkpointer, autovacuum worker, ...). Processes that
+// ended meanwhile are not counted; the bench keeps its connections open.
+func serverCPU(pid int) (time.Duration, map[string]time.Duration) {
 	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
 	var total int64
+	by := map[string]time.Duration{}
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, f := range stats {
 		b, err := os.ReadFile(f)
@@ -147,6 +164,24 @@ func serverCPU(pid int) time.Duration {
 		u, _ := strconv.ParseInt(fields[11], 10, 64)
 		st, _ := strconv.ParseInt(fields[12], 10, 64)
 		total += u + st
+		by[pgProcessKind(self, self == pid)] += time.Duration(u+st) * tick
 	}
-	return time.Duration(total) * tick
+	return time.Duration(total) * tick, by
+}
+
+// pgProcessKind is the kind of server process pid from its title
+// ("postgres: checkpointer", "postgres: user db host(port) idle"): the
+// postmaster, a backend, or the helper's name.
+func pgProcessKind(pid int, postmaster bool) string {
+	if postmaster {
+		return "postmaster"
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	title := strings.TrimPrefix(strings.TrimRight(strings.ReplaceAll(string(b), "\x00", " "), " "), "postgres: ")
+	for _, helper := range []string{"checkpointer", "background writer", "walwriter", "autovacuum launcher", "autovacuum worker", "logical replication launcher", "stats collector"} {
+		if strings.HasPrefix(title, helper) {
+			return helper
+		}
+	}
+	return "backends"
 }

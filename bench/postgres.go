@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -68,6 +69,7 @@ type pgEnv struct {
 	hold   time.Duration
 	cycleD time.Duration
 	hotD   time.Duration
+	log    io.Writer // progress and diagnostics
 }
 
 func (e *pgEnv) systems() []pgSystem {
@@ -336,7 +338,7 @@ func runPostgres(ctx context.Context, cfg config, file string) error {
 	}
 	defer srv.Close()
 	e := &pgEnv{url: srv.URL(""), poll: 5 * time.Millisecond, ttl: 10 * time.Second, hold: 2 * time.Millisecond,
-		cycleD: cfg.duration, hotD: 3 * cfg.hotDuration}
+		cycleD: cfg.duration, hotD: 3 * cfg.hotDuration, log: cfg.log}
 	pc, err := pgxpool.ParseConfig(e.url)
 	if err != nil {
 		return err
