@@ -80,7 +80,11 @@
 // pool: pgx's default prepares each statement once per connection, which
 // PgBouncer in transaction pooling mode follows from version 1.21 (with
 // max_prepared_statements set); before it, give the pool
-// default_query_exec_mode=exec, as its other queries need too. LISTEN
+// default_query_exec_mode=exec, as its other queries need too. One
+// statement is the exception: the renewal of a Locker's held locks, sent
+// once a tick with arrays whose length changes, is not prepared (pgx's
+// exec mode) in a pool that would cache it, so that the server plans it
+// for each batch rather than settle on a generic plan. LISTEN
 // needs a session of its own: give a direct connection in
 // [Config].Listen, or turn notifications off.
 //
