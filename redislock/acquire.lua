@@ -6,8 +6,8 @@
 -- fenced acquisition, ARGV[8] the subscriber id of the waiter's Locker.
 -- Returns the fence (0 when not fenced) when the lock is ours, else
 -- -1 - holder's PTTL.
--- From prelude.lua: next_fence, busy_reply, leave_queue; from common.lua:
--- the keys, now_ms, grant, tell_observers.
+-- From prelude.lua: next_fence; from base.lua: busy_reply, leave_queue;
+-- from lock.lua: the keys, enqueue, live_head, grant, tell_observers.
 local token, ttl, owner, mode, claim = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local fenced = ARGV[7]
 local fair, wait = mode % 2 == 1, mode >= 2
@@ -24,24 +24,10 @@ local function taken(fence)
   return take(fence)
 end
 
-local function extend()
-  if redis.call('PTTL', lock) < ttl then
-    redis.call('PEXPIRE', lock, ttl)
-    if owner ~= '' then redis.call('PEXPIRE', holds, ttl) end
-  end
-end
-
 -- Is someone other than us first in the queue and still alive?
 local function queued_ahead()
-  local now = now_ms()
-  for _ = 1, 100 do
-    local head = redis.call('ZRANGE', queue, 0, 0)[1]
-    if not head or head == token then return false end
-    local deadline = tonumber(string.match(redis.call('HGET', waiters, head) or '', '^(%d+)|'))
-    if deadline and deadline >= now then return true end
-    leave_queue(queue, waiters, head)
-  end
-  return true
+  local head = live_head()
+  return head ~= nil and head ~= token
 end
 
 if owner == '' and not fair then
@@ -77,29 +63,23 @@ elseif current == value then
   end
   local mine = redis.call('HGET', holds, token)
   if mine then
-    extend() -- a grant to us, confirmed now
+    extend(ttl, owner) -- a grant to us, confirmed now
     return take(tonumber(mine))
   end
   if redis.call('EXISTS', holds) == 1 then
     -- reentry: the owner holds the lock already; add a hold
     local fence = next_fence(meta, fenced)
     redis.call('HSET', holds, token, fence)
-    extend()
+    extend(ttl, owner)
     return take(fence)
   end
 end
 
 if wait then
-  local now = now_ms()
+  local score -- arrival order: one past the last in the queue
   if not redis.call('ZSCORE', queue, token) then
-    -- arrival order: one past the last in the queue
-    local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]
-    redis.call('ZADD', queue, (tonumber(last) or 0) + 1, token)
+    score = (tonumber(redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]) or 0) + 1
   end
-  redis.call('HSET', waiters, token, table.concat({now + claim, claim, ARGV[6], fenced, ARGV[8], owner}, '|'))
-  if redis.call('PTTL', queue) < 2 * claim then -- also when it has no TTL yet
-    redis.call('PEXPIRE', queue, 2 * claim)
-    redis.call('PEXPIRE', waiters, 2 * claim)
-  end
+  enqueue(token, score, claim, ARGV[6], fenced, ARGV[8], owner)
 end
 return busy_reply(lock)

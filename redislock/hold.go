@@ -58,9 +58,9 @@ var (
 // The scripts of holds: package redisnode's shared.lua (which Redlock's
 // read-write locks run too) and this driver's part.
 var (
-	holdAcquireScript = redisnode.NewScript(preludeLua + redisnode.SharedLua + sharedAcquireLua)
-	holdReleaseScript = redisnode.NewScript(preludeLua + redisnode.SharedLua + sharedReleaseLua)
-	downgradeScript   = redisnode.NewScript(preludeLua + redisnode.SharedLua + redisnode.DowngradeLua)
+	holdAcquireScript = redisnode.NewScript(sharedLua + sharedAcquireLua)
+	holdReleaseScript = redisnode.NewScript(sharedLua + sharedReleaseLua)
+	downgradeScript   = redisnode.NewScript(sharedLua + redisnode.DowngradeLua)
 	holdTTLScript     = redisnode.NewScript(redisnode.SharedTTLLua)
 )
 

@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 
@@ -12,10 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed force.lua
-var forceLua string
-
-var forceScript = redisnode.NewScript(preludeLua + commonLua + forceLua)
+var forceScript = redisnode.NewScript(lockLua + redisnode.ForceLua)
 
 // Inspect reads what Redis holds about key, in one round trip (a MULTI
 // block over the lock's keys, which share a Cluster slot). It changes

@@ -7,7 +7,7 @@
 -- Returns {0, fence of lock 1, ..., fence of lock n} when every lock is
 -- ours (a fence is 0 when not fenced), else {i, -1 - PTTL of lock i} for
 -- the first busy lock i, and nothing changed.
--- From prelude.lua: next_fence, busy_reply; from common.lua: the keys,
+-- From prelude.lua: next_fence; from base.lua: busy_reply; from lock.lua: the keys,
 -- tell_observers; from all.lua: use.
 local ttl, owner, fenced = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local n = #KEYS / 6

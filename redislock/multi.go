@@ -24,8 +24,8 @@ var (
 
 // The scripts of several locks at once.
 var (
-	lockAllScript   = redisnode.NewScript(preludeLua + commonLua + allLua + lockAllLua)
-	unlockAllScript = redisnode.NewScript(preludeLua + commonLua + allLua + unlockAllLua)
+	lockAllScript   = redisnode.NewScript(lockLua + allLua + lockAllLua)
+	unlockAllScript = redisnode.NewScript(lockLua + allLua + unlockAllLua)
 )
 
 var _ dlock.MultiLocker = (*Locker)(nil)

@@ -1,6 +1,6 @@
--- prelude: the helpers of the scripts that acquire and release; Go
--- prepends it to try.lua, and to common.lua with acquire.lua, release.lua
--- and force.lua.
+-- prelude: this driver's fence counter; Go prepends it, with package
+-- redisnode's base.lua, to try.lua and to every script that acquires or
+-- releases.
 --
 -- next_fence returns the next fence of the lock whose counter is the hash
 -- meta (field f) when fenced is '1', else 0: the counter plus one, in one
@@ -23,20 +23,4 @@ local function next_fence(meta, fenced)
   redis.call('HSET', meta, 'f', string.format('%d', f))
   redis.call('PEXPIRE', meta, fence_retention)
   return f
-end
-
--- busy_reply is the reply of an attempt that found lock held by another:
--- -1 - its PTTL, where a PTTL of 0 means unknown (a key without TTL) and a
--- lease in its last millisecond counts as 1, so that a waiter looks again
--- at once rather than after its interval.
-local function busy_reply(lock)
-  local pttl = redis.call('PTTL', lock)
-  if pttl < 0 then pttl = 0 elseif pttl == 0 then pttl = 1 end
-  return -1 - pttl
-end
-
--- leave_queue takes token out of the wait queue and its entry.
-local function leave_queue(queue, waiters, token)
-  redis.call('ZREM', queue, token)
-  redis.call('HDEL', waiters, token)
 end

@@ -1,7 +1,7 @@
 -- release, second part: hand the lock to the first waiter, and the
 -- releases of an owner's hold or of a waiter that gives up.
--- From release_head.lua: token, owner, giveup, deleted; from prelude.lua:
--- leave_queue; from common.lua: the keys, grant, tell_observers.
+-- From release_head.lua: token, owner, giveup, deleted; from base.lua:
+-- leave_queue; from lock.lua: the keys, grant, tell_observers.
 if deleted then
   grant()
   tell_observers()

@@ -6,7 +6,7 @@
 -- but the release: the client tells a retried release from a lost lock
 -- (see lock.Unlock).
 --
--- The plain lock's release comes first, before common.lua's functions are
+-- The plain lock's release comes first, before lock.lua's functions are
 -- even defined: with nobody queued it is the compare-and-delete of the
 -- single-instance algorithm and one EXISTS, which asks at once whether
 -- anyone queues (KEYS[4]) or watches (KEYS[6]).

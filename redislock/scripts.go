@@ -9,8 +9,6 @@ import (
 var (
 	//go:embed prelude.lua
 	preludeLua string
-	//go:embed common.lua
-	commonLua string
 	//go:embed try.lua
 	tryLua string
 	//go:embed acquire.lua
@@ -27,11 +25,18 @@ var (
 	ttlLua string
 )
 
+// The preludes of the scripts: this driver's fence counter and package
+// redisnode's helpers, before a lock's scripts and before a hold's.
+var (
+	lockLua   = preludeLua + redisnode.BaseLua + redisnode.LockLua
+	sharedLua = preludeLua + redisnode.BaseLua + redisnode.SharedLua
+)
+
 // The scripts, immutable once built.
 var (
-	tryScript     = redisnode.NewScript(preludeLua + tryLua)
-	acquireScript = redisnode.NewScript(preludeLua + commonLua + acquireLua)
-	releaseScript = redisnode.NewScript(releaseHeadLua + preludeLua + commonLua + releaseLua)
+	tryScript     = redisnode.NewScript(preludeLua + redisnode.BaseLua + tryLua)
+	acquireScript = redisnode.NewScript(lockLua + acquireLua)
+	releaseScript = redisnode.NewScript(releaseHeadLua + lockLua + releaseLua)
 	refreshScript = redisnode.NewScript(redisnode.LeaseLua + refreshLua)
 	lapseScript   = redisnode.NewScript(redisnode.LeaseLua + lapseLua)
 	renewScript   = redisnode.NewScript(redisnode.LeaseLua + redisnode.RenewLua)

@@ -10,7 +10,8 @@
 -- the time in ms until the first hold ends (-1: unknown). An owner that
 -- holds a read lock and asks for the write lock gets the error
 -- DLOCK_UPGRADE, and nothing changes.
--- From prelude.lua: next_fence, leave_queue; from shared.lua: the rest.
+-- From prelude.lua: next_fence; from base.lua: leave_queue; from
+-- shared.lua: the rest.
 local token, ttl, owner, mode, claim = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local fenced, kind, limit = ARGV[7], ARGV[9], tonumber(ARGV[10])
 local fair, wait = mode % 2 == 1, mode >= 2
@@ -26,21 +27,10 @@ grant(now) -- room made by an expiry or a raised limit goes to the queue first
 
 local mine = redis.call('HGET', holds, token)
 if mine then
-  -- granted to us while we waited, or a re-sent attempt: confirm
-  if tonumber(redis.call('ZSCORE', set, token)) < now + ttl then
-    redis.call('ZADD', set, now + ttl, token)
-  end
-  if wait then leave_queue(queue, waiters, token) end
-  keep()
-  return tonumber((parse_hold(mine)))
+  return confirm(token, mine, now, ttl) -- granted to us while we waited, or a re-sent attempt
 end
-
-if kind == 'w' and owner ~= '' then
-  local _, _, reads = census(owner)
-  if reads then
-    return redis.error_reply('DLOCK_UPGRADE the owner holds a read lock of this key')
-  end
-end
+local refused = upgrade_refused(kind, owner)
+if refused then return refused end
 
 local ok = fits(kind, owner, limit, false, now, token)
 if ok and fair then

@@ -4,7 +4,7 @@
 -- first; a grant that arrived is released).
 -- Returns 1 released, 0 the hold is gone (released before: a re-sent
 -- release finds that; or its lease ended).
--- From prelude.lua: leave_queue; from shared.lua: the rest.
+-- From base.lua: leave_queue; from shared.lua: the rest.
 local token = ARGV[1]
 local now = now_ms()
 if ARGV[2] == '1' then leave_queue(queue, waiters, token) end

@@ -4,7 +4,7 @@
 -- its own token: the lock is ours, with the fence its first run made.
 -- KEYS[1] lock, KEYS[2] meta; ARGV[1] token, ARGV[2] ttl in ms.
 -- Returns the fence when the lock is ours, else -1 - holder's PTTL.
--- From prelude.lua: next_fence, busy_reply.
+-- From prelude.lua: next_fence; from base.lua: busy_reply.
 local current = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
 if not current then
   return next_fence(KEYS[2], '1')

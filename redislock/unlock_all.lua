@@ -3,7 +3,7 @@
 -- first waiter. ARGV[1] owner ('' for plain locks), ARGV[1+i] the token of
 -- lock i. Returns one reply per lock, release.lua's: 1 released, 0 the
 -- hold is gone, -1 another party holds the lock.
--- From common.lua: the keys, grant, tell_observers; from all.lua: use.
+-- From lock.lua: the keys, grant, tell_observers; from all.lua: use.
 local owner = ARGV[1]
 local out = {}
 for i = 1, #KEYS / 6 do

@@ -14,14 +14,6 @@ floor_us = tonumber(ARGV[9])
 local value = token
 if owner ~= '' then value = 'o:' .. owner end
 
--- extend lengthens the lease to ttl, never shortens it (a co-owner's).
-local function extend()
-  if redis.call('PTTL', lock) < ttl then
-    redis.call('PEXPIRE', lock, ttl)
-    if owner ~= '' then redis.call('PEXPIRE', holds, ttl) end
-  end
-end
-
 -- ahead reports whether a live waiter comes before this caller.
 local function ahead()
   local head, s = live_head()
@@ -45,7 +37,7 @@ if not current then
       redis.call('HSET', holds, token, fence)
       redis.call('PEXPIRE', holds, ttl)
     end
-    leave_queue(token)
+    leave_queue(queue, waiters, token)
     tell_observers()
     return fence
   end
@@ -54,25 +46,25 @@ if not current then
 elseif current == value then
   if owner == '' then
     -- ours already: a re-sent attempt, or a grant not yet heard of
-    extend()
-    leave_queue(token)
+    extend(ttl, owner)
+    leave_queue(queue, waiters, token)
     return tonumber(redis.call('HGET', meta, 'f')) or 0
   end
   local mine = redis.call('HGET', holds, token)
   if mine then
-    extend()
-    leave_queue(token)
+    extend(ttl, owner)
+    leave_queue(queue, waiters, token)
     return tonumber(mine)
   end
   if redis.call('EXISTS', holds) == 1 then
     -- reentry: the owner holds the lock; add a hold
     local fence = next_fence(meta)
     redis.call('HSET', holds, token, fence)
-    extend()
+    extend(ttl, owner)
     return fence
   end
 end
 if wait then
-  enqueue(token, score, tonumber(ARGV[6]), ARGV[7], ARGV[8], owner)
+  enqueue(token, score, tonumber(ARGV[6]), ARGV[7], '1', ARGV[8], owner)
 end
-return busy_reply()
+return busy_reply(lock)

@@ -21,7 +21,7 @@ if owner == '' and mode == '0' and redis.call('GET', lock) == token then
   end
   return 1
 end
-leave_queue(token) -- a waiter's entry, or one left by the waiter this hold was
+leave_queue(queue, waiters, token) -- a waiter's entry, or one left by the waiter this hold was
 local value = token
 if owner ~= '' then value = 'o:' .. owner end
 local current = redis.call('GET', lock)
@@ -37,7 +37,7 @@ else
   return 1 -- the owner holds the lock still
 end
 if mode == '2' then
-  enqueue(token, tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7], owner)
+  enqueue(token, tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], '1', ARGV[7], owner)
 end
 if redis.call('EXISTS', lock) == 0 then
   if grant() or deleted then tell_observers() end

@@ -1,5 +1,5 @@
 -- rw: what redisnode's shared.lua needs of a driver, for Redlock's
--- read-write locks; Go prepends counter.lua to it, and appends shared.lua
+-- read-write locks; Go prepends counter.lua and base.lua to it, and appends shared.lua
 -- and the script's own part (rw_acquire.lua, rw_release.lua,
 -- rw_raise.lua, redisnode's downgrade.lua).
 --
@@ -7,11 +7,6 @@
 -- shared.lua), but for the queue: its waiters are scored by the time each
 -- began to wait, the same score on every node, so that every node serves
 -- them in the same order, as a lock's queue does (see common.lua).
-
-local function leave_queue(queue, waiters, token)
-  redis.call('ZREM', queue, token)
-  redis.call('HDEL', waiters, token)
-end
 
 -- enqueue puts token in the queue at score, with its entry in shared.lua's
 -- format (deadline counted from now, in ms), and keeps the queue for

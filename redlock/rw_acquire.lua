@@ -9,7 +9,8 @@
 -- time in ms until the first hold ends (-1: unknown). An owner that holds
 -- a read lock and asks for the write lock gets the error DLOCK_UPGRADE,
 -- and nothing changes.
--- From rw.lua: leave_queue, enqueue; from shared.lua: the rest.
+-- From base.lua: leave_queue; from rw.lua: enqueue; from shared.lua:
+-- the rest.
 local token, ttl, owner, wait = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 local kind = ARGV[10]
 floor_us = tonumber(ARGV[9])
@@ -20,21 +21,10 @@ grant(now) -- room made by an expiry goes to the queue first
 
 local mine = redis.call('HGET', holds, token)
 if mine then
-  -- granted to us while we waited, or a re-sent attempt: confirm
-  if tonumber(redis.call('ZSCORE', set, token)) < now + ttl then
-    redis.call('ZADD', set, now + ttl, token)
-  end
-  leave_queue(queue, waiters, token)
-  keep()
-  return tonumber((parse_hold(mine)))
+  return confirm(token, mine, now, ttl) -- granted to us while we waited, or a re-sent attempt
 end
-
-if kind == 'w' and owner ~= '' then
-  local _, _, reads = census(owner)
-  if reads then
-    return redis.error_reply('DLOCK_UPGRADE the owner holds a read lock of this key')
-  end
-end
+local refused = upgrade_refused(kind, owner)
+if refused then return refused end
 
 -- After grant, a live waiter left in the queue does not fit, so neither
 -- does a newcomer, but for an owner's reentry: no waiter is passed.

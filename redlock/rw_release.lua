@@ -7,7 +7,8 @@
 -- Returns 1 released, 0 the hold is gone (released before, or its lease
 -- ended). The room goes to the waiters at the head of the queue that now
 -- fit.
--- From rw.lua: leave_queue, enqueue; from shared.lua: the rest.
+-- From base.lua: leave_queue; from rw.lua: enqueue; from shared.lua:
+-- the rest.
 local token, owner, mode = ARGV[1], ARGV[2], ARGV[3]
 floor_us = tonumber(ARGV[8])
 local now = now_ms()

@@ -36,16 +36,22 @@ var (
 	rwRaiseLua string
 )
 
-// The scripts of a lock: counter.lua, common.lua and each one's own part.
-// A lock's lease and a hold's are renewed and refreshed by the same
-// scripts, on top of package redisnode's lease.lua. All are immutable
-// once built.
+// The preludes of the scripts: the fence counter and package redisnode's
+// helpers, before a lock's scripts and before a read-write lock's.
 var (
-	acquireScript = redisnode.NewScript(counterLua + commonLua + acquireLua)
-	releaseScript = redisnode.NewScript(counterLua + commonLua + releaseLua)
-	raiseScript   = redisnode.NewScript(counterLua + commonLua + raiseLua)
-	ttlScript     = redisnode.NewScript(counterLua + commonLua + ttlLua)
-	forceScript   = redisnode.NewScript(counterLua + commonLua + forceLua)
+	lockLua   = counterLua + redisnode.BaseLua + redisnode.LockLua + commonLua
+	sharedLua = counterLua + redisnode.BaseLua + rwLua + redisnode.SharedLua
+)
+
+// The scripts of a lock, each its prelude and its own part. A lock's
+// lease and a hold's are renewed and refreshed by the same scripts, on
+// top of package redisnode's lease.lua. All are immutable once built.
+var (
+	acquireScript = redisnode.NewScript(lockLua + acquireLua)
+	releaseScript = redisnode.NewScript(lockLua + releaseLua)
+	raiseScript   = redisnode.NewScript(lockLua + raiseLua)
+	ttlScript     = redisnode.NewScript(lockLua + ttlLua)
+	forceScript   = redisnode.NewScript(lockLua + forceLua + redisnode.ForceLua)
 	renewScript   = redisnode.NewScript(redisnode.LeaseLua + redisnode.RenewLua)
 	refreshScript = redisnode.NewScript(redisnode.LeaseLua + refreshLua)
 	lapseScript   = redisnode.NewScript(redisnode.LeaseLua + lapseLua)
@@ -55,10 +61,10 @@ var (
 // redisnode's shared.lua (the rules that a single Redis server keeps, on
 // each node), and each one's own part.
 var (
-	rwAcquireScript = redisnode.NewScript(counterLua + rwLua + redisnode.SharedLua + rwAcquireLua)
-	rwReleaseScript = redisnode.NewScript(counterLua + rwLua + redisnode.SharedLua + rwReleaseLua)
-	rwRaiseScript   = redisnode.NewScript(counterLua + rwLua + redisnode.SharedLua + rwRaiseLua)
-	downgradeScript = redisnode.NewScript(counterLua + rwLua + redisnode.SharedLua + redisnode.DowngradeLua)
+	rwAcquireScript = redisnode.NewScript(sharedLua + rwAcquireLua)
+	rwReleaseScript = redisnode.NewScript(sharedLua + rwReleaseLua)
+	rwRaiseScript   = redisnode.NewScript(sharedLua + rwRaiseLua)
+	downgradeScript = redisnode.NewScript(sharedLua + redisnode.DowngradeLua)
 	rwTTLScript     = redisnode.NewScript(redisnode.SharedTTLLua)
 )
 

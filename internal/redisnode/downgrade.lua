@@ -2,8 +2,8 @@
 -- fence and lease; readers at the head of the queue may then enter.
 -- ARGV[1] token. Returns 1 done, 0 the hold is gone, -1 it is a read lock
 -- already (an earlier downgrade whose reply was lost).
--- From the driver's prelude: next_fence, leave_queue; from shared.lua:
--- the rest.
+-- From the driver's fence counter: next_fence; from base.lua:
+-- leave_queue; from shared.lua: the rest.
 local token = ARGV[1]
 local now = now_ms()
 local score = redis.call('ZSCORE', set, token)

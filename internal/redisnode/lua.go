@@ -5,6 +5,18 @@ import _ "embed"
 // The Lua that both Redis drivers run on a node, each prepending or
 // appending its own part (see each file's opening comment).
 var (
+	// BaseLua defines now_ms, busy_reply and leave_queue, which LockLua
+	// and SharedLua need; it follows the driver's fence counter.
+	//go:embed base.lua
+	BaseLua string
+	// LockLua is the layout of a lock on one node and the rules of its
+	// queue: tell_observers, enqueue, live_head and grant. It follows
+	// BaseLua.
+	//go:embed lock.lua
+	LockLua string
+	// ForceLua deletes a lock whoever holds it; it follows LockLua.
+	//go:embed force.lua
+	ForceLua string
 	// LeaseLua defines is_ours, refresh_hold and refresh: a lock's or a
 	// hold's lease.
 	//go:embed lease.lua
@@ -15,7 +27,7 @@ var (
 	RenewLua string
 	// SharedLua is the layout and the rules of the holds of semaphores
 	// and read-write locks: purge, keep, census, fits, take, grant and
-	// their helpers. It needs the driver's next_fence and leave_queue.
+	// their helpers. It follows BaseLua.
 	//go:embed shared.lua
 	SharedLua string
 	// DowngradeLua turns a write hold into a read hold; it follows

@@ -1,7 +1,7 @@
 -- Shared by the scripts of semaphores and read-write locks of both Redis
 -- drivers (their acquire and release, downgrade.lua); Go prepends it to
--- them, after the driver's prelude, which defines next_fence(meta,
--- fenced) and leave_queue(queue, waiters, token). Every hold is a lease
+-- them, after the driver's fence counter, which defines next_fence(meta,
+-- fenced), and base.lua. Every hold is a lease
 -- of its own:
 --
 -- KEYS[1] set       zset: hold token -> end of its lease (server time, ms);
@@ -19,11 +19,6 @@
 -- set and holds expire with their last lease; queue and waiters when no
 -- waiter comes back, as a lock's do.
 local set, meta, holds, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 local function parse_hold(v)
   return string.match(v, '^(%d+)|(%a)|(.*)$')
@@ -143,4 +138,29 @@ local function grant(now)
       leave_queue(queue, waiters, head) -- a waiter that stopped coming back
     end
   end
+end
+
+-- confirm renews the hold of token, whose entry in holds is mine (granted
+-- while it waited, or taken by an attempt sent twice), to now + ttl at
+-- least, takes it out of the queue, and returns its fence.
+local function confirm(token, mine, now, ttl)
+  if tonumber(redis.call('ZSCORE', set, token)) < now + ttl then
+    redis.call('ZADD', set, now + ttl, token)
+  end
+  leave_queue(queue, waiters, token)
+  keep()
+  return tonumber((parse_hold(mine)))
+end
+
+-- upgrade_refused is the error of an owner's attempt at a write hold
+-- while it holds a read hold of the key (which would wait for itself),
+-- else nil.
+local function upgrade_refused(kind, owner)
+  if kind == 'w' and owner ~= '' then
+    local _, _, reads = census(owner)
+    if reads then
+      return redis.error_reply('DLOCK_UPGRADE the owner holds a read lock of this key')
+    end
+  end
+  return nil
 end

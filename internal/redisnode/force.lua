@@ -1,8 +1,7 @@
 -- force: delete a lock whoever holds it (an operator's `dlock unlock
 -- --force`), and hand it to the first live waiter. Returns false when the
 -- lock is free, else {value, pttl, holds, fence} of what was deleted.
--- From common.lua: the keys, grant (and prelude.lua's helpers it uses),
--- tell_observers.
+-- It follows lock.lua.
 local value = redis.call('GET', lock)
 if not value then return false end
 local pttl = redis.call('PTTL', lock)
