@@ -25,15 +25,28 @@ func (r *results) goals(p printer) {
 	var gs []goal
 	gs = append(gs, r.redisGoals()...)
 	gs = append(gs, r.etcdGoals()...)
+	if r.redlock != nil {
+		gs = append(gs, r.redlock.goals()...)
+	}
+	if r.growth != nil {
+		gs = append(gs, r.growth.goals()...)
+	}
+	writeGoals(p, gs, "Each goal checked against the medians above (ratios over the repeats of this run). Where the time goes: the\n"+
+		"median cost of one cycle on each side, from the same cells (round trips; Redis CPU, or for etcd Raft writes;\n"+
+		"client CPU, which for etcd includes the embedded server's).")
+}
+
+// writeGoals writes gs as the "## Goals" table, after intro.
+func writeGoals(p printer, gs []goal, intro string) {
 	if len(gs) == 0 {
 		return
 	}
 	p("## Goals")
 	p("")
-	p("Each goal checked against the medians above (ratios over the repeats of this run). Where the time goes: the")
-	p("median cost of one cycle on each side, from the same cells (round trips; Redis CPU, or for etcd Raft writes;")
-	p("client CPU, which for etcd includes the embedded server's).")
-	p("")
+	if intro != "" {
+		p("%s", intro)
+		p("")
+	}
 	p("| goal | measured | met | where the time goes |")
 	p("|---|---|---|---|")
 	for _, g := range gs {

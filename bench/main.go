@@ -61,6 +61,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	clusterOut := fs.String("cluster", "", "measure only the Cluster part (3 masters, dlock beside bsm/redislock and redsync) and write it to this Markdown file")
 	redlockOut := fs.String("redlock", "", "measure only the Redlock part (5 servers, dlock redlock beside redsync) and write it to this Markdown file")
 	pgOut := fs.String("postgres", "", "measure only the PostgreSQL part (dlock's postgreslock beside advisory locks, a lease row and cirello.io/pglock, on one server with fsync on) and write it as the PostgreSQL section of this Markdown file")
+	growthOut := fs.String("growth", "", "measure only part 7 (how cost grows with held locks and with contenders, on every backend) and write it as its section of this Markdown file")
+	fs.IntVar(&cfg.growth.redisMax, "growth-max", cfg.growth.redisMax, "part 7: the most Redis locks one Locker holds (powers of ten from 1000)")
+	fs.IntVar(&cfg.growth.otherMax, "growth-other-max", cfg.growth.otherMax, "part 7: the most etcd and PostgreSQL locks one Locker holds")
+	fs.DurationVar(&cfg.growth.window, "growth-window", cfg.growth.window, "part 7: how long each number of locks is held while measured")
+	fs.DurationVar(&cfg.growth.ttl, "growth-ttl", cfg.growth.ttl, "part 7: the TTL of the held locks (renewed every ttl/3)")
+	fs.DurationVar(&cfg.growth.hot, "growth-hot-duration", cfg.growth.hot, "part 7: length of one contended cell")
 	quick := fs.Bool("quick", false, "short cells and fewer locks, for a smoke test (under a minute)")
 	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "length of one uncontended cell")
 	fs.DurationVar(&cfg.hotDuration, "hot-duration", cfg.hotDuration, "length of one hot-key cell")
@@ -103,6 +109,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "bench: %v\n", err)
 			return 1
 		}
+		return 0
+	}
+	if *growthOut != "" {
+		if err := runGrowth(ctx, cfg, *growthOut); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "wrote the %q section of %s\n", growthHeading, *growthOut)
 		return 0
 	}
 	if *pgOut != "" {

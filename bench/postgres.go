@@ -60,6 +60,7 @@ func (t *pgTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDa
 // pgEnv is the server and the pools every party shares.
 type pgEnv struct {
 	url    string
+	pid    int // the postmaster's, for the server's CPU (0: not measured)
 	sent   pgTracer
 	pool   *pgxpool.Pool // for every system but pglock
 	db     *sql.DB       // pglock's, through pgx's database/sql driver
@@ -224,16 +225,28 @@ func (e *pgEnv) pgCycles(ctx context.Context, s pgSystem, g int, tag string) (fl
 	return float64(n.Load()) / time.Since(start).Seconds(), nil
 }
 
+// pgHotCell is one hand-off cell: the hand-offs' latencies (from the
+// start of a release to the next holder's return from its lock call,
+// sorted), the acquisitions, the statements sent, and the CPU this process
+// and (when pgEnv.pid is set) the server spent meanwhile.
+type pgHotCell struct {
+	gaps           []time.Duration
+	acquired       int
+	stmts          int64
+	client, server time.Duration
+}
+
+// stmtsPer is the statements per acquisition.
+func (h pgHotCell) stmtsPer() float64 { return float64(h.stmts) / float64(max(h.acquired, 1)) }
+
 // pgHot has c contenders loop on one key for e.hotD: wait for it, hold it
-// e.hold, release it, and wait until another contender took it. It returns
-// the hand-offs' latencies (from the start of a release to the next
-// holder's return from its lock call) and statements per acquisition.
-func (e *pgEnv) pgHot(ctx context.Context, s pgSystem, c int, key string) ([]time.Duration, float64, int, error) {
+// e.hold, release it, and wait until another contender took it.
+func (e *pgEnv) pgHot(ctx context.Context, s pgSystem, c int, key string) (pgHotCell, error) {
 	parties := make([]*pgParty, c)
 	for i := range parties {
 		parties[i] = &pgParty{}
 		if err := s.open(ctx, parties[i]); err != nil {
-			return nil, 0, 0, err
+			return pgHotCell{}, err
 		}
 		defer s.close(parties[i])
 	}
@@ -247,7 +260,11 @@ func (e *pgEnv) pgHot(ctx context.Context, s pgSystem, c int, key string) ([]tim
 		holder   = -1 // who took it last
 		acquired int
 	)
-	sent0 := e.sent.n.Load()
+	sent0, c0 := e.sent.n.Load(), processCPU()
+	var s0 time.Duration
+	if e.pid > 0 {
+		s0 = serverCPU(e.pid)
+	}
 	var wg sync.WaitGroup
 	for i, p := range parties {
 		wg.Go(func() {
@@ -284,9 +301,13 @@ func (e *pgEnv) pgHot(ctx context.Context, s pgSystem, c int, key string) ([]tim
 		})
 	}
 	wg.Wait()
-	stmts := float64(e.sent.n.Load()-sent0) / float64(max(acquired, 1))
+	h := pgHotCell{acquired: acquired, stmts: e.sent.n.Load() - sent0, client: processCPU() - c0}
+	if e.pid > 0 {
+		h.server = serverCPU(e.pid) - s0
+	}
 	slices.Sort(gaps)
-	return gaps, stmts, acquired, nil
+	h.gaps = gaps
+	return h, nil
 }
 
 // warm opens n connections in the pool and in db, so that no cell pays
@@ -406,11 +427,11 @@ func runPostgres(ctx context.Context, cfg config, file string) error {
 	fmt.Fprintln(cfg.log, "postgres: hand-offs")
 	for si, s := range systems {
 		for _, c := range contenders {
-			gaps, stmts, acq, err := e.pgHot(ctx, s, c, fmt.Sprintf("hot:%d:%d", si, c))
+			h, err := e.pgHot(ctx, s, c, fmt.Sprintf("hot:%d:%d", si, c))
 			if err != nil {
 				return err
 			}
-			hots[si] = append(hots[si], hot{quantile(gaps, .5), quantile(gaps, .99), stmts, acq})
+			hots[si] = append(hots[si], hot{quantile(h.gaps, .5), quantile(h.gaps, .99), h.stmtsPer(), h.acquired})
 		}
 	}
 

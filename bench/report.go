@@ -113,8 +113,22 @@ func (r *results) write(out string) error {
 	if len(r.etcd) > 0 {
 		charts = append(charts, svgFile{"etcd.svg", r.etcdChart()})
 	}
+	if r.growth != nil {
+		for name, c := range r.growth.charts() {
+			charts = append(charts, svgFile{name, c})
+		}
+	}
 	for _, c := range charts {
 		if err := os.WriteFile(filepath.Join(dir, c.file), []byte(c.c.svg()), 0o644); err != nil {
+			return err
+		}
+	}
+	if r.redlock != nil {
+		var b strings.Builder
+		p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+		r.redlock.markdown(p)
+		writeGoals(p, r.redlock.goals(), "")
+		if err := os.WriteFile(filepath.Join(dir, "REDLOCK.md"), []byte(b.String()), 0o644); err != nil {
 			return err
 		}
 	}
@@ -131,7 +145,8 @@ func (r *results) markdown(b *strings.Builder) {
 	p("Written by `make bench` (`cd bench && go run . -out RESULTS.md`) on %s; the run took %s.", r.start.UTC().Format("2006-01-02 15:04 MST"), r.elapsed.Round(time.Second))
 	p("Every figure below comes from this one run (parts: %s), with every comparison interleaved: the Redis parts on one", strings.Join(cfg.parts, ", "))
 	p("redis-server, the etcd part on one embedded etcd cluster of each size. A Redis Cluster and Redlock over five")
-	p("servers have parts of their own, in [CLUSTER.md](CLUSTER.md) and [REDLOCK.md](REDLOCK.md) (`make bench` writes all three).")
+	p("servers have parts of their own, in [CLUSTER.md](CLUSTER.md) and [REDLOCK.md](REDLOCK.md) (`make bench` writes all three;")
+	p("the Redlock part runs in this run, on servers of its own, and its goal is in the table at the end).")
 	p("")
 	p("## Machine and versions")
 	p("")
@@ -229,6 +244,9 @@ func (r *results) markdown(b *strings.Builder) {
 	}
 	if len(r.prims) > 0 {
 		r.part6(p)
+	}
+	if r.growth != nil {
+		r.growth.markdown(p)
 	}
 	r.goals(p)
 }
