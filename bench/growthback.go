@@ -181,4 +181,3 @@ func growPostgres(ctx context.Context, cfg config, _ string, run *growthRun) err
 		return pgHotRow(ctx, e, sys, n)
 	})
 }
-
