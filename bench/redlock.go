@@ -353,17 +353,17 @@ func commandProfile(cs []hotCell) []cmdCost {
 	return out
 }
 
-// profileSummary is commandProfile of cs in one line: the commands that
-// take a tenth of a call per hand-off or more.
+// profileSummary is commandProfile of cs in one line: the server CPU per
+// hand-off, the share of it spent in commands, and the four costliest
+// commands.
 func profileSummary(cs []hotCell, nodes int) string {
 	var parts []string
-	var total float64
-	for _, c := range commandProfile(cs) {
-		total += c.usecPerHandoff
-		if c.perHandoff < 0.1 {
-			continue
+	var inCmds float64
+	for i, c := range commandProfile(cs) {
+		inCmds += c.usecPerHandoff
+		if i < 4 {
+			parts = append(parts, fmt.Sprintf("%s %s/hand-off (%s per node) at %s µs", c.name, f1(c.perHandoff), f1(c.perHandoff/float64(nodes)), f1(c.usecPerCall)))
 		}
-		parts = append(parts, fmt.Sprintf("%s %s/hand-off (%s per node) at %s µs", c.name, f1(c.perHandoff), f1(c.perHandoff/float64(nodes)), f1(c.usecPerCall)))
 	}
-	return fmt.Sprintf("%s µs in commands per hand-off: %s", f1(total), strings.Join(parts, ", "))
+	return fmt.Sprintf("%s µs server CPU per hand-off, %s µs of it in commands: %s", f1(collect(cs, hotCell.serverCPUPerHandoff).med), f1(inCmds), strings.Join(parts, ", "))
 }
