@@ -22,7 +22,7 @@ type growthConfig struct {
 	ttl        time.Duration // the locks' TTL: the watchdog renews each every ttl/3
 	acquire    time.Duration // bound on taking one step's locks
 	contenders []int
-	hot        time.Duration // one contended cell
+	hot        time.Duration // one contended cell (longer with many contenders: see cell)
 }
 
 func defaultGrowth() growthConfig {
@@ -66,6 +66,14 @@ func (g growthConfig) check() error {
 		return fmt.Errorf("-growth-ttl must be at least 1s")
 	}
 	return nil
+}
+
+// cell is the length of a contended cell with n contenders: at least
+// g.hot, and long enough (a fiftieth of g.hot per contender) that each
+// contender takes the lock several times, so that every contender's
+// first attempt, a cost per contender, is spread over many hand-offs.
+func (g growthConfig) cell(n int) time.Duration {
+	return max(g.hot, time.Duration(n)*g.hot/50)
 }
 
 // sizes are the numbers of locks held: powers of ten from 1,000 to max.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/dlock-go/dlock"
@@ -31,7 +32,7 @@ func growRedis(ctx context.Context, cfg config, dir string, run *growthRun) erro
 	admin := redis.NewClient(clientOptions(srv.Addr()))
 	defer admin.Close()
 	c := redis.NewClient(clientOptions(srv.Addr()))
-	l, err := redislock.New(c)
+	l, err := redislock.New(c, dlock.WithTTL(cfg.growth.ttl))
 	if err != nil {
 		c.Close()
 		return err
@@ -50,7 +51,7 @@ func growRedis(ctx context.Context, cfg config, dir string, run *growthRun) erro
 	}
 	t := redisTarget(srv.Addr(), admin)
 	return growHot(cfg, run, backRedis, func(n int) (hotGrowth, error) {
-		c, err := hotKey(ctx, t, dlockSys{}, n, cfg.growth.hot, cfg.hold, cfg.ttl)
+		c, err := hotKey(ctx, t, dlockSys{}, n, cfg.growth.cell(n), cfg.hold, cfg.ttl)
 		return hotRow(backRedis, "round trips", c, false), err
 	})
 }
@@ -62,7 +63,11 @@ func growRedlock(ctx context.Context, cfg config, dir string, run *growthRun) er
 		admins []*redis.Client
 	)
 	for i := range redlockNodes {
-		srv, err := redistest.New(filepath.Join(dir, fmt.Sprint(i)), redistest.Config{})
+		d := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return err
+		}
+		srv, err := redistest.New(d, redistest.Config{})
 		if err != nil {
 			return err
 		}
@@ -75,7 +80,7 @@ func growRedlock(ctx context.Context, cfg config, dir string, run *growthRun) er
 	first := redisTarget(addrs[0], admins[0])
 	all := &target{endpoint: first.endpoint, stats: func(ctx context.Context) (serverStats, error) { return sumStats(ctx, admins) }}
 	return growHot(cfg, run, backRedlock, func(n int) (hotGrowth, error) {
-		c, err := hotKey(ctx, all, redlockSys{addrs}, n, cfg.growth.hot, cfg.hold, cfg.ttl)
+		c, err := hotKey(ctx, all, redlockSys{addrs}, n, cfg.growth.cell(n), cfg.hold, cfg.ttl)
 		return hotRow(backRedlock, "round trips", c, false), err
 	})
 }
@@ -117,9 +122,9 @@ func growEtcd(ctx context.Context, cfg config, dir string, run *growthRun) error
 	if err != nil {
 		return err
 	}
-	ecfg := cfg
-	ecfg.etcdHotDuration = cfg.growth.hot
 	return growHot(cfg, run, backEtcd, func(n int) (hotGrowth, error) {
+		ecfg := cfg
+		ecfg.etcdHotDuration = cfg.growth.cell(n)
 		c, err := boundedHotKey(ctx, ecfg, t, etcdlockSys{}, n)
 		return hotRow(backEtcd, "round trips", c, true), err
 	})
@@ -135,7 +140,7 @@ func growPostgres(ctx context.Context, cfg config, _ string, run *growthRun) err
 		return err
 	}
 	defer srv.Close()
-	e := &pgEnv{url: srv.URL(""), pid: srv.Pid(), ttl: cfg.ttl, hold: cfg.hold, hotD: cfg.growth.hot}
+	e := &pgEnv{url: srv.URL(""), pid: srv.Pid(), ttl: cfg.ttl, hold: cfg.hold}
 	pc, err := pgxpool.ParseConfig(e.url)
 	if err != nil {
 		return err
@@ -146,7 +151,7 @@ func growPostgres(ctx context.Context, cfg config, _ string, run *growthRun) err
 		return err
 	}
 	defer e.pool.Close()
-	l, err := postgreslock.New(e.pool)
+	l, err := postgreslock.New(e.pool, dlock.WithTTL(cfg.growth.ttl))
 	if err != nil {
 		return err
 	}
@@ -178,6 +183,7 @@ func growPostgres(ctx context.Context, cfg config, _ string, run *growthRun) err
 		return fmt.Errorf("no system %q among the PostgreSQL systems", backPostgres)
 	}
 	return growHot(cfg, run, backPostgres, func(n int) (hotGrowth, error) {
+		e.hotD = cfg.growth.cell(n)
 		return pgHotRow(ctx, e, sys, n)
 	})
 }

@@ -60,7 +60,9 @@ type gauge struct {
 	cmds  int64
 }
 
-// holder is one backend's Locker in the held-lock steps.
+// holder is one backend's Locker in the held-lock steps, made with the
+// part's TTL as its default: its locks are taken with no option, the
+// library's common way.
 type holder struct {
 	name     string
 	l        dlock.Locker
@@ -95,7 +97,7 @@ func growHeld(ctx context.Context, cfg config, h holder, sizes []int, run *growt
 				err error
 			)
 			for range 3 { // a timeout under load is worth another try
-				if lk, err = h.l.TryLock(actx, "grow:"+strconv.Itoa(i), dlock.WithTTL(g.ttl)); err == nil || actx.Err() != nil {
+				if lk, err = h.l.TryLock(actx, "grow:"+strconv.Itoa(i)); err == nil || actx.Err() != nil {
 					break
 				}
 			}

@@ -56,13 +56,9 @@ func (run *growthRun) hotOf(backend string) []hotGrowth {
 	return out
 }
 
-// bytesOf prints a size per lock.
-func bytesOf(v float64) string {
-	if v < 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.0f B", v)
-}
+// bytesOf prints a size per lock (negative: less than before the first
+// lock, as a GC or a vacuum can leave it).
+func bytesOf(v float64) string { return fmt.Sprintf("%.0f B", v) }
 
 // usOr prints µs, or "–" for a figure not measured.
 func usOr(v float64, f func(float64) string) string {
@@ -102,8 +98,10 @@ func (run *growthRun) markdown(p printer) {
 			h.cmdsPerSec(), h.cmdsUnit, h.lost)
 	}
 	p("")
-	p("**One key, more contenders.** %s contenders, each a party of its own, on one key for %v per cell (one cell each),", joinInts(g.contenders), g.hot)
-	p("through part 2's hot-key loop (PostgreSQL: its own section's hand-off loop): hold %v, release, let another take it.", run.hold)
+	p("**One key, more contenders.** %s contenders, each a party of its own, on one key, one cell each of %v, or %v per", joinInts(g.contenders), g.hot, g.hot/50)
+	p("contender when longer (%v at %d), so that every contender takes the lock more than once and its first attempt is", g.cell(slices.Max(g.contenders)), slices.Max(g.contenders))
+	p("spread over many hand-offs; through part 2's hot-key loop (PostgreSQL: its own section's hand-off loop): hold %v,", run.hold)
+	p("release, let another take it.")
 	p("Per hand-off: the requests the parties sent (Redis and etcd round trips, PostgreSQL statements: waiting, renewing")
 	p("and releasing included), server CPU (Redis `INFO cpu`, summed over the five servers for Redlock; PostgreSQL from")
 	p("`/proc`; etcd runs in this process, so its server CPU is in the client's and its Raft writes stand for it), and this")
@@ -114,8 +112,12 @@ func (run *growthRun) markdown(p printer) {
 	p("| backend | contenders | hand-off p50 | hand-offs | requests per hand-off | server CPU per hand-off | client CPU per hand-off | Raft writes per hand-off |")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, h := range run.hot {
-		if h.unfinished {
-			p("| %s | %d | unfinished | – | – | – | – | – |", h.backend, h.n)
+		if h.unfinished || h.handoffs == 0 {
+			what := "unfinished"
+			if !h.unfinished {
+				what = fmt.Sprintf("no hand-off (%d acquisitions)", h.acquisitions)
+			}
+			p("| %s | %d | %s | – | – | – | – | – |", h.backend, h.n, what)
 			continue
 		}
 		w := "–"
