@@ -19,6 +19,9 @@ type hotGrowth struct {
 	requests, server, client, writes float64
 	unit                             string // what requests counts
 	unfinished                       bool
+	// calls are the commands a Redis server ran per hand-off (summed over
+	// the servers), those inside scripts included.
+	calls map[string]float64
 }
 
 // hotRow is a hot-key cell as a row of part 7.
@@ -31,8 +34,14 @@ func hotRow(backend, unit string, c hotCell, inProcess bool) hotGrowth {
 	row.requests, row.client = c.rttPerHandoff(), c.clientCPUPerHandoff()
 	if inProcess {
 		row.writes = c.writesPerHandoff()
-	} else {
-		row.server = c.serverCPUPerHandoff()
+		return row
+	}
+	row.server = c.serverCPUPerHandoff()
+	if c.m != nil && c.handoffs > 0 {
+		row.calls = map[string]float64{}
+		for k, v := range c.m.server.calls {
+			row.calls[k] = float64(v) / float64(c.handoffs)
+		}
 	}
 	return row
 }

@@ -282,5 +282,31 @@ func hotCost(h hotGrowth) string {
 	if h.writes >= 0 {
 		s += fmt.Sprintf(", %s Raft writes", f2(h.writes))
 	}
-	return s + fmt.Sprintf(", p50 %s", ms(h.p50.Seconds()))
+	s += fmt.Sprintf(", p50 %s", ms(h.p50.Seconds()))
+	if len(h.calls) > 0 {
+		s += " (Redis calls per hand-off: " + topCalls(h.calls, 4) + ")"
+	}
+	return s
+}
+
+// topCalls prints the n commands run most often, with their counts.
+func topCalls(calls map[string]float64, n int) string {
+	names := make([]string, 0, len(calls))
+	for k := range calls {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if calls[a] != calls[b] {
+			if calls[a] > calls[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	var out []string
+	for _, k := range names[:min(n, len(names))] {
+		out = append(out, fmt.Sprintf("%s %s", k, f1(calls[k])))
+	}
+	return strings.Join(out, ", ")
 }
