@@ -119,8 +119,8 @@ func (e *pgEnv) pgWindow(pid int, window time.Duration, keep func(context.Contex
 }
 
 // serverCPU is the user+system CPU time of process pid and its children
-// (the postmaster's backends and helpers) so far. Processes that ended
-// meanwhile are not counted; the bench keeps its connections open.
+// (the postmaster's backends and helpers) so far: those running, and those
+// that ended and were reaped (the postmaster's cutime and cstime).
 func serverCPU(pid int) time.Duration {
 	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
 	var total int64
@@ -135,8 +135,8 @@ func serverCPU(pid int) time.Duration {
 		if i < 0 {
 			continue
 		}
-		fields := strings.Fields(s[i+1:]) // state, ppid, …; utime and stime are the 12th and 13th
-		if len(fields) < 13 {
+		fields := strings.Fields(s[i+1:]) // state, ppid, …; utime, stime, cutime, cstime are the 12th to 15th
+		if len(fields) < 15 {
 			continue
 		}
 		self, _ := strconv.Atoi(strings.TrimSuffix(filepath.Base(filepath.Dir(f)), "/"))
@@ -147,6 +147,11 @@ func serverCPU(pid int) time.Duration {
 		u, _ := strconv.ParseInt(fields[11], 10, 64)
 		st, _ := strconv.ParseInt(fields[12], 10, 64)
 		total += u + st
+		if self == pid {
+			cu, _ := strconv.ParseInt(fields[13], 10, 64)
+			cs, _ := strconv.ParseInt(fields[14], 10, 64)
+			total += cu + cs
+		}
 	}
 	return time.Duration(total) * tick
 }
