@@ -135,7 +135,9 @@ func growEtcd(ctx context.Context, cfg config, dir string, run *growthRun) error
 // has a Locker, and so a LISTEN session, of its own).
 func growPostgres(ctx context.Context, cfg config, _ string, run *growthRun) error {
 	top := cfg.growth.contenders[len(cfg.growth.contenders)-1]
-	srv, err := pgtest.Start(pgtest.Options{Fsync: true, Settings: []string{fmt.Sprintf("max_connections=%d", top+200)}})
+	// Each contender has its LISTEN session, and the pool as many
+	// connections as contenders, as if each were a process of its own.
+	srv, err := pgtest.Start(pgtest.Options{Fsync: true, Settings: []string{fmt.Sprintf("max_connections=%d", 2*top+50)}})
 	if err != nil {
 		return err
 	}
@@ -146,7 +148,7 @@ func growPostgres(ctx context.Context, cfg config, _ string, run *growthRun) err
 		return err
 	}
 	pc.ConnConfig.Tracer = &e.sent
-	pc.MaxConns = 64
+	pc.MaxConns = int32(max(top, 64))
 	if e.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 		return err
 	}
