@@ -164,9 +164,10 @@ func (r *results) markdown(b *strings.Builder) {
 	for _, v := range versions() {
 		p("| %s | %s |", v[0], v[1])
 	}
-	p("| settings | uncontended cells %v in %d slices × %d repeats; hot-key cells %v × %d repeats, hold %v; TTL %v; part 4: %d locks, TTL %v, window %v; etcd: uncontended cells %v in %d slices, hot-key cells %v, × %d repeats; part 6: × %d repeats |",
+	p("| settings | uncontended cells %v in %d slices × %d repeats; hot-key cells %v × %d repeats, hold %v; TTL %v; part 4: %d locks, TTL %v, window %v; etcd: uncontended cells %v in %d slices, hot-key cells %v, × %d repeats; part 6: × %d repeats; part 7: up to %d Redis and %d etcd and PostgreSQL locks, TTL %v, window %v, contended cells from %v |",
 		cfg.duration, cfg.slices, cfg.repeats, cfg.hotDuration, cfg.hotRepeats, cfg.hold, cfg.ttl, cfg.holdLocks, cfg.holdTTL, cfg.holdWindow,
-		cfg.etcdDuration, cfg.etcdSlices, cfg.etcdHotDuration, cfg.etcdRepeats, cfg.primRepeats)
+		cfg.etcdDuration, cfg.etcdSlices, cfg.etcdHotDuration, cfg.etcdRepeats, cfg.primRepeats,
+		cfg.growth.redisMax, cfg.growth.otherMax, cfg.growth.ttl, cfg.growth.window, cfg.growth.hot)
 	p("")
 	p("## Method")
 	p("")
