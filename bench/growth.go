@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -23,6 +24,30 @@ type growthConfig struct {
 	acquire    time.Duration // bound on taking one step's locks
 	contenders []int
 	hot        time.Duration // one contended cell (longer with many contenders: see cell)
+	backends   []string      // the backends measured, by the names of growthBackends
+}
+
+// growthBackends are part 7's backends, by the names -growth-backends
+// takes, in the order they run.
+var growthBackends = []string{"redis", "redlock", "etcd", "postgres"}
+
+// setBackends sets the backends of part 7 from a comma-separated list.
+func (g *growthConfig) setBackends(list string) error {
+	g.backends = nil
+	for _, b := range growthBackends {
+		for _, w := range strings.Split(list, ",") {
+			if strings.TrimSpace(w) == b {
+				g.backends = append(g.backends, b)
+				break
+			}
+		}
+	}
+	for _, w := range strings.Split(list, ",") {
+		if !slices.Contains(growthBackends, strings.TrimSpace(w)) {
+			return fmt.Errorf("unknown backend %q (part 7's are %s)", w, strings.Join(growthBackends, ","))
+		}
+	}
+	return nil
 }
 
 func defaultGrowth() growthConfig {
@@ -34,6 +59,7 @@ func defaultGrowth() growthConfig {
 		acquire:    60 * time.Second,
 		contenders: []int{2, 8, 32, 128, 256},
 		hot:        time.Second,
+		backends:   growthBackends,
 	}
 }
 
@@ -64,6 +90,8 @@ func (g growthConfig) check() error {
 		return fmt.Errorf("-growth-window and -growth-hot-duration must be positive")
 	case g.ttl < time.Second:
 		return fmt.Errorf("-growth-ttl must be at least 1s")
+	case len(g.backends) == 0:
+		return fmt.Errorf("-growth-backends names no backend")
 	}
 	return nil
 }
@@ -112,8 +140,10 @@ func measureGrowth(ctx context.Context, cfg config) (*growthRun, error) {
 	}
 	defer os.RemoveAll(dir)
 	run := &growthRun{cfg: cfg.growth, hold: cfg.hold, start: time.Now()}
-	steps := []func(context.Context, config, string, *growthRun) error{growRedis, growRedlock, growEtcd, growPostgres}
-	for i, step := range steps {
+	steps := map[string]func(context.Context, config, string, *growthRun) error{
+		"redis": growRedis, "redlock": growRedlock, "etcd": growEtcd, "postgres": growPostgres}
+	for i, b := range cfg.growth.backends {
+		step := steps[b]
 		d := filepath.Join(dir, fmt.Sprint(i))
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return nil, err

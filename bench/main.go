@@ -51,6 +51,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 )
@@ -76,6 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.growth.window, "growth-window", cfg.growth.window, "part 7: how long each number of locks is held while measured")
 	fs.DurationVar(&cfg.growth.ttl, "growth-ttl", cfg.growth.ttl, "part 7: the TTL of the held locks (renewed every ttl/3)")
 	fs.DurationVar(&cfg.growth.hot, "growth-hot-duration", cfg.growth.hot, "part 7: length of one contended cell")
+	growthBack := fs.String("growth-backends", strings.Join(growthBackends, ","), "part 7: comma-separated backends to measure: "+strings.Join(growthBackends, ", "))
+	cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile of the run to this file")
 	quick := fs.Bool("quick", false, "short cells and fewer locks, for a smoke test (a few minutes)")
 	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "length of one uncontended cell")
 	fs.DurationVar(&cfg.hotDuration, "hot-duration", cfg.hotDuration, "length of one hot-key cell")
@@ -103,6 +106,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 2
 	}
+	if err := cfg.growth.setBackends(*growthBack); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 2
+	}
 	if *quick {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -113,6 +120,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.log = stderr
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *clusterOut != "" {
 		if err := runCluster(ctx, cfg, *clusterOut); err != nil {
 			fmt.Fprintf(stderr, "bench: %v\n", err)
