@@ -16,7 +16,7 @@ func TestGrowth(t *testing.T) {
 	defer cancel()
 	cfg := defaultConfig()
 	cfg.growth = growthConfig{redisMax: 10_000, otherMax: 1000, window: 300 * time.Millisecond, ttl: 3 * time.Second,
-		acquire: time.Minute, contenders: []int{2, 8, 16}, hot: 300 * time.Millisecond}
+		acquire: time.Minute, contenders: []int{2, 8, 16}, hot: 300 * time.Millisecond, backends: growthBackends}
 	if testing.Verbose() {
 		cfg.log = os.Stderr
 	}
