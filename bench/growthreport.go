@@ -93,9 +93,9 @@ func (run *growthRun) markdown(p printer) {
 		if h.server >= 0 {
 			srv, srvPer = fmt.Sprintf("%.3f", h.server.Seconds()/h.window.Seconds()), f2(h.serverPerLock())+" µs/s"
 		}
-		p("| %s | %s | %v | %.3f | %s µs/s | %s | %s | %s | %s | %.0f %s | %d |", h.backend, commas(h.locks), h.acquire.Round(time.Millisecond),
+		p("| %s | %s | %v | %.3f | %s µs/s | %s | %s | %s | %s | %s %s | %d |", h.backend, commas(h.locks), h.acquire.Round(time.Millisecond),
 			h.clientCores(), f2(h.clientPerLock()), srv, srvPer, bytesOf(h.perLock(float64(h.serverBytes))), bytesOf(h.perLock(float64(h.clientBytes))),
-			h.cmdsPerSec(), h.cmdsUnit, h.lost)
+			rate(h.cmdsPerSec()), h.cmdsUnit, h.lost)
 	}
 	p("")
 	p("**One key, more contenders.** %s contenders, each a party of its own, on one key, one cell each of %v, or %v per", joinInts(g.contenders), g.hot, g.hot/50)
@@ -271,7 +271,15 @@ func heldCost(h heldGrowth) string {
 	if h.server >= 0 {
 		s += fmt.Sprintf(", %s µs/s server", f2(h.serverPerLock()))
 	}
-	return s + fmt.Sprintf(" per lock, %.0f %s/s", h.cmdsPerSec(), h.cmdsUnit)
+	return s + fmt.Sprintf(" per lock, %s %s/s", rate(h.cmdsPerSec()), h.cmdsUnit)
+}
+
+// rate prints a rate per second: whole above 10, with two decimals below.
+func rate(v float64) string {
+	if v < 10 {
+		return f2(v)
+	}
+	return f0(v)
 }
 
 func hotCost(h hotGrowth) string {
