@@ -228,7 +228,7 @@ func (run *redlockRun) markdown(p printer) {
 	cfg := run.cfg
 	p("# Redlock: dlock's redlock beside redsync on %d redis-servers", redlockNodes)
 	p("")
-	p("Measured %s in %v by `go run ./bench -redlock` (%d repeats of every cell: median (min–max)), redis-server %s,",
+	p("Measured %s in %v by `make bench` (or `cd bench && go run . -redlock REDLOCK.md`; %d repeats of every cell: median (min–max)), redis-server %s,",
 		run.start.Format("2006-01-02"), run.elapsed.Round(time.Second), cfg.repeats, run.version)
 	p("%d independent servers on loopback, on %s. Each party has its own client per server; a request is", redlockNodes, cpuModel())
 	p("one command to one server (the %d of one acquisition go out at once).", redlockNodes)
