@@ -37,7 +37,7 @@ func growRedis(ctx context.Context, cfg config, dir string, run *growthRun) erro
 		c.Close()
 		return err
 	}
-	h := holder{name: backRedis, l: l, read: func(ctx context.Context) (gauge, error) { return redisGauge(ctx, admin) }, cmdsUnit: "commands"}
+	h := holder{name: backRedis, l: l, read: func(ctx context.Context) (gauge, error) { return redisGauge(ctx, admin) }, cmdsUnit: "commands", perLock: true}
 	_, err = growHeld(ctx, cfg, h, sizes(cfg.growth.redisMax), run)
 	// Up to a million releases would take longer than the rest of the
 	// part: the Locker lets go of its locks and the server is emptied.

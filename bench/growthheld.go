@@ -22,6 +22,7 @@ type heldGrowth struct {
 	want    int // the locks the step meant to hold
 	locks   int // the locks it held
 	acquire time.Duration
+	settle  time.Duration // from the last acquisition until the requests fell to the renewals' pace; -1: they did not within settleLimit
 	window  time.Duration
 	client  time.Duration // this process's CPU over the window
 	server  time.Duration // the server's CPU over the window; -1: it runs in this process
@@ -68,6 +69,10 @@ type holder struct {
 	l        dlock.Locker
 	read     func(context.Context) (gauge, error)
 	cmdsUnit string
+	// perLock says whether the renewals send commands per lock (Redis: a
+	// token-checked PEXPIRE each) rather than a few per tick for all
+	// (etcd's one session lease, PostgreSQL's one UPDATE).
+	perLock bool
 }
 
 // growHeld has h take locks until it holds each number of sizes (adding to
@@ -121,7 +126,17 @@ func growHeld(ctx context.Context, cfg config, h holder, sizes []int, run *growt
 		}
 		cfg.logf("growth  held  %-26s %8d locks  taken in %v", h.name, taken, acquire.Round(time.Millisecond))
 
-		// The window measures holding, not the garbage of taking.
+		// The window measures holding, not the work that taking left
+		// behind: requests still queued (etcd sends each hold's watch
+		// after the acquisition returns) and garbage.
+		settled, err := settle(ctx, h, taken, g.ttl)
+		if err != nil {
+			return locks, err
+		}
+		if settled < 0 {
+			run.notes = append(run.notes, fmt.Sprintf("%s with %d locks still sent more than its renewals %v after taking them; the window started then.",
+				h.name, taken, settleLimit))
+		}
 		debug.FreeOSMemory()
 		var ms1 runtime.MemStats
 		runtime.ReadMemStats(&ms1)
@@ -140,7 +155,7 @@ func growHeld(ctx context.Context, cfg config, h holder, sizes []int, run *growt
 		if err != nil {
 			return locks, err
 		}
-		row := heldGrowth{backend: h.name, want: size, locks: taken, acquire: acquire, window: w1.Sub(w0), client: c1 - c0,
+		row := heldGrowth{backend: h.name, want: size, locks: taken, acquire: acquire, settle: settled, window: w1.Sub(w0), client: c1 - c0,
 			server: s1.cpu - s0.cpu, serverBytes: s1.bytes - base.bytes, clientBytes: int64(ms1.HeapInuse) - int64(ms0.HeapInuse),
 			cmds: s1.cmds - s0.cmds, cmdsUnit: h.cmdsUnit}
 		if s0.cpu < 0 {
@@ -164,6 +179,48 @@ func growHeld(ctx context.Context, cfg config, h holder, sizes []int, run *growt
 		}
 	}
 	return locks, nil
+}
+
+// settleLimit bounds how long settle waits.
+const settleLimit = 30 * time.Second
+
+// settle waits until h's server has counted, for settleQuiet, no more
+// commands in a settleTick than the renewals of locks locks of TTL ttl take
+// (for renewals per lock, three commands a lock every ttl/3; and a few
+// more), and returns how long that took, or -1 after settleLimit. The
+// quiet spell outlasts the second after which an etcd hold starts
+// watching its key.
+func settle(ctx context.Context, h holder, locks int, ttl time.Duration) (time.Duration, error) {
+	const settleTick = 500 * time.Millisecond
+	pace := 20.0
+	if h.perLock {
+		pace += 3 * float64(locks) * settleTick.Seconds() / (ttl / 3).Seconds()
+	}
+	const settleQuiet = 2 * time.Second
+	t0 := time.Now()
+	prev, err := h.read(ctx)
+	if err != nil {
+		return 0, err
+	}
+	quiet := time.Duration(0)
+	for time.Since(t0) < settleLimit {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(settleTick):
+		}
+		cur, err := h.read(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if float64(cur.cmds-prev.cmds) > pace {
+			quiet = 0
+		} else if quiet += settleTick; quiet >= settleQuiet {
+			return time.Since(t0), nil
+		}
+		prev = cur
+	}
+	return -1, nil
 }
 
 // releaseAll unlocks every lock of locks from 64 goroutines.

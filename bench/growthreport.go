@@ -77,7 +77,8 @@ func (run *growthRun) markdown(p printer) {
 	p("**Held locks.** One Locker takes more and more locks from 64 goroutines (`TryLock`, TTL %v, watchdog on, so each lock", g.ttl)
 	p("is renewed every %v) and keeps them for a window of %v at each size: Redis up to %s locks (a step that cannot", g.ttl/3, g.window, commas(g.redisMax))
 	p("take its locks within %v measures what it reached, and the larger ones are not tried), etcd (one embedded member)", g.acquire)
-	p("and PostgreSQL (fsync on) up to %s. Client CPU is this process's `getrusage` over the window; for etcd it includes", commas(g.otherMax))
+	p("and PostgreSQL (fsync on) up to %s. The window starts once the requests have stayed at the renewals' pace for 2s", commas(g.otherMax))
+	p("(*settled in*: an etcd hold starts watching its key a second after its acquisition). Client CPU is this process's `getrusage` over the window; for etcd it includes")
 	p("the server, which runs in this process. Server CPU: Redis `INFO cpu`, PostgreSQL the postmaster and its processes")
 	p("(`/proc`). Per lock: CPU in µs per second of holding, divided by the locks held. Server memory per lock: Redis")
 	p("`used_memory`, etcd's store in use (`DbSizeInUse`), PostgreSQL `pg_database_size` (dead row versions of renewals")
@@ -86,14 +87,18 @@ func (run *growthRun) markdown(p printer) {
 	p("")
 	p("![how cost grows](growth-held.svg)")
 	p("")
-	p("| backend | locks | taken in | client CPU (cores) | client CPU per lock | server CPU (cores) | server CPU per lock | server memory per lock | client heap per lock | commands/s | lost |")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	p("| backend | locks | taken in | settled in | client CPU (cores) | client CPU per lock | server CPU (cores) | server CPU per lock | server memory per lock | client heap per lock | commands/s | lost |")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, h := range run.held {
+		settled := "not within " + settleLimit.String()
+		if h.settle >= 0 {
+			settled = h.settle.Round(time.Millisecond).String()
+		}
 		srv, srvPer := "–", "–"
 		if h.server >= 0 {
 			srv, srvPer = fmt.Sprintf("%.3f", h.server.Seconds()/h.window.Seconds()), f2(h.serverPerLock())+" µs/s"
 		}
-		p("| %s | %s | %v | %.3f | %s µs/s | %s | %s | %s | %s | %s %s | %d |", h.backend, commas(h.locks), h.acquire.Round(time.Millisecond),
+		p("| %s | %s | %v | %s | %.3f | %s µs/s | %s | %s | %s | %s | %s %s | %d |", h.backend, commas(h.locks), h.acquire.Round(time.Millisecond), settled,
 			h.clientCores(), f2(h.clientPerLock()), srv, srvPer, bytesOf(h.perLock(float64(h.serverBytes))), bytesOf(h.perLock(float64(h.clientBytes))),
 			rate(h.cmdsPerSec()), h.cmdsUnit, h.lost)
 	}
