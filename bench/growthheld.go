@@ -129,12 +129,12 @@ func growHeld(ctx context.Context, cfg config, h holder, sizes []int, run *growt
 		// The window measures holding, not the work that taking left
 		// behind: requests still queued (etcd sends each hold's watch
 		// after the acquisition returns) and garbage.
-		settled, err := settle(ctx, h, taken, g.ttl)
+		settled, err := settle(ctx, h)
 		if err != nil {
 			return locks, err
 		}
 		if settled < 0 {
-			run.notes = append(run.notes, fmt.Sprintf("%s with %d locks still sent more than its renewals %v after taking them; the window started then.",
+			run.notes = append(run.notes, fmt.Sprintf("%s with %d locks still sent more than its keep-alives %v after taking them; the window started then.",
 				h.name, taken, settleLimit))
 		}
 		debug.FreeOSMemory()
@@ -185,16 +185,18 @@ func growHeld(ctx context.Context, cfg config, h holder, sizes []int, run *growt
 const settleLimit = 30 * time.Second
 
 // settle waits until h's server has counted, for settleQuiet, no more
-// commands in a settleTick than the renewals of locks locks of TTL ttl take
-// (for renewals per lock, three commands a lock every ttl/3; and a few
-// more), and returns how long that took, or -1 after settleLimit. The
-// quiet spell outlasts the second after which an etcd hold starts
-// watching its key.
-func settle(ctx context.Context, h holder, locks int, ttl time.Duration) (time.Duration, error) {
-	const settleTick = 500 * time.Millisecond
-	pace := 20.0
+// than a few commands in each settleTick, and returns how long that took,
+// or -1 after settleLimit. The quiet spell outlasts the second after which
+// an etcd hold starts watching its key. A holder whose renewals send
+// commands per lock (in batches, so in bursts) has nothing left to send
+// after its acquisitions and does not wait.
+func settle(ctx context.Context, h holder) (time.Duration, error) {
+	const (
+		settleTick = 500 * time.Millisecond
+		pace       = 20 // a keep-alive, a renewal statement, the readings
+	)
 	if h.perLock {
-		pace += 3 * float64(locks) * settleTick.Seconds() / (ttl / 3).Seconds()
+		return 0, nil
 	}
 	const settleQuiet = 2 * time.Second
 	t0 := time.Now()
