@@ -20,8 +20,10 @@ type hotGrowth struct {
 	unit                             string // what requests counts
 	unfinished                       bool
 	// calls are the commands a Redis server ran per hand-off (summed over
-	// the servers), those inside scripts included.
-	calls map[string]float64
+	// the servers), those inside scripts included, or the statements sent
+	// to PostgreSQL, by the start of their text.
+	calls     map[string]float64
+	callsWhat string
 }
 
 // hotRow is a hot-key cell as a row of part 7.
@@ -38,7 +40,7 @@ func hotRow(backend, unit string, c hotCell, inProcess bool) hotGrowth {
 	}
 	row.server = c.serverCPUPerHandoff()
 	if c.m != nil && c.handoffs > 0 {
-		row.calls = map[string]float64{}
+		row.calls, row.callsWhat = map[string]float64{}, "Redis calls"
 		for k, v := range c.m.server.calls {
 			row.calls[k] = float64(v) / float64(c.handoffs)
 		}
@@ -79,6 +81,10 @@ func pgHotRow(ctx context.Context, e *pgEnv, s pgSystem, n int) (hotGrowth, erro
 		row.requests = float64(h.stmts) / hs
 		row.server = float64(h.server.Microseconds()) / hs
 		row.client = float64(h.client.Microseconds()) / hs
+		row.calls, row.callsWhat = map[string]float64{}, "statements"
+		for k, v := range h.bySQL {
+			row.calls[k] = float64(v) / hs
+		}
 	}
 	return row, nil
 }

@@ -92,7 +92,10 @@ func (run *growthRun) markdown(p printer) {
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, h := range run.held {
 		settled := "not within " + settleLimit.String()
-		if h.settle >= 0 {
+		switch {
+		case h.settle == 0:
+			settled = "–"
+		case h.settle > 0:
 			settled = h.settle.Round(time.Millisecond).String()
 		}
 		srv, srvPer := "–", "–"
@@ -111,11 +114,12 @@ func (run *growthRun) markdown(p printer) {
 	p("Per hand-off: the requests the parties sent (Redis and etcd round trips, PostgreSQL statements: waiting, renewing")
 	p("and releasing included), server CPU (Redis `INFO cpu`, summed over the five servers for Redlock; PostgreSQL from")
 	p("`/proc`; etcd runs in this process, so its server CPU is in the client's and its Raft writes stand for it), and this")
-	p("process's CPU.")
+	p("process's CPU. What each contender does once per cell (its first attempt, joining the line, leaving it when the cell")
+	p("ends) is spread over the cell's hand-offs: where a contender gets few hand-offs (the figure in brackets), it weighs.")
 	p("")
 	p("![hand-off cost](growth-handoff.svg)")
 	p("")
-	p("| backend | contenders | hand-off p50 | hand-offs | requests per hand-off | server CPU per hand-off | client CPU per hand-off | Raft writes per hand-off |")
+	p("| backend | contenders | hand-off p50 | hand-offs (per contender) | requests per hand-off | server CPU per hand-off | client CPU per hand-off | Raft writes per hand-off |")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, h := range run.hot {
 		if h.unfinished || h.handoffs == 0 {
@@ -130,7 +134,7 @@ func (run *growthRun) markdown(p printer) {
 		if h.writes >= 0 {
 			w = f2(h.writes)
 		}
-		p("| %s | %d | %s | %d | %s %s | %s | %s µs | %s |", h.backend, h.n, ms(h.p50.Seconds()), h.handoffs, f1(h.requests), h.unit,
+		p("| %s | %d | %s | %d (%s) | %s %s | %s | %s µs | %s |", h.backend, h.n, ms(h.p50.Seconds()), h.handoffs, f1(float64(h.handoffs)/float64(h.n)), f1(h.requests), h.unit,
 			usOr(h.server, f1), f1(h.client), w)
 	}
 	p("")
@@ -298,7 +302,7 @@ func hotCost(h hotGrowth) string {
 	}
 	s += fmt.Sprintf(", p50 %s", ms(h.p50.Seconds()))
 	if len(h.calls) > 0 {
-		s += " (Redis calls per hand-off: " + topCalls(h.calls, 4) + ")"
+		s += " (" + h.callsWhat + " per hand-off: " + topCalls(h.calls, 4) + ")"
 	}
 	return s
 }

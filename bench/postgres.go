@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -47,12 +48,34 @@ type pgParty struct {
 	owner  string
 }
 
-// pgTracer counts the statements a pool or database sends.
-type pgTracer struct{ n atomic.Int64 }
+// pgTracer counts the statements a pool or database sends, and each
+// statement's, by the start of its text.
+type pgTracer struct {
+	n     atomic.Int64
+	mu    sync.Mutex
+	bySQL map[string]int64
+}
 
-func (t *pgTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+func (t *pgTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	t.n.Add(1)
+	k := strings.Join(strings.Fields(d.SQL), " ")
+	if len(k) > 48 {
+		k = k[:48] + "…"
+	}
+	t.mu.Lock()
+	if t.bySQL == nil {
+		t.bySQL = map[string]int64{}
+	}
+	t.bySQL[k]++
+	t.mu.Unlock()
 	return ctx
+}
+
+// counts returns a copy of the counts by statement.
+func (t *pgTracer) counts() map[string]int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.bySQL)
 }
 
 func (t *pgTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
@@ -233,6 +256,7 @@ type pgHotCell struct {
 	gaps           []time.Duration
 	acquired       int
 	stmts          int64
+	bySQL          map[string]int64 // the statements, by the start of their text
 	client, server time.Duration
 }
 
@@ -260,7 +284,7 @@ func (e *pgEnv) pgHot(ctx context.Context, s pgSystem, c int, key string) (pgHot
 		holder   = -1 // who took it last
 		acquired int
 	)
-	sent0, c0 := e.sent.n.Load(), processCPU()
+	sent0, by0, c0 := e.sent.n.Load(), e.sent.counts(), processCPU()
 	var s0 time.Duration
 	if e.pid > 0 {
 		s0 = serverCPU(e.pid)
@@ -301,7 +325,12 @@ func (e *pgEnv) pgHot(ctx context.Context, s pgSystem, c int, key string) (pgHot
 		})
 	}
 	wg.Wait()
-	h := pgHotCell{acquired: acquired, stmts: e.sent.n.Load() - sent0, client: processCPU() - c0}
+	h := pgHotCell{acquired: acquired, stmts: e.sent.n.Load() - sent0, client: processCPU() - c0, bySQL: map[string]int64{}}
+	for k, v := range e.sent.counts() {
+		if d := v - by0[k]; d > 0 {
+			h.bySQL[k] = d
+		}
+	}
 	if e.pid > 0 {
 		h.server = serverCPU(e.pid) - s0
 	}
