@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -219,16 +218,26 @@ func (run *growthRun) goals() []goal {
 		if b == backRedis {
 			want = run.cfg.redisMax
 		}
-		cx := hi.clientPerLock() / lo.clientPerLock()
-		measured := fmt.Sprintf("client CPU per lock %s× at %s against %s", f2(cx), commas(hi.locks), commas(lo.locks))
-		ok := cx <= growthFlat && hi.locks >= want
+		ok := hi.locks >= want
+		var parts []string
+		// compare checks one figure per lock: flat when the largest
+		// number's is at most growthFlat times the smallest's. A figure
+		// too small to measure at the smallest number cannot be compared.
+		compare := func(what string, a, b float64) {
+			if b <= 0 {
+				parts = append(parts, fmt.Sprintf("%s per lock too small to measure at %s", what, commas(lo.locks)))
+				return
+			}
+			parts = append(parts, fmt.Sprintf("%s per lock %s× at %s against %s", what, f2(a/b), commas(hi.locks), commas(lo.locks)))
+			ok = ok && a/b <= growthFlat
+		}
+		compare("client CPU", hi.clientPerLock(), lo.clientPerLock())
 		cores := hi.clientCores()
 		if lo.server >= 0 {
-			sx := hi.serverPerLock() / lo.serverPerLock()
-			measured += fmt.Sprintf(", server CPU per lock %s×", f2(sx))
-			ok = ok && sx <= growthFlat
+			compare("server CPU", hi.serverPerLock(), lo.serverPerLock())
 			cores += hi.server.Seconds() / hi.window.Seconds()
 		}
+		measured := strings.Join(parts, ", ")
 		var lost int
 		for _, h := range rows {
 			lost += h.lost
@@ -237,7 +246,7 @@ func (run *growthRun) goals() []goal {
 		if hi.locks < want {
 			measured += fmt.Sprintf("; reached %s of %s", commas(hi.locks), commas(want))
 		}
-		ok = ok && cores <= 1 && lost == 0 && !math.IsNaN(cx)
+		ok = ok && cores <= 1 && lost == 0
 		gs = append(gs, goal{what: fmt.Sprintf("%s: per-lock cost flat from 1,000 to %s held locks, within one core", b, commas(want)),
 			measured: measured, met: ok, costs: fmt.Sprintf("at %s: %s; at %s: %s", commas(lo.locks), heldCost(lo), commas(hi.locks), heldCost(hi))})
 	}
@@ -262,16 +271,26 @@ func (run *growthRun) goals() []goal {
 			gs = append(gs, goal{what: what, measured: fmt.Sprintf("no finished cell with hand-offs at %d contenders", top)})
 			continue
 		}
-		rx := far.requests / ref.requests
 		cpuRef, cpuFar, which := ref.server, far.server, "server CPU"
 		if ref.server < 0 {
 			cpuRef, cpuFar, which = ref.client, far.client, "CPU (client and server)"
 		}
-		cx := cpuFar / cpuRef
-		gs = append(gs, goal{what: what,
-			measured: fmt.Sprintf("%s per hand-off %s×, %s per hand-off %s×", ref.unit, f2(rx), which, f2(cx)),
-			met:      rx <= growthFlat && cx <= growthFlat,
-			costs:    fmt.Sprintf("at %d: %s; at %d: %s", ref.n, hotCost(*ref), far.n, hotCost(*far))})
+		ok := true
+		var parts []string
+		for _, c := range []struct {
+			what     string
+			ref, far float64
+		}{{ref.unit, ref.requests, far.requests}, {which, cpuRef, cpuFar}} {
+			if c.ref <= 0 {
+				parts = append(parts, fmt.Sprintf("%s per hand-off too small to measure at %d", c.what, growthRef))
+				ok = false
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s per hand-off %s×", c.what, f2(c.far/c.ref)))
+			ok = ok && c.far/c.ref <= growthFlat
+		}
+		gs = append(gs, goal{what: what, measured: strings.Join(parts, ", "), met: ok,
+			costs: fmt.Sprintf("at %d: %s; at %d: %s", ref.n, hotCost(*ref), far.n, hotCost(*far))})
 	}
 	return gs
 }
