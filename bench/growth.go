@@ -75,7 +75,7 @@ func (g *growthConfig) quick(set map[string]bool) {
 		g.window = 2 * time.Second
 	}
 	if !set["growth-ttl"] {
-		g.ttl = 3 * g.window // one renewal per lock in the window
+		g.ttl = g.window * 3 / 2 // two renewals per lock in the window
 	}
 	if !set["growth-hot-duration"] {
 		g.hot = 400 * time.Millisecond
