@@ -34,6 +34,10 @@ func TestMeasure(t *testing.T) {
 	cfg.etcdContenders = []int{2}
 	cfg.etcdGrace = 5 * time.Second
 	cfg.primRepeats = 1
+	// The Redlock part and part 7 have tests of their own.
+	if err := cfg.setParts("uncontended,hotkey,held,primitives,etcd"); err != nil {
+		t.Fatal(err)
+	}
 	if testing.Verbose() {
 		cfg.log = os.Stderr
 	}

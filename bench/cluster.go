@@ -34,20 +34,7 @@ func clusterTarget(c *redistest.Cluster, admins []*redis.Client, hotPrefix strin
 			}
 			return endpoint{cluster: o}
 		},
-		stats: func(ctx context.Context) (serverStats, error) {
-			sum := serverStats{calls: map[string]int64{}}
-			for _, a := range admins {
-				s, err := readStats(ctx, a)
-				if err != nil {
-					return serverStats{}, err
-				}
-				for k, v := range s.calls {
-					sum.calls[k] += v
-				}
-				sum.cpu += s.cpu
-			}
-			return sum, nil
-		},
+		stats:     func(ctx context.Context) (serverStats, error) { return sumStats(ctx, admins) },
 		hotPrefix: hotPrefix,
 	}
 }

@@ -29,6 +29,39 @@ type hotCell struct {
 
 func (h hotCell) handoffRate() float64 { return float64(h.handoffs) / h.wall.Seconds() }
 
+// perHandoff divides x by the cell's hand-offs.
+func (h hotCell) perHandoff(x float64) float64 {
+	if h.handoffs == 0 || h.m == nil {
+		return 0
+	}
+	return x / float64(h.handoffs)
+}
+
+// The cost of one hand-off: server CPU (µs; for an etcd cluster, which
+// runs in this process, none), client CPU (µs), round trips, server writes.
+func (h hotCell) serverCPUPerHandoff() float64 {
+	if h.m == nil {
+		return 0
+	}
+	return h.perHandoff(float64(h.m.server.cpu.Microseconds()))
+}
+
+func (h hotCell) clientCPUPerHandoff() float64 {
+	if h.m == nil {
+		return 0
+	}
+	return h.perHandoff(float64(h.m.cpu.Microseconds()))
+}
+
+func (h hotCell) rttPerHandoff() float64 { return h.perHandoff(float64(h.rtt)) }
+
+func (h hotCell) writesPerHandoff() float64 {
+	if h.m == nil {
+		return 0
+	}
+	return h.perHandoff(float64(h.m.server.rev))
+}
+
 func (h hotCell) quantile(q float64) time.Duration {
 	if len(h.latencies) == 0 {
 		return 0

@@ -7,7 +7,7 @@
 //
 // Usage:
 //
-//	go run . [-out RESULTS.md] [-quick] [-parts uncontended,hotkey,held,primitives,etcd] [-duration 1s] [-repeats 5] ...
+//	go run . [-out RESULTS.md] [-quick] [-parts uncontended,hotkey,held,primitives,etcd,redlock,growth] [-duration 1s] [-repeats 5] ...
 //
 // It measures, with every comparison interleaved (each repeat runs every
 // system in turn, in a rotated order) and repeated:
@@ -27,12 +27,21 @@
 //     etcd's concurrency.Mutex, with the Raft writes and round trips of each;
 //  6. dlock's semaphore (limits 1 and 4), read-write lock (write and read)
 //     and LockAll of two keys in one slot beside its mutex: uncontended
-//     cycles and, for the exclusive ones, a hot key's hand-offs.
+//     cycles and, for the exclusive ones, a hot key's hand-offs;
+//  7. how cost grows: one Locker holding from 1,000 to a million locks
+//     (Redis; etcd and PostgreSQL to 10,000), and one key with 2 to 256
+//     contenders on every backend, with CPU, memory and requests per held
+//     lock or per hand-off (on servers of its own);
 //
-// Two parts run on their own servers, one at a time: -cluster FILE (a Redis
-// Cluster of three masters: dlock beside bsm/redislock and redsync, each on
-// a Cluster client, and dlock's hot key on every shard) and -redlock FILE
-// (five independent servers: dlock's redlock beside redsync).
+// and the Redlock part (five independent servers of its own: dlock's
+// redlock beside redsync, with its servers' CPU per hand-off beside one
+// server's), which it writes to REDLOCK.md beside the results. The goals
+// table at the end of the results checks every goal against this one run.
+//
+// Some parts also run alone: -cluster FILE (a Redis Cluster of three
+// masters: dlock beside bsm/redislock and redsync, each on a Cluster
+// client, and dlock's hot key on every shard), -redlock FILE, -growth FILE
+// (part 7, as its section of FILE) and -postgres FILE.
 package main
 
 import (
@@ -42,6 +51,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 )
@@ -59,9 +69,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := defaultConfig()
 	out := fs.String("out", "RESULTS.md", "Markdown file to write; the SVG charts go beside it")
 	clusterOut := fs.String("cluster", "", "measure only the Cluster part (3 masters, dlock beside bsm/redislock and redsync) and write it to this Markdown file")
-	redlockOut := fs.String("redlock", "", "measure only the Redlock part (5 servers, dlock redlock beside redsync) and write it to this Markdown file")
+	redlockOut := fs.String("redlock", "", "measure only the Redlock part (5 servers, dlock redlock beside redsync) and write it, with its goal, to this Markdown file (a full run writes REDLOCK.md beside -out)")
 	pgOut := fs.String("postgres", "", "measure only the PostgreSQL part (dlock's postgreslock beside advisory locks, a lease row and cirello.io/pglock, on one server with fsync on) and write it as the PostgreSQL section of this Markdown file")
-	quick := fs.Bool("quick", false, "short cells and fewer locks, for a smoke test (under a minute)")
+	growthOut := fs.String("growth", "", "measure only part 7 (how cost grows with held locks and with contenders, on every backend) and write it as its section of this Markdown file")
+	fs.IntVar(&cfg.growth.redisMax, "growth-max", cfg.growth.redisMax, "part 7: the most Redis locks one Locker holds (powers of ten from 1000)")
+	fs.IntVar(&cfg.growth.otherMax, "growth-other-max", cfg.growth.otherMax, "part 7: the most etcd and PostgreSQL locks one Locker holds")
+	fs.DurationVar(&cfg.growth.window, "growth-window", cfg.growth.window, "part 7: how long each number of locks is held while measured")
+	fs.DurationVar(&cfg.growth.ttl, "growth-ttl", cfg.growth.ttl, "part 7: the TTL of the held locks (renewed every ttl/3)")
+	fs.DurationVar(&cfg.growth.hot, "growth-hot-duration", cfg.growth.hot, "part 7: length of one contended cell")
+	growthBack := fs.String("growth-backends", strings.Join(growthBackends, ","), "part 7: comma-separated backends to measure: "+strings.Join(growthBackends, ", "))
+	cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile of the run to this file")
+	quick := fs.Bool("quick", false, "short cells and fewer locks, for a smoke test (a few minutes)")
 	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "length of one uncontended cell")
 	fs.DurationVar(&cfg.hotDuration, "hot-duration", cfg.hotDuration, "length of one hot-key cell")
 	fs.IntVar(&cfg.repeats, "repeats", cfg.repeats, "repeats of every uncontended cell")
@@ -88,6 +106,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 2
 	}
+	if err := cfg.growth.setBackends(*growthBack); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 2
+	}
 	if *quick {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -98,11 +120,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.log = stderr
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *clusterOut != "" {
 		if err := runCluster(ctx, cfg, *clusterOut); err != nil {
 			fmt.Fprintf(stderr, "bench: %v\n", err)
 			return 1
 		}
+		return 0
+	}
+	if *growthOut != "" {
+		if err := runGrowth(ctx, cfg, *growthOut); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "wrote the %q section of %s\n", growthHeading, *growthOut)
 		return 0
 	}
 	if *pgOut != "" {

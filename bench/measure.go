@@ -51,6 +51,8 @@ type config struct {
 	// system's requests can take minutes to answer, and the run must end.
 	etcdGrace time.Duration
 
+	growth growthConfig // part 7
+
 	log io.Writer
 }
 
@@ -61,9 +63,11 @@ const (
 	nameHold        = "held"
 	namePrims       = "primitives"
 	nameEtcd        = "etcd"
+	nameRedlock     = "redlock"
+	nameGrowth      = "growth"
 )
 
-var allParts = []string{nameUncontended, nameHot, nameHold, namePrims, nameEtcd}
+var allParts = []string{nameUncontended, nameHot, nameHold, namePrims, nameEtcd, nameRedlock, nameGrowth}
 
 func (c *config) runs(part string) bool { return slices.Contains(c.parts, part) }
 
@@ -111,6 +115,8 @@ func defaultConfig() config {
 		etcdHotDuration: time.Second,
 		etcdContenders:  []int{8, 32},
 		etcdGrace:       8 * time.Second,
+
+		growth: defaultGrowth(),
 	}
 }
 
@@ -149,6 +155,7 @@ func (c *config) quick(set map[string]bool) {
 	if !set["etcd-repeats"] {
 		c.etcdRepeats = 1
 	}
+	c.growth.quick(set)
 }
 
 func (c *config) check() error {
@@ -170,7 +177,7 @@ func (c *config) check() error {
 	case c.holdTTL < 30*time.Millisecond:
 		return errors.New("-hold-ttl must be at least 30ms")
 	}
-	return nil
+	return c.growth.check()
 }
 
 func (c *config) logf(format string, args ...any) {
@@ -198,6 +205,9 @@ type results struct {
 	primsHot       []hotCell
 	primSystems    []string
 	primHotSystems []string
+
+	redlock *redlockRun // written to REDLOCK.md beside the results
+	growth  *growthRun  // part 7
 }
 
 // etcdRun is part 5 on one cluster.
@@ -246,6 +256,16 @@ func measure(ctx context.Context, cfg config) (*results, error) {
 	if cfg.runs(nameEtcd) {
 		if err := measureEtcd(ctx, cfg, dir, res); err != nil {
 			return nil, fmt.Errorf("etcd: %w", err)
+		}
+	}
+	if cfg.runs(nameRedlock) {
+		if res.redlock, err = measureRedlock(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("redlock: %w", err)
+		}
+	}
+	if cfg.runs(nameGrowth) {
+		if res.growth, err = measureGrowth(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("growth: %w", err)
 		}
 	}
 	res.elapsed = time.Since(res.start)

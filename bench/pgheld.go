@@ -107,11 +107,11 @@ ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.e
 func (e *pgEnv) pgWindow(pid int, window time.Duration, keep func(context.Context) error) (pgHeld, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), window)
 	defer cancel()
-	s0, by0 := serverCPU(pid)
+	s0, by0 := serverCPUByKind(pid)
 	c0, n0, t0 := processCPU(), e.sent.n.Load(), time.Now()
 	err := keep(ctx)
 	wall := time.Since(t0)
-	s1, by1 := serverCPU(pid)
+	s1, by1 := serverCPUByKind(pid)
 	c1, n1 := processCPU(), e.sent.n.Load()
 	if e.log != nil {
 		// Where the server's share went, by process kind, for whoever
@@ -133,11 +133,19 @@ func (e *pgEnv) pgWindow(pid int, window time.Duration, keep func(context.Contex
 	}, err
 }
 
-// serverCPU is the user+system CPU time of process pid and its children
+// serverCPU is the user+system CPU time of the server whose postmaster is
+// pid, in all (see serverCPUByKind).
+func serverCPU(pid int) time.Duration {
+	total, _ := serverCPUByKind(pid)
+	return total
+}
+
+// serverCPUByKind is the user+system CPU time of process pid and its children
 // (the postmaster's backends and helpers) so far, in all and by kind of
 // process (backend, checkpointer, autovacuum worker, ...). Processes that
-// ended meanwhile are not counted; the bench keeps its connections open.
-func serverCPU(pid int) (time.Duration, map[string]time.Duration) {
+// ended and were reaped count in the total (the postmaster's cutime and
+// cstime), as "ended".
+func serverCPUByKind(pid int) (time.Duration, map[string]time.Duration) {
 	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
 	var total int64
 	by := map[string]time.Duration{}
@@ -152,8 +160,8 @@ func serverCPU(pid int) (time.Duration, map[string]time.Duration) {
 		if i < 0 {
 			continue
 		}
-		fields := strings.Fields(s[i+1:]) // state, ppid, …; utime and stime are the 12th and 13th
-		if len(fields) < 13 {
+		fields := strings.Fields(s[i+1:]) // state, ppid, …; utime, stime, cutime, cstime are the 12th to 15th
+		if len(fields) < 15 {
 			continue
 		}
 		self, _ := strconv.Atoi(strings.TrimSuffix(filepath.Base(filepath.Dir(f)), "/"))
@@ -165,6 +173,12 @@ func serverCPU(pid int) (time.Duration, map[string]time.Duration) {
 		st, _ := strconv.ParseInt(fields[12], 10, 64)
 		total += u + st
 		by[pgProcessKind(self, self == pid)] += time.Duration(u+st) * tick
+		if self == pid {
+			cu, _ := strconv.ParseInt(fields[13], 10, 64)
+			cs, _ := strconv.ParseInt(fields[14], 10, 64)
+			total += cu + cs
+			by["ended"] += time.Duration(cu+cs) * tick
+		}
 	}
 	return time.Duration(total) * tick, by
 }

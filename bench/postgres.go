@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -48,12 +49,34 @@ type pgParty struct {
 	owner  string
 }
 
-// pgTracer counts the statements a pool or database sends.
-type pgTracer struct{ n atomic.Int64 }
+// pgTracer counts the statements a pool or database sends, and each
+// statement's, by the start of its text.
+type pgTracer struct {
+	n     atomic.Int64
+	mu    sync.Mutex
+	bySQL map[string]int64
+}
 
-func (t *pgTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+func (t *pgTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	t.n.Add(1)
+	k := strings.Join(strings.Fields(d.SQL), " ")
+	if len(k) > 48 {
+		k = k[:48] + "…"
+	}
+	t.mu.Lock()
+	if t.bySQL == nil {
+		t.bySQL = map[string]int64{}
+	}
+	t.bySQL[k]++
+	t.mu.Unlock()
 	return ctx
+}
+
+// counts returns a copy of the counts by statement.
+func (t *pgTracer) counts() map[string]int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.bySQL)
 }
 
 func (t *pgTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
@@ -61,6 +84,7 @@ func (t *pgTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDa
 // pgEnv is the server and the pools every party shares.
 type pgEnv struct {
 	url    string
+	pid    int // the postmaster's, for the server's CPU (0: not measured)
 	sent   pgTracer
 	pool   *pgxpool.Pool // for every system but pglock
 	db     *sql.DB       // pglock's, through pgx's database/sql driver
@@ -226,16 +250,29 @@ func (e *pgEnv) pgCycles(ctx context.Context, s pgSystem, g int, tag string) (fl
 	return float64(n.Load()) / time.Since(start).Seconds(), nil
 }
 
+// pgHotCell is one hand-off cell: the hand-offs' latencies (from the
+// start of a release to the next holder's return from its lock call,
+// sorted), the acquisitions, the statements sent, and the CPU this process
+// and (when pgEnv.pid is set) the server spent meanwhile.
+type pgHotCell struct {
+	gaps           []time.Duration
+	acquired       int
+	stmts          int64
+	bySQL          map[string]int64 // the statements, by the start of their text
+	client, server time.Duration
+}
+
+// stmtsPer is the statements per acquisition.
+func (h pgHotCell) stmtsPer() float64 { return float64(h.stmts) / float64(max(h.acquired, 1)) }
+
 // pgHot has c contenders loop on one key for e.hotD: wait for it, hold it
-// e.hold, release it, and wait until another contender took it. It returns
-// the hand-offs' latencies (from the start of a release to the next
-// holder's return from its lock call) and statements per acquisition.
-func (e *pgEnv) pgHot(ctx context.Context, s pgSystem, c int, key string) ([]time.Duration, float64, int, error) {
+// e.hold, release it, and wait until another contender took it.
+func (e *pgEnv) pgHot(ctx context.Context, s pgSystem, c int, key string) (pgHotCell, error) {
 	parties := make([]*pgParty, c)
 	for i := range parties {
 		parties[i] = &pgParty{}
 		if err := s.open(ctx, parties[i]); err != nil {
-			return nil, 0, 0, err
+			return pgHotCell{}, err
 		}
 		defer s.close(parties[i])
 	}
@@ -249,7 +286,11 @@ func (e *pgEnv) pgHot(ctx context.Context, s pgSystem, c int, key string) ([]tim
 		holder   = -1 // who took it last
 		acquired int
 	)
-	sent0 := e.sent.n.Load()
+	sent0, by0, c0 := e.sent.n.Load(), e.sent.counts(), processCPU()
+	var s0 time.Duration
+	if e.pid > 0 {
+		s0 = serverCPU(e.pid)
+	}
 	var wg sync.WaitGroup
 	for i, p := range parties {
 		wg.Go(func() {
@@ -286,9 +327,18 @@ func (e *pgEnv) pgHot(ctx context.Context, s pgSystem, c int, key string) ([]tim
 		})
 	}
 	wg.Wait()
-	stmts := float64(e.sent.n.Load()-sent0) / float64(max(acquired, 1))
+	h := pgHotCell{acquired: acquired, stmts: e.sent.n.Load() - sent0, client: processCPU() - c0, bySQL: map[string]int64{}}
+	for k, v := range e.sent.counts() {
+		if d := v - by0[k]; d > 0 {
+			h.bySQL[k] = d
+		}
+	}
+	if e.pid > 0 {
+		h.server = serverCPU(e.pid) - s0
+	}
 	slices.Sort(gaps)
-	return gaps, stmts, acquired, nil
+	h.gaps = gaps
+	return h, nil
 }
 
 // warm opens n connections in the pool and in db, so that no cell pays
@@ -408,11 +458,11 @@ func runPostgres(ctx context.Context, cfg config, file string) error {
 	fmt.Fprintln(cfg.log, "postgres: hand-offs")
 	for si, s := range systems {
 		for _, c := range contenders {
-			gaps, stmts, acq, err := e.pgHot(ctx, s, c, fmt.Sprintf("hot:%d:%d", si, c))
+			h, err := e.pgHot(ctx, s, c, fmt.Sprintf("hot:%d:%d", si, c))
 			if err != nil {
 				return err
 			}
-			hots[si] = append(hots[si], hot{quantile(gaps, .5), quantile(gaps, .99), stmts, acq})
+			hots[si] = append(hots[si], hot{quantile(h.gaps, .5), quantile(h.gaps, .99), h.stmtsPer(), h.acquired})
 		}
 	}
 

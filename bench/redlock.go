@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,69 +118,118 @@ func (p *redsyncMultiParty) close() error {
 	return nil
 }
 
-// runRedlock measures the Redlock part and writes its report to out.
+// redlockContenders are the contenders of the Redlock part's hot key.
+var redlockContenders = []int{8, 32}
+
+// redlockRun is the Redlock part's cells.
+type redlockRun struct {
+	cfg     config
+	start   time.Time
+	elapsed time.Duration
+	version string
+	uncont  []cell
+	hot     []hotCell
+	hotSys  []string
+}
+
+// singleName labels the single-node reference in the Redlock part.
+const singleName = "dlock (one server)"
+
+// runRedlock measures the Redlock part alone and writes its report, with
+// its goal, to out.
 func runRedlock(ctx context.Context, cfg config, out string) error {
-	dir, err := os.MkdirTemp("", "dlock-bench-redlock-")
+	run, err := measureRedlock(ctx, cfg)
 	if err != nil {
 		return err
 	}
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	run.markdown(p)
+	writeGoals(p, run.goals(), "")
+	return os.WriteFile(out, []byte(b.String()), 0o644)
+}
+
+// measureRedlock starts five servers and measures the Redlock part's
+// cells on them.
+func measureRedlock(ctx context.Context, cfg config) (*redlockRun, error) {
+	dir, err := os.MkdirTemp("", "dlock-bench-redlock-")
+	if err != nil {
+		return nil, err
+	}
 	defer os.RemoveAll(dir)
-	var addrs []string
+	var (
+		addrs  []string
+		admins []*goredislib.Client
+	)
 	for i := range redlockNodes {
 		d := filepath.Join(dir, fmt.Sprint(i))
 		if err := os.Mkdir(d, 0o700); err != nil {
-			return err
+			return nil, err
 		}
 		srv, err := redistest.New(d, redistest.Config{})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer srv.Close()
 		addrs = append(addrs, srv.Addr())
+		admin := goredislib.NewClient(clientOptions(srv.Addr()))
+		defer admin.Close()
+		admins = append(admins, admin)
 	}
-	admin := goredislib.NewClient(clientOptions(addrs[0]))
-	defer admin.Close()
-	first := redisTarget(addrs[0], admin)
-	version := redisVersion(ctx, admin)
-	cfg.logf("redis-server %s on %s", version, strings.Join(addrs, ", "))
-	start := time.Now()
+	run := &redlockRun{cfg: cfg, start: time.Now(), version: redisVersion(ctx, admins[0])}
+	first := redisTarget(addrs[0], admins[0])
+	// all is the five servers: a party's endpoint names the first (the
+	// Redlock systems take every address from addrs), the counters are
+	// the sum over the five.
+	all := &target{endpoint: first.endpoint, stats: func(ctx context.Context) (serverStats, error) { return sumStats(ctx, admins) }}
+	cfg.logf("redis-server %s on %s", run.version, strings.Join(addrs, ", "))
 
 	multi := []system{redlockSys{addrs}, redsyncMultiSys{addrs}}
-	var uncont []cell
 	for r := range cfg.repeats {
 		for _, g := range cfg.goroutines {
-			cells, err := uncontendedRepeat(ctx, first, rotate(multi, r), g, cfg.duration, cfg.ttl, cfg.slices, false)
+			cells, err := uncontendedRepeat(ctx, all, rotate(multi, r), g, cfg.duration, cfg.ttl, cfg.slices, false)
 			if err != nil {
-				return fmt.Errorf("redlock uncontended: %w", err)
+				return nil, fmt.Errorf("redlock uncontended: %w", err)
 			}
 			for _, c := range cells {
 				cfg.logf("redlock uncontended  repeat %d  %3d goroutines  %-16s %8.0f cycles/s  %5.1f requests/cycle", r+1, g, c.sys, c.rate(), c.rttPer())
 			}
-			uncont = append(uncont, cells...)
+			run.uncont = append(run.uncont, cells...)
 		}
 	}
 	hotSys := append(multi, dlockSys{}) // dlockSys: one server, the first
-	var hot []hotCell
+	run.hotSys = append(names(multi), singleName)
 	for r := range cfg.hotRepeats {
-		for _, n := range []int{8, 32} {
+		for _, n := range redlockContenders {
 			for _, s := range rotate(hotSys, r) {
-				c, err := hotKey(ctx, first, s, n, cfg.hotDuration, cfg.hold, cfg.ttl)
-				if err != nil {
-					return fmt.Errorf("redlock hot key: %w", err)
+				t := all
+				if _, ok := s.(dlockSys); ok {
+					t = first // its server alone: the other four stay idle
 				}
-				cfg.logf("redlock hot key      repeat %d  %3d contenders  %-16s %6.0f acq/s  p50 %v  p99 %v  requests/acq %.1f",
-					r+1, n, c.sys, c.rate(), c.quantile(0.5).Round(time.Microsecond), c.quantile(0.99).Round(time.Microsecond), c.rttPer())
-				hot = append(hot, c)
+				c, err := hotKey(ctx, t, s, n, cfg.hotDuration, cfg.hold, cfg.ttl)
+				if err != nil {
+					return nil, fmt.Errorf("redlock hot key: %w", err)
+				}
+				if t == first {
+					c.sys = singleName
+				}
+				cfg.logf("redlock hot key      repeat %d  %3d contenders  %-18s %6.0f acq/s  p50 %v  p99 %v  requests/acq %.1f  server CPU/hand-off %.1f µs",
+					r+1, n, c.sys, c.rate(), c.quantile(0.5).Round(time.Microsecond), c.quantile(0.99).Round(time.Microsecond), c.rttPer(), c.serverCPUPerHandoff())
+				run.hot = append(run.hot, c)
 			}
 		}
 	}
+	run.elapsed = time.Since(run.start)
+	return run, nil
+}
 
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+// markdown writes the Redlock part's report.
+func (run *redlockRun) markdown(p printer) {
+	cfg := run.cfg
 	p("# Redlock: dlock's redlock beside redsync on %d redis-servers", redlockNodes)
 	p("")
-	p("Measured %s in %v by `go run ./bench -redlock` (%d repeats of every cell: median (min–max)), redis-server %s,",
-		start.Format("2006-01-02"), time.Since(start).Round(time.Second), cfg.repeats, version)
+	p("Measured %s in %v by `make bench` (or `cd bench && go run . -redlock REDLOCK.md`; %d repeats of every cell: median (min–max)), redis-server %s,",
+		run.start.Format("2006-01-02"), run.elapsed.Round(time.Second), cfg.repeats, run.version)
 	p("%d independent servers on loopback, on %s. Each party has its own client per server; a request is", redlockNodes, cpuModel())
 	p("one command to one server (the %d of one acquisition go out at once).", redlockNodes)
 	p("")
@@ -187,34 +238,132 @@ func runRedlock(ctx context.Context, cfg config, out string) error {
 	p("| goroutines | dlock redlock | redsync | ratio | requests/cycle (redlock, redsync) |")
 	p("|---:|---:|---:|---:|---|")
 	for _, g := range cfg.goroutines {
-		a := cellsOf(uncont, ukey, "dlock redlock", g)
-		r := cellsOf(uncont, ukey, "redsync", g)
+		a := cellsOf(run.uncont, ukey, "dlock redlock", g)
+		r := cellsOf(run.uncont, ukey, "redsync", g)
 		sa, sr := collect(a, cell.rate), collect(r, cell.rate)
 		p("| %d | %s | %s | %.2f× | %.1f, %.1f |", g, fmtStat(sa, f0), fmtStat(sr, f0), sa.med/sr.med,
 			collect(a, cell.rttPer).med, collect(r, cell.rttPer).med)
 	}
 	p("")
-	p("## One hot key: hand-off latency and requests per acquisition")
+	p("## One hot key: hand-off latency, requests and server CPU per hand-off")
 	p("")
 	p("Each contender is a party of its own; after a release it waits until another has taken the lock, so")
-	p("every acquisition is a hand-off (see RESULTS.md, part 2). \"dlock (one server)\" is the single-node")
-	p("driver on the first server, for reference.")
+	p("every acquisition is a hand-off (see RESULTS.md, part 2). %q is the single-node", singleName)
+	p("driver on the first server, for reference. Server CPU is `used_cpu_sys + used_cpu_user` from `INFO cpu`, read")
+	p("before and after each cell and summed over the servers the system uses (all %d for the Redlock systems, idle time", redlockNodes)
+	p("included; the first alone for the single node), divided by the hand-offs; client CPU is this process's `getrusage`.")
 	p("")
-	p("| contenders | system | acquisitions/s | hand-off p50 | hand-off p99 | requests/acquisition |")
-	p("|---:|---|---:|---:|---:|---:|")
-	for _, n := range []int{8, 32} {
-		for _, s := range hotSys {
-			cs := cellsOf(hot, hkey, s.name(), n)
-			name := s.name()
-			if _, ok := s.(dlockSys); ok {
-				name = "dlock (one server)"
+	p("| contenders | system | acquisitions/s | hand-off p50 | hand-off p99 | requests/acquisition | server CPU/hand-off | × one server | client CPU/hand-off |")
+	p("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range redlockContenders {
+		one := collect(cellsOf(run.hot, hkey, singleName, n), hotCell.serverCPUPerHandoff).med
+		for _, s := range run.hotSys {
+			cs := cellsOf(run.hot, hkey, s, n)
+			srv := collect(cs, hotCell.serverCPUPerHandoff)
+			x := "–"
+			if one > 0 {
+				x = f2(srv.med/one) + "×"
 			}
-			p("| %d | %s | %s | %s | %s | %s |", n, name,
+			p("| %d | %s | %s | %s | %s | %s | %s µs | %s | %s µs |", n, s,
 				fmtStat(collect(cs, func(c hotCell) float64 { return c.rate() }), f0),
-				fmtStat(collect(cs, func(c hotCell) float64 { return c.quantile(0.5).Seconds() }), ms),
-				fmtStat(collect(cs, func(c hotCell) float64 { return c.quantile(0.99).Seconds() }), ms),
-				fmtStat(collect(cs, func(c hotCell) float64 { return c.rttPer() }), f1))
+				fmtStat(collect(cs, p50), ms), fmtStat(collect(cs, p99), ms),
+				fmtStat(collect(cs, func(c hotCell) float64 { return c.rttPer() }), f1),
+				fmtStat(srv, f1), x, fmtStat(collect(cs, hotCell.clientCPUPerHandoff), f1))
 		}
 	}
-	return os.WriteFile(out, []byte(b.String()), 0o644)
+	p("")
+	p("## Where the server time goes")
+	p("")
+	p("`INFO commandstats` over the hot-key cells (all repeats), per hand-off: the commands the servers ran (those inside")
+	p("scripts included), how many per node (over the %d servers for the Redlock systems), and `usec_per_call`.", redlockNodes)
+	p("")
+	p("| contenders | system | command | calls/hand-off | per node | µs/call | µs/hand-off |")
+	p("|---:|---|---|---:|---:|---:|---:|")
+	for _, n := range redlockContenders {
+		for _, s := range run.hotSys {
+			nodes := redlockNodes
+			if s == singleName {
+				nodes = 1
+			}
+			for _, c := range commandProfile(cellsOf(run.hot, hkey, s, n)) {
+				p("| %d | %s | %s | %s | %s | %s | %s |", n, s, c.name, f2(c.perHandoff), f2(c.perHandoff/float64(nodes)), f2(c.usecPerCall), f2(c.usecPerHandoff))
+			}
+		}
+	}
+	p("")
+}
+
+// goals is the Redlock goal: server CPU per hand-off at most three times
+// the single server's (a majority of three grants is the floor).
+func (run *redlockRun) goals() []goal {
+	const limit = 3.0
+	var parts, costs []string
+	ok := len(run.hot) > 0
+	for _, n := range redlockContenders {
+		own := collect(cellsOf(run.hot, hkey, redlockSys{}.name(), n), hotCell.serverCPUPerHandoff).med
+		one := collect(cellsOf(run.hot, hkey, singleName, n), hotCell.serverCPUPerHandoff).med
+		if one <= 0 {
+			ok = false
+			parts = append(parts, fmt.Sprintf("no single-server figure at %d", n))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s× at %d contenders (%s against %s µs)", f2(own/one), n, f1(own), f1(one)))
+		ok = ok && own/one <= limit
+		costs = append(costs, fmt.Sprintf("at %d: redlock %s; one server %s", n,
+			profileSummary(cellsOf(run.hot, hkey, redlockSys{}.name(), n), redlockNodes), profileSummary(cellsOf(run.hot, hkey, singleName, n), 1)))
+	}
+	return []goal{{what: "Redlock server CPU per hand-off ≤ 3× the single server's", measured: strings.Join(parts, ", "), met: ok,
+		costs: strings.Join(costs, "; ")}}
+}
+
+// cmdCost is one command's share of a hand-off.
+type cmdCost struct {
+	name           string
+	perHandoff     float64
+	usecPerCall    float64
+	usecPerHandoff float64
+}
+
+// commandProfile adds up the commandstats of cs and divides them by their
+// hand-offs, the costliest command first.
+func commandProfile(cs []hotCell) []cmdCost {
+	calls, usec := map[string]int64{}, map[string]int64{}
+	var handoffs int64
+	for _, c := range cs {
+		if c.m == nil {
+			continue
+		}
+		handoffs += c.handoffs
+		for k, v := range c.m.server.calls {
+			calls[k] += v
+		}
+		for k, v := range c.m.server.usec {
+			usec[k] += v
+		}
+	}
+	if handoffs == 0 {
+		return nil
+	}
+	var out []cmdCost
+	for k, n := range calls {
+		h := float64(handoffs)
+		out = append(out, cmdCost{name: k, perHandoff: float64(n) / h, usecPerCall: float64(usec[k]) / float64(n), usecPerHandoff: float64(usec[k]) / h})
+	}
+	slices.SortFunc(out, func(a, b cmdCost) int { return cmp.Compare(b.usecPerHandoff, a.usecPerHandoff) })
+	return out
+}
+
+// profileSummary is commandProfile of cs in one line: the server CPU per
+// hand-off, the share of it spent in commands, and the four costliest
+// commands.
+func profileSummary(cs []hotCell, nodes int) string {
+	var parts []string
+	var inCmds float64
+	for i, c := range commandProfile(cs) {
+		inCmds += c.usecPerHandoff
+		if i < 4 {
+			parts = append(parts, fmt.Sprintf("%s %s/hand-off (%s per node) at %s µs", c.name, f1(c.perHandoff), f1(c.perHandoff/float64(nodes)), f1(c.usecPerCall)))
+		}
+	}
+	return fmt.Sprintf("%s µs server CPU per hand-off, %s µs of it in commands: %s", f1(collect(cs, hotCell.serverCPUPerHandoff).med), f1(inCmds), strings.Join(parts, ", "))
 }

@@ -113,8 +113,22 @@ func (r *results) write(out string) error {
 	if len(r.etcd) > 0 {
 		charts = append(charts, svgFile{"etcd.svg", r.etcdChart()})
 	}
+	if r.growth != nil {
+		for name, c := range r.growth.charts() {
+			charts = append(charts, svgFile{name, c})
+		}
+	}
 	for _, c := range charts {
 		if err := os.WriteFile(filepath.Join(dir, c.file), []byte(c.c.svg()), 0o644); err != nil {
+			return err
+		}
+	}
+	if r.redlock != nil {
+		var b strings.Builder
+		p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+		r.redlock.markdown(p)
+		writeGoals(p, r.redlock.goals(), "")
+		if err := os.WriteFile(filepath.Join(dir, "REDLOCK.md"), []byte(b.String()), 0o644); err != nil {
 			return err
 		}
 	}
@@ -131,7 +145,8 @@ func (r *results) markdown(b *strings.Builder) {
 	p("Written by `make bench` (`cd bench && go run . -out RESULTS.md`) on %s; the run took %s.", r.start.UTC().Format("2006-01-02 15:04 MST"), r.elapsed.Round(time.Second))
 	p("Every figure below comes from this one run (parts: %s), with every comparison interleaved: the Redis parts on one", strings.Join(cfg.parts, ", "))
 	p("redis-server, the etcd part on one embedded etcd cluster of each size. A Redis Cluster and Redlock over five")
-	p("servers have parts of their own, in [CLUSTER.md](CLUSTER.md) and [REDLOCK.md](REDLOCK.md) (`make bench` writes all three).")
+	p("servers have parts of their own, in [CLUSTER.md](CLUSTER.md) and [REDLOCK.md](REDLOCK.md) (`make bench` writes all three;")
+	p("the Redlock part runs in this run, on servers of its own, and its goal is in the table at the end).")
 	p("")
 	p("## Machine and versions")
 	p("")
@@ -149,9 +164,10 @@ func (r *results) markdown(b *strings.Builder) {
 	for _, v := range versions() {
 		p("| %s | %s |", v[0], v[1])
 	}
-	p("| settings | uncontended cells %v in %d slices × %d repeats; hot-key cells %v × %d repeats, hold %v; TTL %v; part 4: %d locks, TTL %v, window %v; etcd: uncontended cells %v in %d slices, hot-key cells %v, × %d repeats; part 6: × %d repeats |",
+	p("| settings | uncontended cells %v in %d slices × %d repeats; hot-key cells %v × %d repeats, hold %v; TTL %v; part 4: %d locks, TTL %v, window %v; etcd: uncontended cells %v in %d slices, hot-key cells %v, × %d repeats; part 6: × %d repeats; part 7: up to %d Redis and %d etcd and PostgreSQL locks, TTL %v, window %v, contended cells from %v |",
 		cfg.duration, cfg.slices, cfg.repeats, cfg.hotDuration, cfg.hotRepeats, cfg.hold, cfg.ttl, cfg.holdLocks, cfg.holdTTL, cfg.holdWindow,
-		cfg.etcdDuration, cfg.etcdSlices, cfg.etcdHotDuration, cfg.etcdRepeats, cfg.primRepeats)
+		cfg.etcdDuration, cfg.etcdSlices, cfg.etcdHotDuration, cfg.etcdRepeats, cfg.primRepeats,
+		cfg.growth.redisMax, cfg.growth.otherMax, cfg.growth.ttl, cfg.growth.window, cfg.growth.hot)
 	p("")
 	p("## Method")
 	p("")
@@ -229,6 +245,9 @@ func (r *results) markdown(b *strings.Builder) {
 	}
 	if len(r.prims) > 0 {
 		r.part6(p)
+	}
+	if r.growth != nil {
+		r.growth.markdown(p)
 	}
 	r.goals(p)
 }

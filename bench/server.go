@@ -29,6 +29,7 @@ func clientOptions(addr string) *redis.Options {
 // serverStats is what INFO says about the server's work so far.
 type serverStats struct {
 	calls map[string]int64 // per command, lower case, without INFO itself
+	usec  map[string]int64 // per command: the microseconds Redis spent in it
 	cpu   time.Duration    // used_cpu_sys + used_cpu_user
 	rev   int64            // etcd: the store's revision (every write adds one)
 }
@@ -53,10 +54,15 @@ func (s serverStats) subscriptions() int64 {
 
 // sub returns the work done between earlier and s.
 func (s serverStats) sub(earlier serverStats) serverStats {
-	d := serverStats{calls: map[string]int64{}, cpu: s.cpu - earlier.cpu, rev: s.rev - earlier.rev}
+	d := serverStats{calls: map[string]int64{}, usec: map[string]int64{}, cpu: s.cpu - earlier.cpu, rev: s.rev - earlier.rev}
 	for k, v := range s.calls {
 		if n := v - earlier.calls[k]; n > 0 {
 			d.calls[k] = n
+		}
+	}
+	for k, v := range s.usec {
+		if n := v - earlier.usec[k]; n > 0 {
+			d.usec[k] = n
 		}
 	}
 	return d
@@ -69,7 +75,7 @@ func readStats(ctx context.Context, c *redis.Client) (serverStats, error) {
 	if err != nil {
 		return serverStats{}, fmt.Errorf("INFO: %w", err)
 	}
-	s := serverStats{calls: map[string]int64{}}
+	s := serverStats{calls: map[string]int64{}, usec: map[string]int64{}}
 	var cpu float64
 	sc := bufio.NewScanner(strings.NewReader(txt))
 	for sc.Scan() {
@@ -89,6 +95,10 @@ func readStats(ctx context.Context, c *redis.Client) (serverStats, error) {
 					n, _ := strconv.ParseInt(v, 10, 64)
 					s.calls[cmd] = n
 				}
+				if v, ok := strings.CutPrefix(f, "usec="); ok {
+					n, _ := strconv.ParseInt(v, 10, 64)
+					s.usec[cmd] = n
+				}
 			}
 		case name == "used_cpu_sys" || name == "used_cpu_user":
 			f, _ := strconv.ParseFloat(val, 64)
@@ -97,6 +107,25 @@ func readStats(ctx context.Context, c *redis.Client) (serverStats, error) {
 	}
 	s.cpu = time.Duration(cpu * float64(time.Second))
 	return s, nil
+}
+
+// sumStats reads the counters of every server of admins and adds them up.
+func sumStats(ctx context.Context, admins []*redis.Client) (serverStats, error) {
+	sum := serverStats{calls: map[string]int64{}, usec: map[string]int64{}}
+	for _, a := range admins {
+		s, err := readStats(ctx, a)
+		if err != nil {
+			return serverStats{}, err
+		}
+		for k, v := range s.calls {
+			sum.calls[k] += v
+		}
+		for k, v := range s.usec {
+			sum.usec[k] += v
+		}
+		sum.cpu += s.cpu
+	}
+	return sum, nil
 }
 
 // clientStats is what this process spent.
@@ -160,6 +189,12 @@ func (m *meter) stop(ctx context.Context) error {
 func (m *meter) add(o *meter) {
 	for k, v := range o.server.calls {
 		m.server.calls[k] += v
+	}
+	if m.server.usec == nil {
+		m.server.usec = map[string]int64{}
+	}
+	for k, v := range o.server.usec {
+		m.server.usec[k] += v
 	}
 	m.server.cpu += o.server.cpu
 	m.server.rev += o.server.rev
