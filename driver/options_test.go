@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/observe"
 )
 
 // startOf begins one wait under r, as a driver does.
@@ -47,7 +48,7 @@ func TestOptions(t *testing.T) {
 		"retry limit":   dlock.WithRetry(dlock.FixedInterval(time.Second).WithMaxAttempts(-1)),
 		"prefix":        dlock.WithPrefix("p"),
 		"logger":        dlock.WithLogger(nil),
-		"observer":      dlock.WithObserver(dlock.ObserverFunc(func(context.Context, dlock.Event) {})),
+		"observer":      dlock.WithObserver(observe.Func(func(context.Context, observe.Event) {})),
 	} {
 		if _, err := o.Apply(opt); err == nil {
 			t.Errorf("%s: accepted per call", name)
@@ -59,7 +60,7 @@ func TestOptions(t *testing.T) {
 	if _, err := driver.NewOptions(dlock.WithObserver(nil)); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Errorf("nil observer: %v", err)
 	}
-	if lo, err := driver.NewOptions(dlock.WithObserver(dlock.ObserverFunc(func(context.Context, dlock.Event) {}))); err != nil || lo.Observer == nil {
+	if lo, err := driver.NewOptions(dlock.WithObserver(observe.Func(func(context.Context, observe.Event) {}))); err != nil || lo.Observer == nil {
 		t.Errorf("an observer: %v, kept %v", err, lo.Observer != nil)
 	}
 	if got := o.OwnerIn(dlock.ContextWithOwner(context.Background(), "ctx-owner")); got != "ctx-owner" {

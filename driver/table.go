@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/settings"
+	"github.com/dlock-go/dlock/observe"
 )
 
 // Handle is a driver's lock handle: a pointer type, such as *lock, to a
@@ -42,7 +43,7 @@ var ErrReleasedByClose = fmt.Errorf("%w: released by Close: %w", dlock.ErrNotHel
 type Table[H Handle] struct {
 	log     *slog.Logger
 	onEnd   func(H)
-	obs     dlock.Observer // nil: none (see Observe)
+	obs     observe.Observer // nil: none (see Observe)
 	backend string
 	closed  atomic.Bool
 

@@ -48,7 +48,7 @@ type Options struct {
 	Prefix string
 	// Logger receives the Locker's structured logs. Locker only.
 	Logger *slog.Logger
-	// Observer, a dlock.Observer, receives the Locker's events; nil for
+	// Observer, a observe.Observer, receives the Locker's events; nil for
 	// none. Locker only. (Its type lives in dlock, which imports this
 	// package.)
 	Observer any
