@@ -80,7 +80,7 @@ func lockAll(ctx context.Context, l Locker, keys []string, opts []Option, wait b
 	if len(keys) == 0 {
 		return nil, &KeyError{Op: "lock", Err: fmt.Errorf("%w: no keys", ErrInvalidKey)}
 	}
-	o, err := settings.Options{}.Apply(opts...)
+	o, err := Options{}.Apply(opts...)
 	if err != nil {
 		return nil, &KeyError{Op: "lock", Key: keys[0], Err: err}
 	}

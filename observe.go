@@ -3,7 +3,6 @@ package dlock
 import (
 	"fmt"
 
-	"github.com/dlock-go/dlock/internal/settings"
 	"github.com/dlock-go/dlock/observe"
 )
 
@@ -12,8 +11,8 @@ import (
 // observe). Without it the Locker keeps no record of its events and pays
 // nothing for them. Locker only.
 func WithObserver(o observe.Observer) Option {
-	return func(s *settings.Options) {
-		s.LockerOnly(lockerOnly("WithObserver"))
+	return func(s *Options) {
+		s.LockerOnly("WithObserver")
 		if o == nil {
 			s.Reject(fmt.Errorf("%w: nil observer", ErrInvalidOption))
 			return

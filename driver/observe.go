@@ -38,8 +38,8 @@ type observed struct {
 // Observe sends the table's events to the observe.Observer in o, if any,
 // naming backend ("redis", "etcd") in each. Call it after Init, before the
 // table is used.
-func (t *Table[H]) Observe(backend string, o Options) {
-	if obs, ok := o.Observer.(observe.Observer); ok && obs != nil {
+func (t *Table[H]) Observe(backend string, o dlock.Options) {
+	if obs := o.Observer; obs != nil {
 		t.obs, t.backend = obs, backend
 	}
 }

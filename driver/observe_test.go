@@ -27,7 +27,7 @@ func (r *events) Observe(ctx context.Context, e observe.Event) {
 
 func observedTable(r *events) *Table[*fake] {
 	t := newTable(nil)
-	t.Observe("mem", Options{Observer: r})
+	t.Observe("mem", dlock.Options{Observer: r})
 	return t
 }
 

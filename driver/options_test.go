@@ -18,7 +18,7 @@ func startOf(r dlock.RetryStrategy) *driver.Backoff {
 	if err != nil {
 		panic(err)
 	}
-	return o.Retry.Start()
+	return driver.NewBackoff(o.Retry)
 }
 
 func TestOptions(t *testing.T) {

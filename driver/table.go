@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/internal/settings"
 	"github.com/dlock-go/dlock/observe"
 )
 
@@ -225,7 +224,7 @@ func (t *Table[H]) Find(ctx context.Context, key string) (H, error) {
 	if t.Closed() {
 		return zero, &dlock.KeyError{Op: "unlock", Key: key, Err: dlock.ErrClosed}
 	}
-	owner, ok := settings.OwnerFrom(ctx)
+	owner, ok := dlock.OwnerFrom(ctx)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.held[key]

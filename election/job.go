@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/internal/settings"
 )
 
 // RunOnce runs fn if no other process holds key, holding the lock while fn
@@ -78,7 +77,7 @@ func TryRun(ctx context.Context, l dlock.Locker, key string, holdAtLeast time.Du
 // leaseAtLeast lengthens an acquisition's lease to at least d: placed
 // after the other options, it sees the lease they and the Locker set.
 func leaseAtLeast(d time.Duration) dlock.Option {
-	return func(o *settings.Options) { o.TTL = max(o.TTL, d) }
+	return func(o *dlock.Options) { o.TTL = max(o.TTL, d) }
 }
 
 // Lock returns the run's lock.

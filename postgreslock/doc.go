@@ -81,8 +81,8 @@
 // PgBouncer in transaction pooling mode follows from version 1.21 (with
 // max_prepared_statements set); before it, give the pool
 // default_query_exec_mode=exec, as its other queries need too. LISTEN
-// needs a session of its own: give a direct connection in
-// [Config].Listen, or turn notifications off.
+// needs a session of its own: give a direct connection with
+// [WithListen], or turn notifications off.
 //
 // # Semaphores, read-write locks, watches, inspection
 //

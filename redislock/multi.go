@@ -66,7 +66,7 @@ func (l *Locker) TryLockMulti(ctx context.Context, keys []string, opts ...dlock.
 			return fail(err, false)
 		}
 		locks = append(locks, lk)
-		if o.Fair || o.Replicas > 0 {
+		if o.Fair || ackOf(o).n > 0 {
 			return fail(&dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrNotTogether}, false)
 		}
 		for _, k := range keys[:i] {

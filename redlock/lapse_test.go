@@ -141,7 +141,7 @@ func TestUnlockAfterUnknown(t *testing.T) {
 	for _, c := range cs {
 		c.AddHook(hook)
 	}
-	l, err := NewConfig(Config{Clients: cs, NodeTimeout: testTimeout})
+	l, err := New(cs, WithNodeTimeout(testTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}

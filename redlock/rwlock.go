@@ -82,9 +82,9 @@ func (l *Locker) unlockRW(ctx context.Context, key string, read bool) error {
 // prepareHold validates a call for a hold of kind k and reserves its
 // place in the table of read-write holds. A waiting call (wait) must call
 // l.rw.Leave when it returns, if prepareHold did not fail.
-func (l *Locker) prepareHold(ctx context.Context, k driver.HoldKind, key string, opts []dlock.Option, wait bool) (*lock, driver.Options, error) {
+func (l *Locker) prepareHold(ctx context.Context, k driver.HoldKind, key string, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
 	if l.rw.Closed() {
-		return nil, driver.Options{}, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
+		return nil, dlock.Options{}, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
 	}
 	o, err := l.opts.Apply(opts...)
 	if err != nil {
