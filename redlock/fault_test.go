@@ -292,7 +292,7 @@ func TestCutOffHolderLearnsFirst(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		cs[i] = c
 	}
-	holder, err := New(cs, WithNodeTimeout(100 * time.Millisecond))
+	holder, err := New(cs, WithNodeTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
