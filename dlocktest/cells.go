@@ -205,9 +205,9 @@ func (s *suite) cellUnlockAfter(t *testing.T, k holdKind) {
 	// does not shorten it keeps the key past the wait.
 	d := 3 * s.h.leaseTTL()
 	lk := mustLock(t)(k.of(a).TryLock(ctx, key, dlock.WithTTL(d+2*s.h.bound())))
-	lapser, ok := lk.(dlock.Lapser)
+	lapser, ok := lk.(driver.Lapser)
 	if !ok {
-		t.Fatalf("the Locker declares UnlockAfter, but its %s hold %T is no dlock.Lapser", k.name, lk)
+		t.Fatalf("the Locker declares UnlockAfter, but its %s hold %T is no driver.Lapser", k.name, lk)
 	}
 	start := time.Now()
 	if err := lapser.UnlockAfter(ctx, d); err != nil {
@@ -314,9 +314,9 @@ func (s *suite) cellElection(t *testing.T, k holdKind) {
 // and its channel closes when its context ends.
 func (s *suite) cellWatch(t *testing.T, k holdKind) {
 	ctx, key := s.context(t), key(t)
-	w, ok := s.locker(t).(dlock.Watcher)
+	w, ok := s.locker(t).(driver.Watcher)
 	if !ok {
-		t.Fatal("the Locker declares Watch but is no dlock.Watcher")
+		t.Fatal("the Locker declares Watch but is no driver.Watcher")
 	}
 	lk := mustLock(t)(s.locker(t).TryLock(ctx, key))
 	wctx, cancel := context.WithCancel(ctx)

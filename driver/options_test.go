@@ -98,28 +98,6 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-func TestConfig(t *testing.T) {
-	o, err := driver.NewOptions(dlock.Config{}.Options()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.Prefix != dlock.DefaultPrefix || o.TTL != dlock.DefaultTTL || o.Retry.Max != dlock.DefaultRetryInterval {
-		t.Fatalf("zero Config: prefix %q ttl %v retry %v, want the defaults", o.Prefix, o.TTL, o.Retry.Max)
-	}
-	o, err = driver.NewOptions(dlock.Config{Prefix: "neton", DefaultTTL: 30 * time.Second, RetryInterval: 50 * time.Millisecond}.Options()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.Prefix != "neton" || o.TTL != 30*time.Second || o.Retry.Max != 50*time.Millisecond {
-		t.Fatalf("dlock.Config: %+v", o)
-	}
-	for _, c := range []dlock.Config{{DefaultTTL: -time.Second}, {RetryInterval: -time.Millisecond}, {DefaultTTL: time.Microsecond}} {
-		if _, err := driver.NewOptions(c.Options()...); err == nil {
-			t.Errorf("%+v accepted", c)
-		}
-	}
-}
-
 // Retry delays are bounded: a delay long enough to overflow the arithmetic
 // of a driver (a waiter's claim window is twice the delay) is refused.
 func TestRetryBounds(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // RunOnce runs fn if no other process holds key, holding the lock while fn
@@ -85,7 +86,7 @@ func (r *Run) Lock() dlock.Lock { return r.lk }
 
 // Unlock ends the run once its job returned. When the hold has passed, it
 // releases the lock. Otherwise it lets the lock lapse when the hold ends
-// (see dlock.Lapser), so that the key stays taken even if the process
+// (see driver.Lapser), so that the key stays taken even if the process
 // exits; a lock that cannot lapse is held until then: Unlock waits, or
 // returns when ctx ends, releasing it. It returns the release's error, or
 // the loss that ended the hold.
@@ -100,7 +101,7 @@ func (r *Run) end(ctx context.Context, release func() error) error {
 	if rest <= 0 {
 		return release()
 	}
-	if lapser, ok := r.lk.(dlock.Lapser); ok && r.lk.Err() == nil {
+	if lapser, ok := r.lk.(driver.Lapser); ok && r.lk.Err() == nil {
 		err := lapser.UnlockAfter(context.WithoutCancel(ctx), rest)
 		switch {
 		case errors.Is(err, errors.ErrUnsupported):

@@ -45,11 +45,11 @@ type Locker struct {
 }
 
 var (
-	_ dlock.Locker        = (*Locker)(nil)
-	_ dlock.Inspector     = (*Locker)(nil)
-	_ dlock.KindInspector = (*Locker)(nil)
-	_ dlock.Semaphore     = (*Locker)(nil)
-	_ dlock.RWLocker      = (*Locker)(nil)
+	_ dlock.Locker         = (*Locker)(nil)
+	_ dlock.Inspector      = (*Locker)(nil)
+	_ driver.KindInspector = (*Locker)(nil)
+	_ dlock.Semaphore      = (*Locker)(nil)
+	_ dlock.RWLocker       = (*Locker)(nil)
 )
 
 // New returns a Locker over client. The options become the Locker's

@@ -89,8 +89,8 @@
 // A Locker is also a [dlock.Semaphore], a [dlock.RWLocker] (writers come
 // first: a waiting writer holds back the readers that come after it; a
 // reader asking for the write lock gets [dlock.ErrUpgrade]), a
-// [dlock.Watcher] (a watch registers itself so that acquisitions and
-// releases of the key send a NOTIFY) and a [dlock.KindInspector]
+// [driver.Watcher] (a watch registers itself so that acquisitions and
+// releases of the key send a NOTIFY) and a [driver.KindInspector]
 // (Inspect, List, ForceUnlock; the fence of a free lock is known, as the
 // table keeps it). Locks, semaphores and read-write locks of one key live
 // under different names: "<prefix>:lock:<key>", "<prefix>:sem:<key>" and

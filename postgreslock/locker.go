@@ -23,7 +23,7 @@ var drift = driver.Drift{Divisor: 100, Floor: 2 * time.Millisecond}
 const backend = "postgres"
 
 // Locker hands out locks kept in PostgreSQL tables. It implements
-// [dlock.Locker], [dlock.Semaphore], [dlock.RWLocker], [dlock.Watcher]
+// [dlock.Locker], [dlock.Semaphore], [dlock.RWLocker], [driver.Watcher]
 // and [dlock.Inspector]; create it with [New]. Its methods
 // are safe for concurrent use.
 type Locker struct {
@@ -50,13 +50,13 @@ type Locker struct {
 }
 
 var (
-	_ dlock.Locker        = (*Locker)(nil)
-	_ dlock.Inspector     = (*Locker)(nil)
-	_ dlock.KindInspector = (*Locker)(nil)
-	_ dlock.Semaphore     = (*Locker)(nil)
-	_ dlock.RWLocker      = (*Locker)(nil)
-	_ dlock.Watcher       = (*Locker)(nil)
-	_ driver.Declarer     = (*Locker)(nil)
+	_ dlock.Locker         = (*Locker)(nil)
+	_ dlock.Inspector      = (*Locker)(nil)
+	_ driver.KindInspector = (*Locker)(nil)
+	_ dlock.Semaphore      = (*Locker)(nil)
+	_ dlock.RWLocker       = (*Locker)(nil)
+	_ driver.Watcher       = (*Locker)(nil)
+	_ driver.Declarer      = (*Locker)(nil)
 )
 
 // New returns a Locker over pool. The options become the Locker's

@@ -267,7 +267,7 @@ func (lk *lock) releaseHold(ctx context.Context, giveUp bool) error {
 }
 
 // Downgrade turns a write lock into a read lock in one round trip, with
-// the same token, fence and lease (see dlock.Downgrader). On any other
+// the same token, fence and lease (see driver.Downgrader). On any other
 // handle it returns an error matching dlock.ErrInvalidOption. A Downgrade
 // whose reply was lost may be called again: it finds the read lock it
 // made.

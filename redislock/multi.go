@@ -28,7 +28,7 @@ var (
 	unlockAllScript = redisnode.NewScript(preludeLua + commonLua + allLua + unlockAllLua)
 )
 
-var _ dlock.MultiLocker = (*Locker)(nil)
+var _ driver.MultiLocker = (*Locker)(nil)
 
 // TryLockMulti makes one attempt at every key of keys at once, all or
 // none, in one round trip: one call of a script that takes each lock as

@@ -25,8 +25,8 @@ const DefaultNodeTimeout = 100 * time.Millisecond
 
 // Locker is the Redlock implementation of dlock.Locker: a lock is held
 // when a majority of N independent Redis masters granted it within its
-// validity. It is also a dlock.RWLocker, a dlock.Watcher and a
-// dlock.Inspector, and its locks are dlock.Lapsers; it is no
+// validity. It is also a dlock.RWLocker, a driver.Watcher and a
+// dlock.Inspector, and its locks are driver.Lapsers; it is no
 // dlock.Semaphore (see the package doc). Create it with New;
 // it is safe for concurrent use. It owns the watchdog's two goroutines,
 // one subscription goroutine per node while it has waiters or watches,

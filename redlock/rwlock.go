@@ -54,7 +54,7 @@ func (l *Locker) TryWLock(ctx context.Context, key string, opts ...dlock.Option)
 // WLock waits until it holds the write lock of key, as Lock waits. A
 // waiting writer always queues (dlock.WithNotify(false) does not apply to
 // it), so that new readers wait behind it. The handle is a
-// dlock.Downgrader.
+// driver.Downgrader.
 func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
 	return l.acquireHold(ctx, driver.HoldWrite, key, opts, true)
 }
@@ -155,7 +155,7 @@ func (l *Locker) acquireHold(ctx context.Context, k driver.HoldKind, key string,
 }
 
 // Downgrade turns a write lock into a read lock on every node at once,
-// with the same token, fence and lease (see dlock.Downgrader): readers
+// with the same token, fence and lease (see driver.Downgrader): readers
 // queued behind it may enter, unless a writer waits ahead of them. It
 // succeeds when a majority of the nodes made the change; when so many no
 // longer have the hold that no majority can, the lock is lost. When too

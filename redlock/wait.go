@@ -47,7 +47,7 @@ import (
 // strategy.
 //
 // A Lock with a wait limit (dlock.WithWait) returns within the limit plus
-// the per-node timeout (Config.NodeTimeout), however the nodes fail: no
+// the per-node timeout (WithNodeTimeout), however the nodes fail: no
 // attempt begins after the limit, an attempt waits for each node at most
 // the per-node timeout, and the waiter's leaving the queues is waited for
 // no longer. (An attempt that took a minority of the nodes gives them back
