@@ -36,7 +36,8 @@ type observed struct {
 // Every one of them returns at once when the Locker has no observer.
 
 // Observe sends the table's events to the observe.Observer in o, if any,
-// naming backend ("redis", "etcd") in each. Call it after Init, before the
+// naming backend in each: "redis", "redlock", "etcd" or "postgres" (see
+// observe.Event.Backend). Call it after Init, before the
 // table is used.
 func (t *Table[H]) Observe(backend string, o dlock.Options) {
 	if obs := o.Observer; obs != nil {

@@ -36,8 +36,9 @@
 //
 // Every acquisition gets a fencing token, strictly greater than every
 // fence handed out before for the key, also while a minority of the nodes
-// is down, slow or restarted (see the argument at Locker.fence, in
-// fence.go, and RestartDelay for nodes that lose their data). An
+// is down, slow or restarted: any two majorities share a node, whose
+// counter never goes down (see RestartDelay for nodes that lose their
+// data). An
 // acquisition costs one round trip to the nodes when their counters agree,
 // and two when they do not (after a restart).
 //
