@@ -2,15 +2,15 @@ package driver
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/internal/settings"
 )
 
 // ReleaseTimeout bounds the cleanup a driver does on a context detached
 // from its caller's: the release of an acquisition that arrived after the
 // caller gave up, and the releases of Close.
-const ReleaseTimeout = settings.ReleaseTimeout
+const ReleaseTimeout = 5 * time.Second // as dlock.Guard's release
 
 // NewOptions resolves the options of a Locker over dlock's defaults. A
 // driver calls it in its constructor, and resolves each call's options

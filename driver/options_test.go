@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/settings"
 	"github.com/dlock-go/dlock/observe"
 )
 
@@ -168,5 +169,12 @@ func TestBackoffSynctest(t *testing.T) {
 func TestToken(t *testing.T) {
 	if tok := driver.NewToken(); len(tok) != 22 || tok == driver.NewToken() {
 		t.Fatalf("token %q", tok)
+	}
+}
+
+// A driver's detached cleanup has the bound of dlock's own.
+func TestReleaseTimeout(t *testing.T) {
+	if driver.ReleaseTimeout != settings.ReleaseTimeout {
+		t.Errorf("driver.ReleaseTimeout = %v, dlock's = %v", driver.ReleaseTimeout, settings.ReleaseTimeout)
 	}
 }
