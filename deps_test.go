@@ -28,6 +28,7 @@ func TestDependencies(t *testing.T) {
 		"github.com/dlock-go/dlock":                   true,
 		"github.com/dlock-go/dlock/driver":            true,
 		"github.com/dlock-go/dlock/internal/settings": true,
+		"github.com/dlock-go/dlock/observe":           true,
 		"github.com/dlock-go/dlock/keytmpl":           true,
 		"github.com/dlock-go/dlock/election":          true,
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/observe"
 	"github.com/dlock-go/dlock/redislock"
 	"github.com/redis/go-redis/v9"
 )
@@ -142,16 +143,16 @@ func Example_errors() {
 }
 
 // An Observer sees what the Locker's locks do: here, it prints each event
-// (a logger, a metrics library or package otel would record it).
+// (a logger, a metrics library or package dlockotel would record it).
 func ExampleWithObserver() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("REDIS_ADDR"), "127.0.0.1:6379")})
 	defer rdb.Close()
-	show := dlock.ObserverFunc(func(_ context.Context, e dlock.Event) {
+	show := observe.Func(func(_ context.Context, e observe.Event) {
 		switch e.Kind {
-		case dlock.EventAcquire:
+		case observe.Acquire:
 			fmt.Println(e.Kind, e.Key, e.Outcome, "after", e.Attempts, "attempt")
-		case dlock.EventRelease, dlock.EventLost:
+		case observe.Release, observe.Lost:
 			fmt.Println(e.Kind, e.Key, "held for more than 0s:", e.Held > 0)
 		}
 	})

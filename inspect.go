@@ -93,14 +93,3 @@ func (k Kind) String() string {
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
-
-// KindInspector is an [Inspector] that also reads semaphores and
-// read-write locks, which live beside the locks of the same keys.
-type KindInspector interface {
-	// InspectKind reads what the store holds about key's lock of kind k.
-	// It changes nothing.
-	InspectKind(ctx context.Context, k Kind, key string) (Info, error)
-	// ListKind returns the held locks of kind k whose key matches pattern
-	// (see Inspector.List), sorted by key.
-	ListKind(ctx context.Context, k Kind, pattern string) ([]Info, error)
-}

@@ -24,7 +24,7 @@ import (
 // own (as [Do] does), so that goroutines sharing one Locker contend as
 // separate parties.
 //
-// When l is a [MultiLocker] that can take the keys together (in Redis:
+// When l is a driver.MultiLocker that can take the keys together (in Redis:
 // one server, or one Cluster slot), the first attempt takes them all at
 // once, all or none: one round trip, where the ordered path makes one per
 // key. If a key is busy, LockAll waits in the ordered path: it takes the
@@ -40,14 +40,14 @@ import (
 // any of them is lost (Err is that loss) or when Unlock releases them
 // all. Its Key is the keys in their order, joined by commas; its Fence is
 // the highest of their fences (each key's own is in [MultiLock.Locks]).
-// Its Unlock releases them through [MultiLocker.UnlockMulti] when l has
+// Its Unlock releases them through its driver's UnlockMulti when l has
 // it: in one round trip when they share a server or slot.
 func LockAll(ctx context.Context, l Locker, keys []string, opts ...Option) (Lock, error) {
 	return lockAll(ctx, l, keys, opts, true)
 }
 
 // TryLockAll makes one attempt at every key of keys, all or none: at once
-// when l is a [MultiLocker] that can take them together, else one by one
+// when l is a driver.MultiLocker that can take them together, else one by one
 // in the order of [LockAll], giving back what it took when a key is busy.
 // When one is busy, the error is that key's *NotAcquiredError.
 func TryLockAll(ctx context.Context, l Locker, keys []string, opts ...Option) (Lock, error) {
@@ -80,7 +80,7 @@ func lockAll(ctx context.Context, l Locker, keys []string, opts []Option, wait b
 	if len(keys) == 0 {
 		return nil, &KeyError{Op: "lock", Err: fmt.Errorf("%w: no keys", ErrInvalidKey)}
 	}
-	o, err := settings.Options{}.Apply(opts...)
+	o, err := Options{}.Apply(opts...)
 	if err != nil {
 		return nil, &KeyError{Op: "lock", Key: keys[0], Err: err}
 	}
@@ -97,7 +97,7 @@ func lockAll(ctx context.Context, l Locker, keys []string, opts []Option, wait b
 		defer cancel()
 	}
 	m := &MultiLock{keys: sorted}
-	if ml, ok := l.(MultiLocker); ok {
+	if ml, ok := l.(multiLocker); ok {
 		m.unlock = ml.UnlockMulti
 		if len(sorted) > 1 {
 			locks, err := ml.TryLockMulti(actx, sorted, opts...)
@@ -145,25 +145,10 @@ func waitLimited(ctx, actx context.Context, key string, err error) error {
 	return limited
 }
 
-// MultiLocker is a Locker that can take several keys in one step, all of
-// them or none, and release them in one. It is optional: [LockAll],
-// [TryLockAll] and [DoAll] work with any Locker, and use it when the
-// Locker has it. The Redis driver has it, one round trip each way for
-// keys on one server or in one Cluster slot.
-type MultiLocker interface {
+// multiLocker is driver.MultiLocker, which package dlock cannot import.
+type multiLocker interface {
 	Locker
-	// TryLockMulti makes one attempt at every key of keys (distinct) at
-	// once: it takes them all, or none. It returns one Lock per key, in
-	// the order of keys, each the Lock that TryLock would have returned
-	// for its key, with the same options. When a key is busy, the error
-	// is that key's *NotAcquiredError. When the keys cannot be taken in
-	// one step (they live on different servers, or an option asks for
-	// what the step cannot do), the error matches ErrNotTogether and
-	// nothing changed.
 	TryLockMulti(ctx context.Context, keys []string, opts ...Option) ([]Lock, error)
-	// UnlockMulti releases locks of this Locker, each as its Unlock would,
-	// in one step when it can, and returns the errors of the releases that
-	// failed, joined.
 	UnlockMulti(ctx context.Context, locks []Lock) error
 }
 
@@ -209,7 +194,7 @@ func (m *MultiLock) Fence() uint64 {
 }
 
 // Unlock releases every key: in one step when the Locker is a
-// [MultiLocker] (see UnlockMulti), else one by one, the last taken first.
+// driver.MultiLocker, else one by one, the last taken first.
 // It returns the errors of the releases that failed, joined; a key that
 // was lost returns its loss, which matches ErrNotHeld.
 func (m *MultiLock) Unlock(ctx context.Context) error {
@@ -233,7 +218,7 @@ func (m *MultiLock) release(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// UnlockAfter lets every key lapse d from now (see [Lapser]): the hold
+// UnlockAfter lets every key lapse d from now (see [UnlockAfter]): the hold
 // ends as released, and each key stays taken until d has passed. It
 // returns an error matching errors.ErrUnsupported, and changes nothing,
 // when a key's lock cannot lapse. A d of zero or less is Unlock.
@@ -241,9 +226,9 @@ func (m *MultiLock) UnlockAfter(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return m.Unlock(ctx)
 	}
-	lapsers := make([]Lapser, len(m.locks))
+	lapsers := make([]lapser, len(m.locks))
 	for i, lk := range m.locks {
-		l, ok := lk.(Lapser)
+		l, ok := lk.(lapser)
 		if !ok {
 			return &KeyError{Op: "unlock", Key: m.Key(), Err: fmt.Errorf("the lock of %q cannot lapse: %w", lk.Key(), errors.ErrUnsupported)}
 		}

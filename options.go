@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/dlock-go/dlock/internal/settings"
 )
 
 // Defaults, used when neither the Locker nor the call sets a value, and
@@ -34,21 +32,21 @@ const (
 	MaxRetryInterval = time.Hour
 )
 
-// An Option changes how a lock is acquired and held. Options are values:
-// the last one of a kind wins, and a value out of range makes the call that
-// received it return an error matching ErrInvalidOption or ErrInvalidTTL,
-// changing nothing.
+// An Option changes how a lock is acquired and held: it writes one
+// setting of an [Options]. Options are values: the last one of a kind
+// wins, and a value out of range makes the call that received it return
+// an error matching ErrInvalidOption or ErrInvalidTTL, changing nothing.
 //
 // Options given to a driver's constructor become that Locker's defaults;
 // options given to a call override them for that call. [WithPrefix] and
 // [WithLogger] and [WithObserver] apply to a Locker only.
-type Option = settings.Option
+type Option func(*Options)
 
 // WithTTL sets the lease of an acquisition. With the watchdog on (the
 // default) the lock is renewed every ttl/3 and lives as long as it is held;
 // with it off the lock expires ttl after acquisition unless refreshed.
 func WithTTL(ttl time.Duration) Option {
-	return func(o *settings.Options) {
+	return func(o *Options) {
 		if ttl < MinTTL {
 			o.Reject(fmt.Errorf("%w: %v is below %v", ErrInvalidTTL, ttl, MinTTL))
 			return
@@ -59,13 +57,13 @@ func WithTTL(ttl time.Duration) Option {
 
 // WithAutoRenew turns the watchdog on or off (default on).
 func WithAutoRenew(on bool) Option {
-	return func(o *settings.Options) { o.AutoRenew = on }
+	return func(o *Options) { o.AutoRenew = on }
 }
 
 // WithLease pins the lease: WithTTL(ttl) with the watchdog off. The lock is
 // released by the server ttl after acquisition unless the holder refreshes it.
 func WithLease(ttl time.Duration) Option {
-	return func(o *settings.Options) {
+	return func(o *Options) {
 		WithTTL(ttl)(o)
 		o.AutoRenew = false
 	}
@@ -75,7 +73,7 @@ func WithLease(ttl time.Duration) Option {
 // Lock a single attempt, like TryLock. Without WithWait, Lock waits until
 // its context ends. TryLock ignores it.
 func WithWait(d time.Duration) Option {
-	return func(o *settings.Options) {
+	return func(o *Options) {
 		if d < 0 {
 			o.Reject(fmt.Errorf("%w: negative wait %v", ErrInvalidOption, d))
 			return
@@ -88,19 +86,19 @@ func WithWait(d time.Duration) Option {
 // wakes waiters on release, the strategy gives the fallback sleep between
 // attempts, in case a wake-up is lost.
 func WithRetry(r RetryStrategy) Option {
-	return func(o *settings.Options) {
+	return func(o *Options) {
 		if err := r.validate(); err != nil {
 			o.Reject(err)
 			return
 		}
-		o.Retry = r.r
+		o.Retry = r
 	}
 }
 
 // WithFair serves the waiters of a key in arrival order, across processes.
 // A fair TryLock does not take a free lock while others queue for it.
 func WithFair(on bool) Option {
-	return func(o *settings.Options) { o.Fair = on }
+	return func(o *Options) { o.Fair = on }
 }
 
 // WithFencing asks for a fencing token with every acquisition (default
@@ -108,20 +106,20 @@ func WithFair(on bool) Option {
 // stays for good, and a script instead of a bare SET NX PX on the
 // uncontended path; etcd locks carry one whatever this says.
 func WithFencing(on bool) Option {
-	return func(o *settings.Options) { o.Fencing = on }
+	return func(o *Options) { o.Fencing = on }
 }
 
 // WithNotify turns wake-on-release on or off (default on). Off, a waiting
 // Lock polls at the pace of its retry strategy, like a plain SET NX loop.
 func WithNotify(on bool) Option {
-	return func(o *settings.Options) { o.Notify = on }
+	return func(o *Options) { o.Notify = on }
 }
 
 // WithPrefix sets the namespace at the start of every key the Locker writes
 // (default "dlock"). Locker only.
 func WithPrefix(prefix string) Option {
-	return func(o *settings.Options) {
-		o.LockerOnly(lockerOnly("WithPrefix"))
+	return func(o *Options) {
+		o.LockerOnly("WithPrefix")
 		if prefix == "" || len(prefix) > 64 {
 			o.Reject(fmt.Errorf("%w: prefix must have 1 to 64 bytes", ErrInvalidOption))
 			return
@@ -133,18 +131,12 @@ func WithPrefix(prefix string) Option {
 // WithLogger sends the Locker's logs to l, tagged component=dlock. Without
 // it the Locker logs nothing. Locker only.
 func WithLogger(l *slog.Logger) Option {
-	return func(o *settings.Options) {
-		o.LockerOnly(lockerOnly("WithLogger"))
+	return func(o *Options) {
+		o.LockerOnly("WithLogger")
 		if l == nil {
 			o.Reject(fmt.Errorf("%w: nil logger", ErrInvalidOption))
 			return
 		}
 		o.Logger = l
 	}
-}
-
-// lockerOnly is the error of an option given to a call that applies to a
-// Locker only.
-func lockerOnly(name string) error {
-	return fmt.Errorf("%w: %s applies to a Locker, not to one call", ErrInvalidOption, name)
 }

@@ -3,8 +3,6 @@ package dlock
 import (
 	"context"
 	"fmt"
-
-	"github.com/dlock-go/dlock/internal/settings"
 )
 
 // WithOwner makes an acquisition reentrant for owner id: acquiring a key
@@ -14,7 +12,7 @@ import (
 // id). It overrides the owner a context carries (see [ContextWithOwner]).
 // An empty id means no owner.
 func WithOwner(id string) Option {
-	return func(o *settings.Options) {
+	return func(o *Options) {
 		if len(id) > MaxKeyLen {
 			o.Reject(fmt.Errorf("%w: owner id over %d bytes", ErrInvalidOption, MaxKeyLen))
 			return
@@ -28,8 +26,13 @@ func WithOwner(id string) Option {
 // and [Locker.Unlock] with it releases id's hold. An empty id removes the
 // owner.
 func ContextWithOwner(ctx context.Context, id string) context.Context {
-	return settings.ContextWithOwner(ctx, id)
+	return context.WithValue(ctx, ownerKey{}, id)
 }
 
+type ownerKey struct{}
+
 // OwnerFrom returns the owner id that ctx carries, if any.
-func OwnerFrom(ctx context.Context) (string, bool) { return settings.OwnerFrom(ctx) }
+func OwnerFrom(ctx context.Context) (string, bool) {
+	id, _ := ctx.Value(ownerKey{}).(string)
+	return id, id != ""
+}

@@ -46,22 +46,20 @@ type RWLocker interface {
 	WUnlock(ctx context.Context, key string) error
 }
 
-// Downgrader is a write lock that can become a read lock without a gap.
-// The write locks of an [RWLocker] implement it.
-type Downgrader interface {
-	// Downgrade turns the write lock into a read lock in one step: the
-	// handle stays held, with the same token, fence, lease and Done, and
-	// no writer can come in between. Readers that waited behind it may
-	// enter, unless another writer waits ahead of them.
+// downgrader is driver.Downgrader, which package dlock cannot import.
+type downgrader interface {
 	Downgrade(ctx context.Context) error
 }
 
 // Downgrade turns lk, a write lock of an [RWLocker], into a read lock of
-// the same key without letting a writer in between (see [Downgrader]).
+// the same key in one step, without letting a writer in between: the
+// handle stays held, with the same token, fence, lease and Done. Readers
+// that waited behind it may enter, unless another writer waits ahead of
+// them.
 // It returns an error matching ErrInvalidOption when lk is not a write
 // lock, and ErrNotHeld when lk was released or lost.
 func Downgrade(ctx context.Context, lk Lock) error {
-	d, ok := lk.(Downgrader)
+	d, ok := lk.(downgrader)
 	if !ok {
 		return &KeyError{Op: "downgrade", Key: lk.Key(), Err: fmt.Errorf("%w: %T is not a write lock", ErrInvalidOption, lk)}
 	}

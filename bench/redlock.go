@@ -51,7 +51,7 @@ func (s redlockSys) party(e endpoint, rtt *counter) (party, error) {
 	}
 	// A per-node timeout that a loaded 2-core machine with 64 goroutines
 	// keeps: redsync's is the clients' read timeout.
-	l, err := redlock.NewConfig(redlock.Config{Clients: cs, NodeTimeout: time.Second})
+	l, err := redlock.New(cs, redlock.WithNodeTimeout(time.Second))
 	if err != nil {
 		return nil, err
 	}

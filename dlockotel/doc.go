@@ -7,7 +7,7 @@
 //
 // # Metrics
 //
-// All carry the attributes dlock.backend ("redis", "etcd") and
+// All carry the attributes dlock.backend ("redis", "redlock", "etcd" or "postgres") and
 // dlock.lock.name, the key made fit for a metric's attribute by
 // [LockName] or the function given to [WithLockName]:
 //

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/observe"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -29,7 +30,7 @@ const (
 	attrFence    = "dlock.fence"
 )
 
-// Observer is a dlock.Observer that records a Locker's events as
+// Observer is a observe.Observer that records a Locker's events as
 // OpenTelemetry metrics and spans (see the package doc). Create it with
 // New; one Observer may serve any number of Lockers. It is safe for
 // concurrent use.
@@ -44,7 +45,7 @@ type Observer struct {
 	holds sync.Map // dlock.Lock -> trace.Span: the hold spans still open
 }
 
-var _ dlock.Observer = (*Observer)(nil)
+var _ observe.Observer = (*Observer)(nil)
 
 type config struct {
 	mp   metric.MeterProvider
@@ -122,14 +123,14 @@ func New(opts ...Option) (*Observer, error) {
 }
 
 // Observe records e.
-func (o *Observer) Observe(ctx context.Context, e dlock.Event) {
+func (o *Observer) Observe(ctx context.Context, e observe.Event) {
 	lock := []attribute.KeyValue{attribute.String(attrBackend, e.Backend), attribute.String(attrName, o.name(e.Key))}
 	switch e.Kind {
-	case dlock.EventAcquire:
+	case observe.Acquire:
 		o.acquired(ctx, e, lock)
-	case dlock.EventWait:
+	case observe.Wait:
 		o.waiting.Add(ctx, 1, metric.WithAttributes(lock...))
-	case dlock.EventRenew:
+	case observe.Renew:
 		if e.Err == nil {
 			return
 		}
@@ -137,14 +138,14 @@ func (o *Observer) Observe(ctx context.Context, e dlock.Event) {
 		if span, ok := o.holds.Load(e.Lock); ok {
 			span.(trace.Span).AddEvent("dlock.renewal.failed", trace.WithAttributes(attribute.String("error.message", e.Err.Error())))
 		}
-	case dlock.EventRelease, dlock.EventLost:
+	case observe.Release, observe.Lost:
 		o.ended(ctx, e, lock)
 	}
 }
 
 // acquired records the end of an acquisition: its duration, its span and,
 // when it acquired, the start of the hold.
-func (o *Observer) acquired(ctx context.Context, e dlock.Event, lock []attribute.KeyValue) {
+func (o *Observer) acquired(ctx context.Context, e observe.Event, lock []attribute.KeyValue) {
 	now := time.Now()
 	attrs := metric.WithAttributes(append(lock, attribute.String(attrOutcome, e.Outcome.String()))...)
 	o.acquire.Record(ctx, e.Waited.Seconds(), attrs)
@@ -157,15 +158,15 @@ func (o *Observer) acquired(ctx context.Context, e dlock.Event, lock []attribute
 			attribute.Int(attrAttempts, e.Attempts),
 			attribute.Bool(attrHandoff, e.Handoff),
 			attribute.Bool(attrBlocked, e.Blocked)))
-	if e.Outcome == dlock.OutcomeError {
+	if e.Outcome == observe.Failed {
 		span.RecordError(e.Err)
 		span.SetStatus(codes.Error, e.Err.Error())
 	}
-	if e.Outcome == dlock.OutcomeAcquired {
+	if e.Outcome == observe.Acquired {
 		span.SetAttributes(attribute.Int64(attrFence, int64(e.Fence)))
 	}
 	span.End(trace.WithTimestamp(now))
-	if e.Outcome != dlock.OutcomeAcquired || e.Lock == nil {
+	if e.Outcome != observe.Acquired || e.Lock == nil {
 		return
 	}
 	o.held.Add(ctx, 1, metric.WithAttributes(lock...))
@@ -175,7 +176,7 @@ func (o *Observer) acquired(ctx context.Context, e dlock.Event, lock []attribute
 }
 
 // ended records the end of a hold.
-func (o *Observer) ended(ctx context.Context, e dlock.Event, lock []attribute.KeyValue) {
+func (o *Observer) ended(ctx context.Context, e observe.Event, lock []attribute.KeyValue) {
 	s, ok := o.holds.LoadAndDelete(e.Lock)
 	if !ok {
 		return // a hold whose acquisition this Observer did not see
@@ -183,7 +184,7 @@ func (o *Observer) ended(ctx context.Context, e dlock.Event, lock []attribute.Ke
 	span := s.(trace.Span)
 	o.held.Add(ctx, -1, metric.WithAttributes(lock...))
 	o.hold.Record(ctx, e.Held.Seconds(), metric.WithAttributes(lock...))
-	if e.Kind == dlock.EventLost {
+	if e.Kind == observe.Lost {
 		reason := Reason(e.Err)
 		o.lost.Add(ctx, 1, metric.WithAttributes(append(lock, attribute.String(attrReason, reason))...))
 		span.SetAttributes(attribute.String(attrReason, reason))

@@ -9,6 +9,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/election"
+	"github.com/dlock-go/dlock/observe"
 )
 
 // cell is one operation of the matrix, run on one kind of hold.
@@ -211,14 +212,14 @@ func (s *suite) cellObserver(t *testing.T, k holdKind) {
 		keys = a.parts(key)
 	}
 	for _, key := range keys {
-		evs := rec.WaitFor(t, key, s.h.bound(), "the release", func(evs []dlock.Event) bool {
-			_, ok := Last(evs, dlock.EventRelease)
+		evs := rec.WaitFor(t, key, s.h.bound(), "the release", func(evs []observe.Event) bool {
+			_, ok := Last(evs, observe.Release)
 			return ok
 		})
 		first, last := evs[0], evs[len(evs)-1]
 		if len(keys) == 1 {
 			checkAcquired(t, first, lk, false)
-		} else if first.Kind != dlock.EventAcquire || first.Outcome != dlock.OutcomeAcquired || first.Lock == nil {
+		} else if first.Kind != observe.Acquire || first.Outcome != observe.Acquired || first.Lock == nil {
 			t.Errorf("first event of %q: %s %s (a hold %v); want Acquire acquired, with its hold", key, first.Kind, first.Outcome, first.Lock != nil)
 		}
 		if last.Lock != first.Lock || last.Err != nil {
@@ -238,9 +239,9 @@ func (s *suite) cellUnlockAfter(t *testing.T, k holdKind) {
 	// does not shorten it keeps the key past the wait.
 	d := 3 * s.h.leaseTTL()
 	lk := mustLock(t)(k.of(a).TryLock(ctx, key, dlock.WithTTL(d+2*s.h.bound())))
-	lapser, ok := lk.(dlock.Lapser)
+	lapser, ok := lk.(driver.Lapser)
 	if !ok {
-		t.Fatalf("the Locker declares UnlockAfter, but its %s hold %T is no dlock.Lapser", k.name, lk)
+		t.Fatalf("the Locker declares UnlockAfter, but its %s hold %T is no driver.Lapser", k.name, lk)
 	}
 	start := time.Now()
 	if err := lapser.UnlockAfter(ctx, d); err != nil {
@@ -347,9 +348,9 @@ func (s *suite) cellElection(t *testing.T, k holdKind) {
 // and its channel closes when its context ends.
 func (s *suite) cellWatch(t *testing.T, k holdKind) {
 	ctx, key := s.context(t), key(t)
-	w, ok := s.locker(t).(dlock.Watcher)
+	w, ok := s.locker(t).(driver.Watcher)
 	if !ok {
-		t.Fatal("the Locker declares Watch but is no dlock.Watcher")
+		t.Fatal("the Locker declares Watch but is no driver.Watcher")
 	}
 	lk := mustLock(t)(s.locker(t).TryLock(ctx, key))
 	wctx, cancel := context.WithCancel(ctx)

@@ -15,8 +15,8 @@ import (
 )
 
 // RunElection runs the rules of package election against the driver that
-// h describes; its Lockers must implement dlock.Inspector, dlock.Watcher
-// and (for RunOnce's lapse) give locks that implement dlock.Lapser, as
+// h describes; its Lockers must implement dlock.Inspector, driver.Watcher
+// and (for RunOnce's lapse) give locks that implement driver.Lapser, as
 // every driver of dlock does (see the table of what works where in the
 // README). One subtest per rule:
 //

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/observe"
 )
 
 // callerKey marks the contexts the events subtest passes to its calls, so
@@ -22,9 +23,9 @@ func (s *suite) events(t *testing.T) {
 	ctx := context.WithValue(s.context(t), callerKey{}, t.Name())
 	var rec Recorder
 	var mu sync.Mutex
-	var foreign []dlock.Event // acquisition events without the caller's context
-	obs := dlock.ObserverFunc(func(c context.Context, e dlock.Event) {
-		if (e.Kind == dlock.EventAcquire || e.Kind == dlock.EventWake) && c.Value(callerKey{}) == nil {
+	var foreign []observe.Event // acquisition events without the caller's context
+	obs := observe.Func(func(c context.Context, e observe.Event) {
+		if (e.Kind == observe.Acquire || e.Kind == observe.Wake) && c.Value(callerKey{}) == nil {
 			mu.Lock()
 			foreign = append(foreign, e)
 			mu.Unlock()
@@ -40,15 +41,15 @@ func (s *suite) events(t *testing.T) {
 	// Acquired, renewed by the watchdog, released.
 	k := key(t) + ":held"
 	lk := mustLock(t)(a.TryLock(ctx, k, dlock.WithTTL(ttl)))
-	rec.WaitFor(t, k, bound, "a renewal", func(evs []dlock.Event) bool {
-		_, ok := Last(evs, dlock.EventRenew)
+	rec.WaitFor(t, k, bound, "a renewal", func(evs []observe.Event) bool {
+		_, ok := Last(evs, observe.Renew)
 		return ok
 	})
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
-	evs := rec.WaitFor(t, k, bound, "the release", func(evs []dlock.Event) bool {
-		_, ok := Last(evs, dlock.EventRelease)
+	evs := rec.WaitFor(t, k, bound, "the release", func(evs []observe.Event) bool {
+		_, ok := Last(evs, observe.Release)
 		return ok
 	})
 	checkAcquired(t, evs[0], lk, false)
@@ -56,7 +57,7 @@ func (s *suite) events(t *testing.T) {
 		t.Errorf("a TryLock's Acquire: attempts %d, backend %q, waited %v; want 1, a name, > 0", evs[0].Attempts, evs[0].Backend, evs[0].Waited)
 	}
 	for _, e := range evs[1 : len(evs)-1] {
-		if e.Kind != dlock.EventRenew || e.Err != nil || e.Lock != lk || e.Fence != lk.Fence() {
+		if e.Kind != observe.Renew || e.Err != nil || e.Lock != lk || e.Fence != lk.Fence() {
 			t.Errorf("between the Acquire and the Release: %s (err %v, of the hold %v), want Renew events of the hold, renewed", e.Kind, e.Err, e.Lock == lk)
 		}
 	}
@@ -82,19 +83,19 @@ func (s *suite) events(t *testing.T) {
 	if len(evs) < 4 {
 		t.Fatalf("events of two busy calls and two waits that ran out:\n%s", Format(evs))
 	}
-	var acquires []dlock.Event
+	var acquires []observe.Event
 	waited := false
 	for i, e := range evs {
 		switch {
-		case e.Kind == dlock.EventWait && i >= 2 && !waited:
+		case e.Kind == observe.Wait && i >= 2 && !waited:
 			waited = true
 			if e.Lock != nil || e.Err != nil || e.Waited <= 0 {
 				t.Errorf("event %d: Wait with a lock %v, err %v, waited %v; want none, nil, > 0", i, e.Lock != nil, e.Err, e.Waited)
 			}
-		case e.Kind == dlock.EventAcquire:
-			want := dlock.OutcomeBusy
+		case e.Kind == observe.Acquire:
+			want := observe.Busy
 			if len(acquires) >= 2 {
-				want = dlock.OutcomeTimeout
+				want = observe.Timeout
 			}
 			if e.Outcome != want || e.Lock != nil || !errors.Is(e.Err, dlock.ErrNotAcquired) || e.Attempts < 1 || e.Blocked != waited {
 				t.Errorf("event %d: Acquire %s (a lock %v, err %v, attempts %d, blocked %v); want %s with no lock, ErrNotAcquired, attempts, blocked %v",
@@ -124,13 +125,13 @@ func (s *suite) events(t *testing.T) {
 		lk = mustLock(t)(a.TryLock(ctx, k, dlock.WithTTL(ttl))) // renewed within ttl/3: the watchdog finds out soon
 		s.h.Lose(t, k)
 		waitDone(t, lk, bound)
-		evs = rec.WaitFor(t, k, bound, "the loss", func(evs []dlock.Event) bool {
-			_, ok := Last(evs, dlock.EventLost)
+		evs = rec.WaitFor(t, k, bound, "the loss", func(evs []observe.Event) bool {
+			_, ok := Last(evs, observe.Lost)
 			return ok
 		})
 		e := evs[len(evs)-1]
 		var le *dlock.LostError
-		if e.Kind != dlock.EventLost || e.Lock != lk || !errors.As(lk.Err(), &le) || e.Err != le.Err || !errors.Is(e.Err, dlock.ErrOwnershipLost) || e.Held <= 0 {
+		if e.Kind != observe.Lost || e.Lock != lk || !errors.As(lk.Err(), &le) || e.Err != le.Err || !errors.Is(e.Err, dlock.ErrOwnershipLost) || e.Held <= 0 {
 			t.Errorf("the last event of a lost hold: %s, of the hold %v, err %v, held %v; want Lost, true, the cause in Err() (%v), matching ErrOwnershipLost, > 0",
 				e.Kind, e.Lock == lk, e.Err, e.Held, lk.Err())
 		}
@@ -141,7 +142,7 @@ func (s *suite) events(t *testing.T) {
 	lk = mustLock(t)(a.TryLock(ctx, k))
 	a.Close()
 	evs = rec.Events(k)
-	if e, ok := Last(evs, dlock.EventRelease); !ok || e.Lock != lk || !errors.Is(e.Err, dlock.ErrClosed) {
+	if e, ok := Last(evs, observe.Release); !ok || e.Lock != lk || !errors.Is(e.Err, dlock.ErrClosed) {
 		t.Errorf("a hold that Close released: want a Release with an error matching ErrClosed; got\n%s", Format(evs))
 	}
 
@@ -207,12 +208,12 @@ func (s *suite) wakeEvents(t *testing.T, ctx context.Context, rec *Recorder, a, 
 	lk := mustLock(t)(r.lk, r.err)
 	defer lk.Unlock(ctx)
 	evs := rec.Events(k)
-	wake, ok := Last(evs, dlock.EventWake)
-	if !ok || len(evs) < 3 || evs[0].Kind != dlock.EventWait || evs[len(evs)-1].Kind != dlock.EventAcquire {
+	wake, ok := Last(evs, observe.Wake)
+	if !ok || len(evs) < 3 || evs[0].Kind != observe.Wait || evs[len(evs)-1].Kind != observe.Acquire {
 		t.Fatalf("a waiter woken by a release: want a Wait, Wake events, then an Acquire; got\n%s", Format(evs))
 	}
 	for _, e := range evs[1 : len(evs)-1] {
-		if e.Kind != dlock.EventWake || e.Lock != nil || e.Waited <= 0 {
+		if e.Kind != observe.Wake || e.Lock != nil || e.Waited <= 0 {
 			t.Errorf("between the Wait and the Acquire: %s (a lock %v, waited %v); want Wake events with no lock, waited > 0", e.Kind, e.Lock != nil, e.Waited)
 		}
 	}
@@ -227,9 +228,9 @@ func (s *suite) wakeEvents(t *testing.T, ctx context.Context, rec *Recorder, a, 
 }
 
 // checkAcquired checks an Acquire event of the hold lk.
-func checkAcquired(t *testing.T, e dlock.Event, lk dlock.Lock, handoff bool) {
+func checkAcquired(t *testing.T, e observe.Event, lk dlock.Lock, handoff bool) {
 	t.Helper()
-	if e.Kind != dlock.EventAcquire || e.Outcome != dlock.OutcomeAcquired || e.Lock != lk || e.Key != lk.Key() ||
+	if e.Kind != observe.Acquire || e.Outcome != observe.Acquired || e.Lock != lk || e.Key != lk.Key() ||
 		e.Fence != lk.Fence() || e.Err != nil || e.Handoff != handoff {
 		t.Errorf("got %s %s (of the hold %v, key %q, fence %d, err %v, handoff %v); want Acquire acquired of %q, fence %d, handoff %v",
 			e.Kind, e.Outcome, e.Lock == lk, e.Key, e.Fence, e.Err, e.Handoff, lk.Key(), lk.Fence(), handoff)

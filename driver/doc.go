@@ -9,9 +9,13 @@
 //   - [Table]: the holds a Locker has, by key and owner, with the rules of
 //     reentrancy, ErrAlreadyHeld, Locker.Unlock and Close;
 //   - [Drift]: the local end of a lease, counted from before the request
-//     that set it, less a margin for the server's clock.
+//     that set it, less a margin for the server's clock;
 //   - the events of dlock.WithObserver: the Table fires them, from one call
-//     per event site of the driver (see [Table.Observe]).
+//     per event site of the driver (see [Table.Observe]);
+//   - [NewOptions], [NewBackoff], and a driver's own options ([SetOwn],
+//     [Own]);
+//   - the optional capabilities a driver declares: [Watcher], [Lapser],
+//     [Downgrader], [MultiLocker], [KindInspector].
 //
 // It is a package of its own, on the model of database/sql/driver, so that
 // `go doc dlock` shows the user's vocabulary and nothing of the contract

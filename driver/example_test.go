@@ -15,7 +15,7 @@ import (
 // what a driver writes (the store's I/O) and what it takes from package
 // driver (everything else).
 type memLocker struct {
-	opts  driver.Options
+	opts  dlock.Options
 	table driver.Table[*memLock]
 
 	mu    sync.Mutex

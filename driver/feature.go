@@ -19,10 +19,10 @@ const (
 	FeatureSemaphore Feature = iota + 1
 	// FeatureRWLock: the Locker is a dlock.RWLocker.
 	FeatureRWLock
-	// FeatureWatch: the Locker is a dlock.Watcher, which election.Observe
+	// FeatureWatch: the Locker is a [Watcher], which election.Observe
 	// and Leadership's wait for a vacancy use.
 	FeatureWatch
-	// FeatureLapse: the Locker's locks are dlock.Lapsers (UnlockAfter),
+	// FeatureLapse: the Locker's locks are [Lapser]s (dlock.UnlockAfter),
 	// which election.RunOnce and the CLI's --hold-at-least use.
 	FeatureLapse
 	// FeatureInspect: the Locker is a dlock.Inspector.
@@ -87,7 +87,7 @@ func Supports(l dlock.Locker, f Feature) error {
 	case FeatureRWLock:
 		_, ok = l.(dlock.RWLocker)
 	case FeatureWatch:
-		_, ok = l.(dlock.Watcher)
+		_, ok = l.(Watcher)
 	case FeatureInspect:
 		_, ok = l.(dlock.Inspector)
 	case FeatureLapse:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/observe"
 )
 
 // observed is what a hold keeps of its acquisition for the Locker's
@@ -77,8 +78,8 @@ func (t *Table[H]) Waiting(h H) {
 		return
 	}
 	o.waiting = true
-	t.obs.Observe(o.context(), dlock.Event{
-		Kind: dlock.EventWait, Backend: t.backend, Key: hd.key, Owner: hd.owner,
+	t.obs.Observe(o.context(), observe.Event{
+		Kind: observe.Wait, Backend: t.backend, Key: hd.key, Owner: hd.owner,
 		Waited: time.Since(o.began),
 	})
 }
@@ -93,8 +94,8 @@ func (t *Table[H]) Woken(h H, handoff bool) {
 	hd := h.hold()
 	o := hd.observed()
 	o.handoff = handoff
-	t.obs.Observe(o.context(), dlock.Event{
-		Kind: dlock.EventWake, Backend: t.backend, Key: hd.key, Owner: hd.owner,
+	t.obs.Observe(o.context(), observe.Event{
+		Kind: observe.Wake, Backend: t.backend, Key: hd.key, Owner: hd.owner,
 		Waited: time.Since(o.began), Handoff: handoff,
 	})
 }
@@ -111,27 +112,27 @@ func (t *Table[H]) Failed(h H, wait bool, err error) {
 	o := hd.observed()
 	ctx := o.context()
 	o.ctx = nil
-	t.obs.Observe(ctx, dlock.Event{
-		Kind: dlock.EventAcquire, Backend: t.backend, Key: hd.key, Owner: hd.owner,
+	t.obs.Observe(ctx, observe.Event{
+		Kind: observe.Acquire, Backend: t.backend, Key: hd.key, Owner: hd.owner,
 		Outcome: outcomeOf(err, wait), Waited: time.Since(o.began),
 		Attempts: o.attempts, Handoff: o.handoff, Blocked: o.waiting, Err: err,
 	})
 }
 
 // outcomeOf classifies the error of an acquisition that returned no lock.
-func outcomeOf(err error, wait bool) dlock.Outcome {
+func outcomeOf(err error, wait bool) observe.Outcome {
 	var na *dlock.NotAcquiredError
 	switch {
 	case !errors.As(err, &na):
-		return dlock.OutcomeError
+		return observe.Failed
 	case errors.Is(na.Err, context.Canceled) || errors.Is(na.Err, context.DeadlineExceeded):
-		return dlock.OutcomeTimeout
+		return observe.Timeout
 	case na.Err != nil:
-		return dlock.OutcomeError // the session that would hold it ended, the Locker closed
+		return observe.Failed // the session that would hold it ended, the Locker closed
 	case wait:
-		return dlock.OutcomeTimeout
+		return observe.Timeout
 	}
-	return dlock.OutcomeBusy
+	return observe.Busy
 }
 
 // acquiredEvent fires the Acquire event of h, which Add just made held.
@@ -143,9 +144,9 @@ func (t *Table[H]) acquiredEvent(h H) {
 	ctx := o.context()
 	o.ctx = nil
 	o.acquired = time.Now()
-	t.obs.Observe(ctx, dlock.Event{
-		Kind: dlock.EventAcquire, Backend: t.backend, Key: hd.key, Owner: hd.owner, Lock: h,
-		Outcome: dlock.OutcomeAcquired, Waited: o.acquired.Sub(o.began),
+	t.obs.Observe(ctx, observe.Event{
+		Kind: observe.Acquire, Backend: t.backend, Key: hd.key, Owner: hd.owner, Lock: h,
+		Outcome: observe.Acquired, Waited: o.acquired.Sub(o.began),
 		Attempts: o.attempts, Handoff: o.handoff, Blocked: o.waiting, Fence: h.Fence(),
 	})
 }
@@ -162,8 +163,8 @@ func (t *Table[H]) Renewed(h H, err error) {
 	if hd.State() != Held {
 		return
 	}
-	t.obs.Observe(context.Background(), dlock.Event{
-		Kind: dlock.EventRenew, Backend: t.backend, Key: hd.key, Owner: hd.owner, Lock: h,
+	t.obs.Observe(context.Background(), observe.Event{
+		Kind: observe.Renew, Backend: t.backend, Key: hd.key, Owner: hd.owner, Lock: h,
 		Fence: h.Fence(), Err: err,
 	})
 }
@@ -172,13 +173,13 @@ func (t *Table[H]) Renewed(h H, err error) {
 // err. Called with h's ending mutex held.
 func (t *Table[H]) endEvent(h H, err error) {
 	hd := h.hold()
-	e := dlock.Event{
-		Kind: dlock.EventRelease, Backend: t.backend, Key: hd.key, Owner: hd.owner, Lock: h,
+	e := observe.Event{
+		Kind: observe.Release, Backend: t.backend, Key: hd.key, Owner: hd.owner, Lock: h,
 		Fence: h.Fence(), Held: time.Since(hd.obs.acquired),
 	}
 	switch {
 	case errors.Is(err, dlock.ErrLockLost):
-		e.Kind = dlock.EventLost
+		e.Kind = observe.Lost
 		if e.Err = errors.Unwrap(err); e.Err == nil {
 			e.Err = err
 		}

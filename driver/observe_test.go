@@ -8,16 +8,17 @@ import (
 	"testing"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/observe"
 )
 
 // events records the events of a table.
 type events struct {
 	mu   sync.Mutex
-	evs  []dlock.Event
+	evs  []observe.Event
 	ctxs []context.Context
 }
 
-func (r *events) Observe(ctx context.Context, e dlock.Event) {
+func (r *events) Observe(ctx context.Context, e observe.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.evs = append(r.evs, e)
@@ -25,7 +26,7 @@ func (r *events) Observe(ctx context.Context, e dlock.Event) {
 }
 
 func observedTable(r *events) *Table[*fake] {
-	return newObservedTable(Options{Observer: r}, nil)
+	return newObservedTable(dlock.Options{Observer: r}, nil)
 }
 
 // Without an observer the event calls keep nothing and allocate nothing.
@@ -95,7 +96,7 @@ func TestObserveOrder(t *testing.T) {
 		}
 	}
 	acq := r.evs[2]
-	if acq.Outcome != dlock.OutcomeAcquired || acq.Attempts != 2 || !acq.Handoff || !acq.Blocked || acq.Fence != 7 || acq.Lock != f || acq.Waited <= 0 {
+	if acq.Outcome != observe.Acquired || acq.Attempts != 2 || !acq.Handoff || !acq.Blocked || acq.Fence != 7 || acq.Lock != f || acq.Waited <= 0 {
 		t.Errorf("Acquire: %+v", acq)
 	}
 	if r.evs[3].Err != nil || r.evs[4].Err == nil || r.evs[3].Lock != f {
@@ -131,10 +132,10 @@ func TestObserveCloseRace(t *testing.T) {
 		}
 		<-done
 		r.mu.Lock()
-		if len(r.evs) == 0 || r.evs[0].Kind != dlock.EventAcquire {
+		if len(r.evs) == 0 || r.evs[0].Kind != observe.Acquire {
 			t.Fatalf("first event %v, want an Acquire", r.evs)
 		}
-		if r.evs[0].Outcome == dlock.OutcomeAcquired && (len(r.evs) != 2 || r.evs[1].Kind != dlock.EventRelease || !errors.Is(r.evs[1].Err, dlock.ErrClosed)) {
+		if r.evs[0].Outcome == observe.Acquired && (len(r.evs) != 2 || r.evs[1].Kind != observe.Release || !errors.Is(r.evs[1].Err, dlock.ErrClosed)) {
 			t.Fatalf("an acquisition that Close released: %v", r.evs)
 		}
 		r.mu.Unlock()
@@ -145,15 +146,15 @@ func TestOutcomeOf(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
 		wait bool
-		want dlock.Outcome
+		want observe.Outcome
 	}{
-		{&dlock.NotAcquiredError{Key: "k"}, false, dlock.OutcomeBusy},
-		{&dlock.NotAcquiredError{Key: "k"}, true, dlock.OutcomeTimeout},
-		{&dlock.NotAcquiredError{Key: "k", Err: context.Canceled}, false, dlock.OutcomeTimeout},
-		{&dlock.NotAcquiredError{Key: "k", Err: context.DeadlineExceeded}, true, dlock.OutcomeTimeout},
-		{&dlock.NotAcquiredError{Key: "k", Err: dlock.ErrClosed}, true, dlock.OutcomeError},
-		{&dlock.KeyError{Key: "k", Err: errors.New("connection refused")}, true, dlock.OutcomeError},
-		{&dlock.KeyError{Key: "k", Err: dlock.ErrClosed}, false, dlock.OutcomeError},
+		{&dlock.NotAcquiredError{Key: "k"}, false, observe.Busy},
+		{&dlock.NotAcquiredError{Key: "k"}, true, observe.Timeout},
+		{&dlock.NotAcquiredError{Key: "k", Err: context.Canceled}, false, observe.Timeout},
+		{&dlock.NotAcquiredError{Key: "k", Err: context.DeadlineExceeded}, true, observe.Timeout},
+		{&dlock.NotAcquiredError{Key: "k", Err: dlock.ErrClosed}, true, observe.Failed},
+		{&dlock.KeyError{Key: "k", Err: errors.New("connection refused")}, true, observe.Failed},
+		{&dlock.KeyError{Key: "k", Err: dlock.ErrClosed}, false, observe.Failed},
 	} {
 		if got := outcomeOf(tc.err, tc.wait); got != tc.want {
 			t.Errorf("outcomeOf(%v, wait %v) = %s, want %s", tc.err, tc.wait, got, tc.want)

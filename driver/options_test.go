@@ -9,6 +9,8 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/settings"
+	"github.com/dlock-go/dlock/observe"
 )
 
 // startOf begins one wait under r, as a driver does.
@@ -17,7 +19,7 @@ func startOf(r dlock.RetryStrategy) *driver.Backoff {
 	if err != nil {
 		panic(err)
 	}
-	return o.Retry.Start()
+	return driver.NewBackoff(o.Retry)
 }
 
 func TestOptions(t *testing.T) {
@@ -47,7 +49,7 @@ func TestOptions(t *testing.T) {
 		"retry limit":   dlock.WithRetry(dlock.FixedInterval(time.Second).WithMaxAttempts(-1)),
 		"prefix":        dlock.WithPrefix("p"),
 		"logger":        dlock.WithLogger(nil),
-		"observer":      dlock.WithObserver(dlock.ObserverFunc(func(context.Context, dlock.Event) {})),
+		"observer":      dlock.WithObserver(observe.Func(func(context.Context, observe.Event) {})),
 	} {
 		if _, err := o.Apply(opt); err == nil {
 			t.Errorf("%s: accepted per call", name)
@@ -59,7 +61,7 @@ func TestOptions(t *testing.T) {
 	if _, err := driver.NewOptions(dlock.WithObserver(nil)); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Errorf("nil observer: %v", err)
 	}
-	if lo, err := driver.NewOptions(dlock.WithObserver(dlock.ObserverFunc(func(context.Context, dlock.Event) {}))); err != nil || lo.Observer == nil {
+	if lo, err := driver.NewOptions(dlock.WithObserver(observe.Func(func(context.Context, observe.Event) {}))); err != nil || lo.Observer == nil {
 		t.Errorf("an observer: %v, kept %v", err, lo.Observer != nil)
 	}
 	if got := o.OwnerIn(dlock.ContextWithOwner(context.Background(), "ctx-owner")); got != "ctx-owner" {
@@ -94,28 +96,6 @@ func TestBackoff(t *testing.T) {
 	time.Sleep(time.Millisecond) // let the elapsed limit pass
 	if _, ok := f.Next(); ok {
 		t.Error("Next past MaxElapsed")
-	}
-}
-
-func TestConfig(t *testing.T) {
-	o, err := driver.NewOptions(dlock.Config{}.Options()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.Prefix != dlock.DefaultPrefix || o.TTL != dlock.DefaultTTL || o.Retry.Max != dlock.DefaultRetryInterval {
-		t.Fatalf("zero Config: prefix %q ttl %v retry %v, want the defaults", o.Prefix, o.TTL, o.Retry.Max)
-	}
-	o, err = driver.NewOptions(dlock.Config{Prefix: "neton", DefaultTTL: 30 * time.Second, RetryInterval: 50 * time.Millisecond}.Options()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.Prefix != "neton" || o.TTL != 30*time.Second || o.Retry.Max != 50*time.Millisecond {
-		t.Fatalf("dlock.Config: %+v", o)
-	}
-	for _, c := range []dlock.Config{{DefaultTTL: -time.Second}, {RetryInterval: -time.Millisecond}, {DefaultTTL: time.Microsecond}} {
-		if _, err := driver.NewOptions(c.Options()...); err == nil {
-			t.Errorf("%+v accepted", c)
-		}
 	}
 }
 
@@ -189,5 +169,12 @@ func TestBackoffSynctest(t *testing.T) {
 func TestToken(t *testing.T) {
 	if tok := driver.NewToken(); len(tok) != 22 || tok == driver.NewToken() {
 		t.Fatalf("token %q", tok)
+	}
+}
+
+// A driver's detached cleanup has the bound of dlock's own.
+func TestReleaseTimeout(t *testing.T) {
+	if driver.ReleaseTimeout != settings.ReleaseTimeout {
+		t.Errorf("driver.ReleaseTimeout = %v, dlock's = %v", driver.ReleaseTimeout, settings.ReleaseTimeout)
 	}
 }

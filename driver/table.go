@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/internal/settings"
+	"github.com/dlock-go/dlock/observe"
 )
 
 // Handle is a driver's lock handle: a pointer type, such as *lock, to a
@@ -42,7 +42,7 @@ var ErrReleasedByClose = fmt.Errorf("%w: released by Close: %w", dlock.ErrNotHel
 type Table[H Handle] struct {
 	log     *slog.Logger
 	onEnd   func(H)
-	obs     dlock.Observer // nil: none (see Observe)
+	obs     observe.Observer // nil: none (see Observe)
 	backend string
 	closed  atomic.Bool
 
@@ -60,15 +60,14 @@ type holds[H Handle] struct {
 
 // Init prepares an empty table of the Locker made with o: o.Logger
 // receives a warning when a hold is lost and, at debug level, a line when
-// one is released; the dlock.Observer of o, if any, hears of the table's
-// events, each naming backend ("redis", "etcd"). onEnd, when not nil, runs
-// when a hold ends, after it left the table and before its Done closes: a
-// driver stops renewing the hold there.
-func (t *Table[H]) Init(backend string, o Options, onEnd func(H)) {
+// one is released; o.Observer, if any, hears of the table's events, each
+// naming backend: "redis", "redlock", "etcd" or "postgres" (see
+// observe.Event.Backend). onEnd, when not nil, runs when a hold ends, after
+// it left the table and before its Done closes: a driver stops renewing
+// the hold there.
+func (t *Table[H]) Init(backend string, o dlock.Options, onEnd func(H)) {
 	t.log, t.onEnd = o.Logger, onEnd
-	if obs, ok := o.Observer.(dlock.Observer); ok && obs != nil {
-		t.obs, t.backend = obs, backend
-	}
+	t.obs, t.backend = o.Observer, backend
 	t.held = make(map[string]holds[H])
 }
 
@@ -229,7 +228,7 @@ func (t *Table[H]) Find(ctx context.Context, key string) (H, error) {
 	if t.Closed() {
 		return zero, &dlock.KeyError{Op: "unlock", Key: key, Err: dlock.ErrClosed}
 	}
-	owner, ok := settings.OwnerFrom(ctx)
+	owner, ok := dlock.OwnerFrom(ctx)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.held[key]

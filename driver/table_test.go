@@ -31,9 +31,9 @@ func newFake(key, owner string, byOption bool) *fake {
 	return f
 }
 func newTable(onEnd func(*fake)) *Table[*fake] {
-	return newObservedTable(Options{}, onEnd)
+	return newObservedTable(dlock.Options{}, onEnd)
 }
-func newObservedTable(o Options, onEnd func(*fake)) *Table[*fake] {
+func newObservedTable(o dlock.Options, onEnd func(*fake)) *Table[*fake] {
 	t := &Table[*fake]{}
 	o.Logger = slog.New(slog.DiscardHandler)
 	t.Init("mem", o, onEnd)

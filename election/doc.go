@@ -35,7 +35,7 @@
 // they read the lock again when told, or at the latest when the lease they
 // last saw would have run out, since a lease that lapses is a change that
 // Redis does not announce. They need a Locker that implements
-// [dlock.Inspector] and [dlock.Watcher], as every driver of dlock does
+// [dlock.Inspector] and [driver.Watcher], as every driver of dlock does
 // (driver.Supports says whether a Locker does).
 //
 // # Scheduled jobs

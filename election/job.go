@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/internal/settings"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // RunOnce runs fn if no other process holds key, holding the lock while fn
@@ -78,7 +78,7 @@ func TryRun(ctx context.Context, l dlock.Locker, key string, holdAtLeast time.Du
 // leaseAtLeast lengthens an acquisition's lease to at least d: placed
 // after the other options, it sees the lease they and the Locker set.
 func leaseAtLeast(d time.Duration) dlock.Option {
-	return func(o *settings.Options) { o.TTL = max(o.TTL, d) }
+	return func(o *dlock.Options) { o.TTL = max(o.TTL, d) }
 }
 
 // Lock returns the run's lock.
@@ -86,7 +86,7 @@ func (r *Run) Lock() dlock.Lock { return r.lk }
 
 // Unlock ends the run once its job returned. When the hold has passed, it
 // releases the lock. Otherwise it lets the lock lapse when the hold ends
-// (see dlock.Lapser), so that the key stays taken even if the process
+// (see driver.Lapser), so that the key stays taken even if the process
 // exits; a lock that cannot lapse is held until then: Unlock waits, or
 // returns when ctx ends, releasing it. It returns the release's error, or
 // the loss that ended the hold.
@@ -101,7 +101,7 @@ func (r *Run) end(ctx context.Context, release func() error) error {
 	if rest <= 0 {
 		return release()
 	}
-	if lapser, ok := r.lk.(dlock.Lapser); ok && r.lk.Err() == nil {
+	if lapser, ok := r.lk.(driver.Lapser); ok && r.lk.Err() == nil {
 		err := lapser.UnlockAfter(context.WithoutCancel(ctx), rest)
 		switch {
 		case errors.Is(err, errors.ErrUnsupported):

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // maxFallback bounds how long an observer goes without reading the lock,
@@ -19,10 +20,10 @@ const expiryMargin = 20 * time.Millisecond
 // Observe reports the leader: first who leads now, then each change,
 // vacancy included, until ctx ends or the Locker is closed, when the
 // channel is closed. It needs a Locker that implements dlock.Inspector and
-// dlock.Watcher, else it returns an error matching errors.ErrUnsupported.
+// driver.Watcher, else it returns an error matching errors.ErrUnsupported.
 //
 // The observer reads the lock when the store says it changed (see
-// dlock.Watcher), and otherwise when the lease it last saw would have run
+// driver.Watcher), and otherwise when the lease it last saw would have run
 // out, at most 10s after its last read (so a leader that stopped renewing
 // is seen gone within its lease, and a lost notification costs at most
 // that long). A value is sent only when it differs from the last one
@@ -35,9 +36,9 @@ func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	if !ok {
 		return nil, unsupported(e.locker, "dlock.Inspector")
 	}
-	w, ok := e.locker.(dlock.Watcher)
+	w, ok := e.locker.(driver.Watcher)
 	if !ok {
-		return nil, unsupported(e.locker, "dlock.Watcher")
+		return nil, unsupported(e.locker, "driver.Watcher")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	changes, err := w.Watch(ctx, e.key)

@@ -9,6 +9,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/etcdlock/etcdtest"
+	"github.com/dlock-go/dlock/observe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 )
@@ -154,10 +155,10 @@ func handoff(t *testing.T, cl *etcdtest.Cluster, n int) (rtt, revs float64) {
 			errs <- err
 		}()
 	}
-	rec.WaitFor(t, key, 30*time.Second, fmt.Sprintf("%d waiting", n), func(evs []dlock.Event) bool {
+	rec.WaitFor(t, key, 30*time.Second, fmt.Sprintf("%d waiting", n), func(evs []observe.Event) bool {
 		waiting := 0
 		for _, e := range evs {
-			if e.Kind == dlock.EventWait {
+			if e.Kind == observe.Wait {
 				waiting++
 			}
 		}

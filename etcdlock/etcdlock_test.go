@@ -27,7 +27,7 @@ func TestNewBadInput(t *testing.T) {
 		{"zero TTL", cli, []dlock.Option{dlock.WithTTL(0)}, dlock.ErrInvalidTTL, "ttl"},
 		{"fair mode", cli, []dlock.Option{dlock.WithFair(true)}, dlock.ErrInvalidOption, "fair"},
 		{"empty prefix", cli, []dlock.Option{dlock.WithPrefix("")}, dlock.ErrInvalidOption, "prefix"},
-		{"replica acknowledgement", cli, []dlock.Option{redislock.WithReplicaAck(1, time.Second)}, dlock.ErrInvalidOption, "majority"},
+		{"replica acknowledgement", cli, []dlock.Option{redislock.WithReplicaAck(1, time.Second)}, dlock.ErrInvalidOption, "an option of redislock"},
 	}
 	for _, tc := range tests {
 		l, err := etcdlock.New(tc.cli, tc.opts...)

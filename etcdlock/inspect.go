@@ -122,7 +122,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
 
 // List returns the locks held under the Locker's prefix whose key matches
 // pattern, sorted by key. The pattern has Redis's glob syntax, so that
-// `dlock ls` reads the same on both backends: * matches any run of
+// `dlock ls` reads the same on every backend: * matches any run of
 // characters ('/' included), ? one character, [abc], [a-z] and [^a] a set,
 // and \ escapes; "" matches all. A malformed pattern (an unclosed [, a
 // trailing \) is an error matching [path.ErrBadPattern].

@@ -6,15 +6,16 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-var _ dlock.Lapser = (*hold)(nil)
+var _ driver.Lapser = (*hold)(nil)
 
 // UnlockAfter lets the lock lapse d from now (rounded up to whole
 // seconds) instead of deleting it: it grants a lease of d that nobody
 // renews and moves the hold's key onto it, in a transaction that compares
-// the key's create revision, so the fence stays. See [dlock.Lapser].
+// the key's create revision, so the fence stays. See [driver.Lapser].
 //
 // When the move's outcome is unknown (etcd did not answer), the hold ends
 // all the same: the key is deleted if it is still on its old lease (an

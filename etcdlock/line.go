@@ -52,7 +52,7 @@ func (l *Locker) lineOf(key string) string {
 func (l *Locker) inLine(ctx, actx context.Context, c call, h *hold, ls *lease) (dlock.Lock, error) {
 	var (
 		limit   <-chan time.Time
-		retry   = c.opts.Retry.Start()
+		retry   = driver.NewBackoff(c.opts.Retry)
 		b       busy
 		lastErr error
 		watched string // the key or range watched; "" for none

@@ -10,15 +10,16 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/observe"
 )
 
 // waitingCount waits until rec has seen n Wait events for key.
 func waitingCount(t *testing.T, rec *dlocktest.Recorder, key string, n int) {
 	t.Helper()
-	rec.WaitFor(t, key, 30*time.Second, fmt.Sprintf("%d waiting", n), func(evs []dlock.Event) bool {
+	rec.WaitFor(t, key, 30*time.Second, fmt.Sprintf("%d waiting", n), func(evs []observe.Event) bool {
 		waiting := 0
 		for _, e := range evs {
-			if e.Kind == dlock.EventWait {
+			if e.Kind == observe.Wait {
 				waiting++
 			}
 		}
@@ -117,8 +118,8 @@ func TestLineReentry(t *testing.T) {
 	}
 	// The release wakes the waiter, first in line, whose attempt must
 	// fail: the owner still holds the lock.
-	rec.WaitFor(t, key, 30*time.Second, "the waiter woken", func(evs []dlock.Event) bool {
-		_, ok := dlocktest.Last(evs, dlock.EventWake)
+	rec.WaitFor(t, key, 30*time.Second, "the waiter woken", func(evs []observe.Event) bool {
+		_, ok := dlocktest.Last(evs, observe.Wake)
 		return ok
 	})
 	if _, err := c.TryLock(ctx, key); !errors.Is(err, dlock.ErrNotAcquired) {

@@ -30,7 +30,7 @@ const maxRaces = 8
 // it with [New]. Its methods are safe for concurrent use.
 type Locker struct {
 	cli    *clientv3.Client
-	opts   driver.Options
+	opts   dlock.Options
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine of the Locker, its leases and holds
@@ -45,11 +45,11 @@ type Locker struct {
 }
 
 var (
-	_ dlock.Locker        = (*Locker)(nil)
-	_ dlock.Inspector     = (*Locker)(nil)
-	_ dlock.KindInspector = (*Locker)(nil)
-	_ dlock.Semaphore     = (*Locker)(nil)
-	_ dlock.RWLocker      = (*Locker)(nil)
+	_ dlock.Locker         = (*Locker)(nil)
+	_ dlock.Inspector      = (*Locker)(nil)
+	_ driver.KindInspector = (*Locker)(nil)
+	_ dlock.Semaphore      = (*Locker)(nil)
+	_ dlock.RWLocker       = (*Locker)(nil)
 )
 
 // New returns a Locker over client. The options become the Locker's
@@ -74,8 +74,8 @@ func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 	if o.Fair {
 		return nil, errNoFair
 	}
-	if o.Replicas > 0 {
-		return nil, errNoReplicaAck
+	if err := driver.Foreign(o); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel}
@@ -86,8 +86,7 @@ func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 }
 
 var (
-	errNoFair       = fmt.Errorf("%w: etcdlock has no fair mode (WithFair(true))", dlock.ErrInvalidOption)
-	errNoReplicaAck = fmt.Errorf("%w: etcd commits every write on a majority; replica acknowledgement is a Redis option", dlock.ErrInvalidOption)
+	errNoFair = fmt.Errorf("%w: etcdlock has no fair mode (WithFair(true))", dlock.ErrInvalidOption)
 )
 
 // tables are the Locker's tables of holds, one per kind of lock.
@@ -202,7 +201,7 @@ func (l *Locker) Close() error {
 type call struct {
 	key, owner    string
 	ownerByOption bool // the owner came from dlock.WithOwner, not from ctx
-	opts          driver.Options
+	opts          dlock.Options
 	renew         bool
 	kind          kind
 	limit         int // a semaphore's
@@ -223,8 +222,8 @@ func (l *Locker) newCall(ctx context.Context, key string, opts []dlock.Option) (
 	if o.Fair {
 		return call{}, &dlock.KeyError{Op: "lock", Key: key, Err: errNoFair}
 	}
-	if o.Replicas > 0 {
-		return call{}, &dlock.KeyError{Op: "lock", Key: key, Err: errNoReplicaAck}
+	if err := driver.Foreign(o); err != nil {
+		return call{}, &dlock.KeyError{Op: "lock", Key: key, Err: err}
 	}
 	return call{key: key, owner: o.OwnerIn(ctx), ownerByOption: o.Owner != "", opts: o, renew: o.AutoRenew}, nil
 }
@@ -308,7 +307,7 @@ func (l *Locker) attempts(ctx, actx context.Context, c call, h *hold, ls *lease,
 		watch   clientv3.WatchChan
 		limit   <-chan time.Time
 		lsDone  <-chan struct{}
-		retry   = c.opts.Retry.Start()
+		retry   = driver.NewBackoff(c.opts.Retry)
 		b       busy
 		lastErr error // the error of the last attempt, when it failed
 	)

@@ -10,6 +10,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/etcdlock/etcdtest"
+	"github.com/dlock-go/dlock/observe"
 )
 
 // The events the conformance suite cannot cause: with the client cut off
@@ -29,17 +30,17 @@ func TestObserverCutOff(t *testing.T) {
 	}
 	proxy.Cut()
 	defer proxy.Heal()
-	evs := rec.WaitFor(t, key, ttl+slack, "the loss", func(evs []dlock.Event) bool {
-		_, ok := dlocktest.Last(evs, dlock.EventLost)
+	evs := rec.WaitFor(t, key, ttl+slack, "the loss", func(evs []observe.Event) bool {
+		_, ok := dlocktest.Last(evs, observe.Lost)
 		return ok
 	})
-	if evs[0].Kind != dlock.EventAcquire || evs[0].Outcome != dlock.OutcomeAcquired || evs[0].Backend != "etcd" || evs[0].Fence != lk.Fence() {
+	if evs[0].Kind != observe.Acquire || evs[0].Outcome != observe.Acquired || evs[0].Backend != "etcd" || evs[0].Fence != lk.Fence() {
 		t.Fatalf("first event: want Acquire acquired on etcd with the fence; got\n%s", dlocktest.Format(evs))
 	}
 	failed := 0
 	for _, e := range evs[1 : len(evs)-1] {
 		switch {
-		case e.Kind != dlock.EventRenew || e.Lock != lk:
+		case e.Kind != observe.Renew || e.Lock != lk:
 			t.Errorf("between Acquire and Lost: %s, want Renew of the hold", e.Kind)
 		case e.Err != nil:
 			failed++
@@ -63,7 +64,7 @@ func TestObserverCutOff(t *testing.T) {
 		t.Fatalf("TryLock cut off: %v, want an error", err)
 	}
 	evs = rec.Events(other)
-	if len(evs) != 1 || evs[0].Outcome != dlock.OutcomeError || evs[0].Attempts != 0 || evs[0].Err == nil || evs[0].Lock != nil {
+	if len(evs) != 1 || evs[0].Outcome != observe.Failed || evs[0].Attempts != 0 || evs[0].Err == nil || evs[0].Lock != nil {
 		t.Errorf("a TryLock cut off: want one Acquire, outcome error, no attempt; got\n%s", dlocktest.Format(evs))
 	}
 }

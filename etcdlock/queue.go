@@ -260,7 +260,7 @@ func (l *Locker) queue(ctx, actx context.Context, c call, h *hold, ls *lease, wa
 	var (
 		limit  <-chan time.Time
 		lsDone <-chan struct{}
-		retry  = c.opts.Retry.Start()
+		retry  = driver.NewBackoff(c.opts.Retry)
 	)
 	if c.opts.Waiting && wait {
 		t := time.NewTimer(c.opts.Wait)

@@ -10,6 +10,7 @@ import (
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/etcdlock"
+	"github.com/dlock-go/dlock/observe"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
@@ -101,9 +102,9 @@ func TestRWOwnerJoinRace(t *testing.T) {
 			octx := dlock.ContextWithOwner(ctx, "owner-"+driver.NewToken()[:6])
 
 			joinGate, confirmGate := newTxnGate(), newTxnGate()
-			events := make(chan dlock.Event, 16)
-			watch := dlock.ObserverFunc(func(_ context.Context, e dlock.Event) {
-				if e.Kind == dlock.EventWait || e.Kind == dlock.EventAcquire {
+			events := make(chan observe.Event, 16)
+			watch := observe.Func(func(_ context.Context, e observe.Event) {
+				if e.Kind == observe.Wait || e.Kind == observe.Acquire {
 					events <- e
 				}
 			})
@@ -137,11 +138,11 @@ func TestRWOwnerJoinRace(t *testing.T) {
 			if w.err != nil {
 				t.Fatalf("the writer: %v", w.err)
 			}
-			if e.Kind == dlock.EventAcquire && e.Outcome == dlock.OutcomeAcquired {
+			if e.Kind == observe.Acquire && e.Outcome == observe.Acquired {
 				r := <-again
 				t.Fatalf("the owner's second hold (fence %d) and the writer of another owner (fence %d) both hold %q", r.lk.Fence(), w.lk.Fence(), key)
 			}
-			if e.Kind != dlock.EventWait {
+			if e.Kind != observe.Wait {
 				t.Fatalf("the owner's second hold: %v %v (%v), want it to wait behind the writer", e.Kind, e.Outcome, e.Err)
 			}
 			if info, err := first.InspectKind(ctx, dlock.KindRWLock, key); err != nil || info.Holds != 1 || info.Waiters != 1 || info.Readers != 0 {

@@ -35,7 +35,7 @@ func (l *Locker) TryWLock(ctx context.Context, key string, opts ...dlock.Option)
 
 // WLock waits until it holds the write lock of key, as Lock waits. Its key
 // queues from the first attempt, and new readers wait behind it. The
-// handle is a dlock.Downgrader.
+// handle is a driver.Downgrader.
 func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
 	return l.take(ctx, driver.HoldWrite, key, 0, true, opts)
 }
@@ -75,7 +75,7 @@ func (h *hold) reads() bool {
 }
 
 // Downgrade turns a write lock into a read lock in one round trip (see
-// dlock.Downgrader): a transaction rewrites the value of the hold's key
+// driver.Downgrader): a transaction rewrites the value of the hold's key
 // from writer to reader, on the condition that the key is the one the
 // hold created. The key keeps its place in the queue, its lease and its
 // create revision, and the handle its token and fence: no writer can come

@@ -11,6 +11,7 @@ import (
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/etcdlock/etcdtest"
+	"github.com/dlock-go/dlock/observe"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -131,8 +132,8 @@ func TestUnreachableServerStopped(t *testing.T) {
 	c := etcdtest.Start(t)
 	holder := newLocker(t, c.Client(t))
 	waits := make(chan struct{}, 16)
-	watch := dlock.ObserverFunc(func(_ context.Context, e dlock.Event) {
-		if e.Kind == dlock.EventWait {
+	watch := observe.Func(func(_ context.Context, e observe.Event) {
+		if e.Kind == observe.Wait {
 			waits <- struct{}{}
 		}
 	})

@@ -9,9 +9,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-var _ dlock.Watcher = (*Locker)(nil)
+var _ driver.Watcher = (*Locker)(nil)
 
-// Watch tells when key's lock may have changed hands: see [dlock.Watcher].
+// Watch tells when key's lock may have changed hands: see [driver.Watcher].
 // It is an etcd watch on the key's range: every hold written or deleted
 // (by a release, ForceUnlock, or its lease running out) is a change. When
 // the watch breaks (a compaction, a member without a leader, a lost

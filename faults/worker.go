@@ -466,7 +466,7 @@ func newLocker(cfg workerConfig) (dlock.Locker, func(), error) {
 		}
 		// A node has a quarter of the lease to answer (the default,
 		// 100ms, is a loaded machine's scheduling delay).
-		l, err := redlock.NewConfig(redlock.Config{Clients: clients, NodeTimeout: cfg.TTL / 4}, opts...)
+		l, err := redlock.New(clients, append([]dlock.Option{redlock.WithNodeTimeout(cfg.TTL / 4)}, opts...)...)
 		if err != nil {
 			closeAll()
 			return nil, nil, err

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/keytmpl"
 )
 
@@ -69,7 +68,7 @@ func (m Middleware) New(locker dlock.Locker, template string, opts ...dlock.Opti
 	// One attempt unless the caller asks to wait: Lock with WithWait(0) is
 	// TryLock.
 	lockOpts := append([]dlock.Option{dlock.WithWait(0)}, opts...)
-	if _, err := (driver.Options{}).Apply(lockOpts...); err != nil {
+	if _, err := (dlock.Options{}).Apply(lockOpts...); err != nil {
 		return nil, fmt.Errorf("httplock: %w", err)
 	}
 	log := m.Logger

@@ -108,7 +108,7 @@ func kindLetter(k driver.HoldKind) string {
 // When the statement fails, it may have run: the row it may have written
 // is deleted by token, in the background, so that no hold is left that
 // nobody renews or releases beyond its lease.
-func (l *Locker) attempt(ctx context.Context, h *hold, o driver.Options, limit int, waiter string, waitFor time.Duration) (time.Duration, error) {
+func (l *Locker) attempt(ctx context.Context, h *hold, o dlock.Options, limit int, waiter string, waitFor time.Duration) (time.Duration, error) {
 	h.tbl.Attempted(h)
 	h.token = driver.NewToken()
 	sent := time.Now()
@@ -156,10 +156,10 @@ func (l *Locker) giveBack(name, token string) {
 // outcome is unknown (a hold it took lapses within its TTL).
 const attemptGrace = time.Second
 
-func (l *Locker) wait(ctx context.Context, h *hold, o driver.Options, limit int) (dlock.Lock, error) {
+func (l *Locker) wait(ctx context.Context, h *hold, o dlock.Options, limit int) (dlock.Lock, error) {
 	var (
 		limitC  <-chan time.Time
-		retry   = o.Retry.Start()
+		retry   = driver.NewBackoff(o.Retry)
 		waiter  string
 		woken   <-chan bool
 		lastErr error

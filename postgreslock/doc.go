@@ -85,16 +85,16 @@
 // once a tick with arrays whose length changes, is not prepared (pgx's
 // exec mode) in a pool that would cache it, so that the server plans it
 // for each batch rather than settle on a generic plan. LISTEN
-// needs a session of its own: give a direct connection in
-// [Config].Listen, or turn notifications off.
+// needs a session of its own: give a direct connection with
+// [WithListen], or turn notifications off.
 //
 // # Semaphores, read-write locks, watches, inspection
 //
 // A Locker is also a [dlock.Semaphore], a [dlock.RWLocker] (writers come
 // first: a waiting writer holds back the readers that come after it; a
 // reader asking for the write lock gets [dlock.ErrUpgrade]), a
-// [dlock.Watcher] (a watch registers itself so that acquisitions and
-// releases of the key send a NOTIFY) and a [dlock.KindInspector]
+// [driver.Watcher] (a watch registers itself so that acquisitions and
+// releases of the key send a NOTIFY) and a [driver.KindInspector]
 // (Inspect, List, ForceUnlock; the fence of a free lock is known, as the
 // table keeps it). Locks, semaphores and read-write locks of one key live
 // under different names: "<prefix>:lock:<key>", "<prefix>:sem:<key>" and

@@ -28,7 +28,7 @@ func proxied(t *testing.T, opts ...dlock.Option) (*postgreslock.Locker, *pgtest.
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := postgreslock.NewConfig(postgreslock.Config{Pool: p, Listen: direct}, opts...)
+	l, err := postgreslock.New(p, append(opts, postgreslock.WithListen(direct))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,9 +35,9 @@ type hold struct {
 }
 
 var (
-	_ dlock.Lock       = (*hold)(nil)
-	_ dlock.Lapser     = (*hold)(nil)
-	_ dlock.Downgrader = (*hold)(nil)
+	_ dlock.Lock        = (*hold)(nil)
+	_ driver.Lapser     = (*hold)(nil)
+	_ driver.Downgrader = (*hold)(nil)
 )
 
 func (h *hold) Token() string { return h.token }
@@ -137,7 +137,7 @@ func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
 
 // UnlockAfter sets the hold's lease to d from now (rounded up to whole
 // milliseconds), stops renewing it and forgets it: the row lapses when d
-// has passed. See [dlock.Lapser].
+// has passed. See [driver.Lapser].
 func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	if err := h.Check(); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package postgreslock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -22,34 +22,15 @@ var drift = driver.Drift{Divisor: 100, Floor: 2 * time.Millisecond}
 // backend names the driver in events and errors.
 const backend = "postgres"
 
-// Config is what [NewConfig] needs besides dlock's options.
-type Config struct {
-	// Pool runs the driver's statements, in its query mode. Required. It
-	// may go through a pooler in transaction mode (PgBouncer): the driver
-	// keeps no session state of its own on it (see the package's notes on
-	// poolers for prepared statements).
-	Pool *pgxpool.Pool
-	// Table is the name of the lease table, "dlock" when empty; the other
-	// objects are named after it (see [Schema]). Lower-case letters,
-	// digits and underscores, optionally as schema.table.
-	Table string
-	// Listen is the connection the Locker's one LISTEN session uses, which
-	// wakes waiters on a release. Nil uses a copy of Pool's connection
-	// configuration: give a direct connection to the server here when
-	// Pool goes through a pooler in transaction mode, or turn
-	// notifications off with dlock.WithNotify(false), and waiters poll.
-	Listen *pgx.ConnConfig
-}
-
 // Locker hands out locks kept in PostgreSQL tables. It implements
-// [dlock.Locker], [dlock.Semaphore], [dlock.RWLocker], [dlock.Watcher]
-// and [dlock.Inspector]; create it with [New] or [NewConfig]. Its methods
+// [dlock.Locker], [dlock.Semaphore], [dlock.RWLocker], [driver.Watcher]
+// and [dlock.Inspector]; create it with [New]. Its methods
 // are safe for concurrent use.
 type Locker struct {
 	pool  *pgxpool.Pool
 	table string
 	sql   statements
-	opts  driver.Options
+	opts  dlock.Options
 	id    string // names this Locker's waiters
 	seq   atomic.Uint64
 
@@ -69,39 +50,31 @@ type Locker struct {
 }
 
 var (
-	_ dlock.Locker        = (*Locker)(nil)
-	_ dlock.Inspector     = (*Locker)(nil)
-	_ dlock.KindInspector = (*Locker)(nil)
-	_ dlock.Semaphore     = (*Locker)(nil)
-	_ dlock.RWLocker      = (*Locker)(nil)
-	_ dlock.Watcher       = (*Locker)(nil)
-	_ driver.Declarer     = (*Locker)(nil)
+	_ dlock.Locker         = (*Locker)(nil)
+	_ dlock.Inspector      = (*Locker)(nil)
+	_ driver.KindInspector = (*Locker)(nil)
+	_ dlock.Semaphore      = (*Locker)(nil)
+	_ dlock.RWLocker       = (*Locker)(nil)
+	_ driver.Watcher       = (*Locker)(nil)
+	_ driver.Declarer      = (*Locker)(nil)
 )
 
-// New returns a Locker over pool with the default table name. See
-// [NewConfig].
-func New(pool *pgxpool.Pool, opts ...dlock.Option) (*Locker, error) {
-	return NewConfig(Config{Pool: pool}, opts...)
-}
-
-// NewConfig returns a Locker over cfg.Pool. The options become the
-// Locker's defaults (see [dlock.Option]). The Locker does not own the
-// pool: close it after the Locker. The tables must exist (see
-// [Locker.CreateTable] and [Schema]).
+// New returns a Locker over pool. The options become the Locker's
+// defaults (see [dlock.Option]); [WithTable] and [WithListen] are this
+// driver's own. The Locker does not own the pool: close it after the
+// Locker. The tables must exist (see [Locker.CreateTable] and [Schema]).
+// The pool runs the driver's statements, in its query mode; it may go
+// through a pooler in transaction mode (PgBouncer): the driver keeps no
+// session state of its own on it (see the package's notes on poolers for
+// prepared statements, and [WithListen] for notifications).
 //
 // It returns an error matching [dlock.ErrNilClient] when the pool is nil,
 // [dlock.ErrInvalidOption] for a bad table name or fair mode (which the
 // driver does not offer), and [dlock.ErrInvalidTTL] or
 // [dlock.ErrInvalidOption] when an option is out of range.
-func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
-	if cfg.Pool == nil {
+func New(pool *pgxpool.Pool, opts ...dlock.Option) (*Locker, error) {
+	if pool == nil {
 		return nil, dlock.ErrNilClient
-	}
-	if cfg.Table == "" {
-		cfg.Table = DefaultTable
-	}
-	if err := checkTable(cfg.Table); err != nil {
-		return nil, err
 	}
 	o, err := driver.NewOptions(opts...)
 	if err != nil {
@@ -110,13 +83,14 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 	if err := checkOptions(o); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &Locker{pool: cfg.Pool, table: cfg.Table, sql: newStatements(cfg.Table), opts: o,
-		id: driver.NewToken(), ctx: ctx, cancel: cancel}
-	listen := cfg.Listen
+	own, _ := driver.Own[settings](o) // checkOptions checked it
+	table, listen := cmp.Or(own.table, DefaultTable), own.listen
 	if listen == nil {
-		listen = cfg.Pool.Config().ConnConfig
+		listen = pool.Config().ConnConfig
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Locker{pool: pool, table: table, sql: newStatements(table), opts: o,
+		id: driver.NewToken(), ctx: ctx, cancel: cancel}
 	l.ln = newListener(l, listen.Copy())
 	for _, t := range l.tables() {
 		t.Init(backend, o, func(h *hold) { l.wd.Remove(h) })
@@ -138,16 +112,16 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 }
 
 var (
-	errNoFair       = fmt.Errorf("%w: postgreslock has no fair mode (WithFair(true)): a release wakes the longest waiter, but a newcomer may still take the lock first", dlock.ErrInvalidOption)
-	errNoReplicaAck = fmt.Errorf("%w: replica acknowledgement is a Redis option; PostgreSQL's synchronous_commit and synchronous_standby_names decide what a commit waits for", dlock.ErrInvalidOption)
+	errNoFair = fmt.Errorf("%w: postgreslock has no fair mode (WithFair(true)): a release wakes the longest waiter, but a newcomer may still take the lock first", dlock.ErrInvalidOption)
 )
 
-func checkOptions(o driver.Options) error {
+func checkOptions(o dlock.Options) error {
+	if _, err := driver.Own[settings](o); err != nil {
+		return err
+	}
 	switch {
 	case o.Fair:
 		return errNoFair
-	case o.Replicas > 0:
-		return errNoReplicaAck
 	case o.TTL < time.Millisecond:
 		return fmt.Errorf("%w: %v is below 1ms, the resolution of the lease table", dlock.ErrInvalidTTL, o.TTL)
 	}

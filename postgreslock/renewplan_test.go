@@ -49,7 +49,7 @@ func TestRenewalPlannedForItsBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	l, err := postgreslock.NewConfig(postgreslock.Config{Pool: p, Table: "renew_plan"}, dlock.WithTTL(600*time.Millisecond), dlock.WithNotify(false))
+	l, err := postgreslock.New(p, postgreslock.WithTable("renew_plan"), dlock.WithTTL(600*time.Millisecond), dlock.WithNotify(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestRenewalPlannedForItsBatch(t *testing.T) {
 func TestRenewalsAreHOT(t *testing.T) {
 	ctx := context.Background()
 	p := pool(t, "")
-	l, err := postgreslock.NewConfig(postgreslock.Config{Pool: p, Table: "renew_hot"}, dlock.WithTTL(600*time.Millisecond), dlock.WithNotify(false))
+	l, err := postgreslock.New(p, postgreslock.WithTable("renew_hot"), dlock.WithTTL(600*time.Millisecond), dlock.WithNotify(false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 //go:embed schema.sql
 var Schema string
 
-// DefaultTable is the table name of a Config that sets none.
+// DefaultTable is the table name of a Locker made without [WithTable].
 const DefaultTable = "dlock"
 
 // identRE is a table name the driver accepts: lower-case letters, digits

@@ -33,7 +33,7 @@ func TestWaiterRegistersOnceListening(t *testing.T) {
 		return d.DialContext(ctx, network, addr)
 	}
 	var c counter
-	a, err := postgreslock.NewConfig(postgreslock.Config{Pool: countedPool(t, shared.URL(""), &c, 4), Listen: listen})
+	a, err := postgreslock.New(countedPool(t, shared.URL(""), &c, 4), postgreslock.WithListen(listen))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ const watchWindow = 30 * time.Second
 
 // Watch returns a channel that receives a value once the watch is in
 // place, and then after each acquisition or release of key's lock. See
-// [dlock.Watcher]. The watch registers itself in the waiters table, so
+// [driver.Watcher]. The watch registers itself in the waiters table, so
 // that acquisitions and releases of the key send a NOTIFY, and listens
 // on the Locker's LISTEN session. A lease that runs out unrenewed is not
 // announced.

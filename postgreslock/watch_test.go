@@ -59,7 +59,7 @@ func TestListenSessionStalled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := postgreslock.NewConfig(postgreslock.Config{Pool: p, Listen: listen})
+	l, err := postgreslock.New(p, postgreslock.WithListen(listen))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func (lk *lock) leaseArg(ttl time.Duration) int64 {
 // prepareHold validates a call for a hold of kind k and reserves its place
 // in the kind's table. A waiting call (wait) must call Leave on that table
 // when it returns, if prepareHold did not fail.
-func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int, opts []dlock.Option, wait bool) (*lock, driver.Options, error) {
+func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
 	op := "lock"
 	if k == driver.HoldPermit {
 		op = "acquire"
@@ -121,7 +121,7 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 		tbl = &l.holds.permits
 	}
 	if tbl.Closed() {
-		return nil, driver.Options{}, &dlock.KeyError{Op: op, Key: key, Err: dlock.ErrClosed}
+		return nil, dlock.Options{}, &dlock.KeyError{Op: op, Key: key, Err: dlock.ErrClosed}
 	}
 	o, err := l.opts.Apply(opts...)
 	if err != nil {
@@ -153,7 +153,7 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 	lk.ownerArg = owner
 	lk.kind, lk.limit = k, int32(limit)
 	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
-	lk.ack = replicaAck{o.Replicas, o.ReplicaTimeout}
+	lk.ack = ackOf(o)
 	if k == driver.HoldWrite && owner == "" {
 		// This Locker's own read hold would make the writer wait on
 		// itself: say so rather than ErrAlreadyHeld.
@@ -269,7 +269,7 @@ func (lk *lock) releaseHold(ctx context.Context, giveUp bool) error {
 }
 
 // Downgrade turns a write lock into a read lock in one round trip, with
-// the same token, fence and lease (see dlock.Downgrader). On any other
+// the same token, fence and lease (see driver.Downgrader). On any other
 // handle it returns an error matching dlock.ErrInvalidOption. A Downgrade
 // whose reply was lost may be called again: it finds the read lock it
 // made.

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var _ dlock.KindInspector = (*Locker)(nil)
+var _ driver.KindInspector = (*Locker)(nil)
 
 // InspectKind reads what Redis holds about key's lock of kind k, in one
 // round trip; for dlock.KindLock it is Inspect. It changes nothing: holds

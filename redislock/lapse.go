@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
-var _ dlock.Lapser = (*lock)(nil)
+var _ driver.Lapser = (*lock)(nil)
 
 // UnlockAfter lets the lock lapse d from now instead of deleting it: one
-// round trip, a token-checked PEXPIRE (lapse.lua). See [dlock.Lapser].
+// round trip, a token-checked PEXPIRE (lapse.lua). See [driver.Lapser].
 // A lock taken with an owner lapses d from now too, unless the owner has
 // other holds of it, whose lease it keeps.
 // A hold of a semaphore or a read-write lock lapses the same way: its

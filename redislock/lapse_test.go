@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // UnlockAfter on a hold of a semaphore or a read-write lock: the handle
@@ -49,9 +50,9 @@ func TestUnlockAfterHolds(t *testing.T) {
 			a, b := newLocker(t, shared), newLocker(t, shared)
 			k := keyFor(t)
 			lk := mustHold(t)(tc.hold(ctx, a, k, tc.lease))
-			lapser, ok := lk.(dlock.Lapser)
+			lapser, ok := lk.(driver.Lapser)
 			if !ok {
-				t.Fatalf("%T is not a dlock.Lapser", lk)
+				t.Fatalf("%T is not a driver.Lapser", lk)
 			}
 			began := time.Now()
 			if err := lapser.UnlockAfter(ctx, d); err != nil {

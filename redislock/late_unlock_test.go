@@ -9,7 +9,9 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redisnode"
+	"github.com/dlock-go/dlock/observe"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,8 +24,8 @@ type staller struct {
 	resume  chan struct{}
 }
 
-func (s *staller) Observe(_ context.Context, e dlock.Event) {
-	if e.Kind == dlock.EventLost && e.Key == s.key {
+func (s *staller) Observe(_ context.Context, e observe.Event) {
+	if e.Kind == observe.Lost && e.Key == s.key {
 		close(s.stalled)
 		<-s.resume
 	}
@@ -76,7 +78,9 @@ func TestUnlockAfterDeadlineIsLost(t *testing.T) {
 			func(ctx context.Context, lk dlock.Lock) error { return lk.Unlock(ctx) }},
 		{"lapse", lapseScript,
 			func(ctx context.Context, l *Locker, key string) (dlock.Lock, error) { return l.TryLock(ctx, key) },
-			func(ctx context.Context, lk dlock.Lock) error { return lk.(dlock.Lapser).UnlockAfter(ctx, time.Second) }},
+			func(ctx context.Context, lk dlock.Lock) error {
+				return lk.(driver.Lapser).UnlockAfter(ctx, time.Second)
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -25,7 +25,7 @@ import (
 type Locker struct {
 	client redis.UniversalClient
 	send   redisnode.Processor // the client, or a coalescer in front of it
-	opts   driver.Options
+	opts   dlock.Options
 	log    *slog.Logger
 
 	quit  chan struct{}       // closed by Close: waiters stop waiting
@@ -107,7 +107,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 
 // try makes TryLock's one attempt for lk, and records the hold when it
 // got it; a busy lock is a *dlock.NotAcquiredError.
-func (l *Locker) try(ctx context.Context, lk *lock, o driver.Options) error {
+func (l *Locker) try(ctx context.Context, lk *lock, o dlock.Options) error {
 	mode := modeTry
 	if o.Fair {
 		mode = modeFair
@@ -181,15 +181,15 @@ func (l *Locker) close(release bool) error {
 // prepare validates a call and reserves its place in the table of holds
 // (see driver.Table.Reserve). A waiting call (wait) must call
 // l.table.Leave when it returns, if prepare did not fail.
-func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, driver.Options, error) {
-	check := func(o driver.Options) error { return checkAck(l.client, o) }
+func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
+	check := func(o dlock.Options) error { return checkAck(l.client, o) }
 	o, k, err := redisnode.Prepare(ctx, l.table.Closed(), l.opts, key, opts, check)
 	if err != nil {
 		return nil, o, err
 	}
 	lk := l.newLock(key, k, driver.NewToken(), o.OwnerIn(ctx), o.Owner != "", o.TTL)
 	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
-	lk.ack = replicaAck{o.Replicas, o.ReplicaTimeout}
+	lk.ack = ackOf(o)
 	if err := l.table.Reserve(lk, wait); err != nil {
 		return nil, o, err
 	}

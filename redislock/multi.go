@@ -28,7 +28,7 @@ var (
 	unlockAllScript = redisnode.NewScript(lockLua + allLua + unlockAllLua)
 )
 
-var _ dlock.MultiLocker = (*Locker)(nil)
+var _ driver.MultiLocker = (*Locker)(nil)
 
 // TryLockMulti makes one attempt at every key of keys at once, all or
 // none, in one round trip: one call of a script that takes each lock as
@@ -66,7 +66,7 @@ func (l *Locker) TryLockMulti(ctx context.Context, keys []string, opts ...dlock.
 			return fail(err, false)
 		}
 		locks = append(locks, lk)
-		if o.Fair || o.Replicas > 0 {
+		if o.Fair || ackOf(o).n > 0 {
 			return fail(&dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrNotTogether}, false)
 		}
 		for _, k := range keys[:i] {

@@ -9,6 +9,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/dlock-go/dlock/observe"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -40,17 +41,17 @@ func TestObserverServerPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Resume()
-	evs := rec.WaitFor(t, key, ttl+5*time.Second, "the loss", func(evs []dlock.Event) bool {
-		_, ok := dlocktest.Last(evs, dlock.EventLost)
+	evs := rec.WaitFor(t, key, ttl+5*time.Second, "the loss", func(evs []observe.Event) bool {
+		_, ok := dlocktest.Last(evs, observe.Lost)
 		return ok
 	})
-	if evs[0].Kind != dlock.EventAcquire || evs[0].Outcome != dlock.OutcomeAcquired || evs[0].Backend != "redis" {
+	if evs[0].Kind != observe.Acquire || evs[0].Outcome != observe.Acquired || evs[0].Backend != "redis" {
 		t.Fatalf("first event: want Acquire acquired on redis; got\n%s", dlocktest.Format(evs))
 	}
 	failed := 0
 	for _, e := range evs[1 : len(evs)-1] {
 		switch {
-		case e.Kind != dlock.EventRenew:
+		case e.Kind != observe.Renew:
 			t.Errorf("between Acquire and Lost: %s, want Renew", e.Kind)
 		case e.Err != nil:
 			failed++
@@ -72,7 +73,7 @@ func TestObserverServerPaused(t *testing.T) {
 		t.Fatalf("TryLock with the server paused: %v, want an error", err)
 	}
 	evs = rec.Events(other)
-	if len(evs) != 1 || evs[0].Outcome != dlock.OutcomeError || evs[0].Attempts != 1 || evs[0].Err == nil || evs[0].Lock != nil {
+	if len(evs) != 1 || evs[0].Outcome != observe.Failed || evs[0].Attempts != 1 || evs[0].Err == nil || evs[0].Lock != nil {
 		t.Errorf("a TryLock that got no reply: want one Acquire, outcome error, 1 attempt; got\n%s", dlocktest.Format(evs))
 	}
 }
@@ -108,14 +109,14 @@ func TestObserverHandoff(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
-	var evs []dlock.Event // but renewals: the watchdog renews a hand-off's short grant early
+	var evs []observe.Event // but renewals: the watchdog renews a hand-off's short grant early
 	for _, e := range rec.Events(key) {
-		if e.Kind != dlock.EventRenew {
+		if e.Kind != observe.Renew {
 			evs = append(evs, e)
 		}
 	}
-	if len(evs) != 4 || evs[0].Kind != dlock.EventWait || evs[1].Kind != dlock.EventWake || !evs[1].Handoff ||
-		evs[2].Kind != dlock.EventAcquire || !evs[2].Handoff || evs[2].Attempts != 2 || evs[3].Kind != dlock.EventRelease {
+	if len(evs) != 4 || evs[0].Kind != observe.Wait || evs[1].Kind != observe.Wake || !evs[1].Handoff ||
+		evs[2].Kind != observe.Acquire || !evs[2].Handoff || evs[2].Attempts != 2 || evs[3].Kind != observe.Release {
 		t.Errorf("a hand-off: want Wait, Wake (hand-off), Acquire (hand-off, 2 attempts: the first and the one that queued), Release; got\n%s", dlocktest.Format(evs))
 	}
 }

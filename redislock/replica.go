@@ -42,15 +42,15 @@ var ErrNotReplicated = errors.New("redislock: not acknowledged by enough replica
 // at its lease deadline. Redis ends a WAIT at its timer's resolution, up
 // to 100ms late at the default hz of 10. It needs a
 // *redis.Client (Sentinel's failover client is one) or a
-// *redis.ClusterClient. etcd refuses it: etcd commits every write on a
-// majority anyway.
+// *redis.ClusterClient. The other drivers refuse it: etcd commits every
+// write on a majority anyway.
 func WithReplicaAck(n int, timeout time.Duration) dlock.Option {
-	return func(o *driver.Options) {
+	return func(o *dlock.Options) {
 		if n < 1 || timeout <= 0 {
 			o.Reject(fmt.Errorf("%w: WithReplicaAck(%d, %v) needs n >= 1 and a positive timeout", dlock.ErrInvalidOption, n, timeout))
 			return
 		}
-		o.Replicas, o.ReplicaTimeout = n, timeout
+		driver.SetOwn(o, func(a *replicaAck) { *a = replicaAck{n, timeout} })
 	}
 }
 
@@ -61,10 +61,22 @@ type replicaAck struct {
 	timeout time.Duration
 }
 
+// String names the option that asked for a: WithReplicaAck(n, timeout).
+func (a replicaAck) String() string {
+	return fmt.Sprintf("redislock.WithReplicaAck(%d, %v)", a.n, a.timeout)
+}
+
+// ackOf is what an acquisition made with o asks of the replicas.
+func ackOf(o dlock.Options) replicaAck {
+	a, _ := o.Driver.(replicaAck)
+	return a
+}
+
 // checkAck refuses an acknowledgement that client cannot carry.
-func checkAck(client redis.UniversalClient, o driver.Options) error {
-	if o.Replicas == 0 {
-		return nil
+func checkAck(client redis.UniversalClient, o dlock.Options) error {
+	a, err := driver.Own[replicaAck](o)
+	if err != nil || a.n == 0 {
+		return err
 	}
 	var read time.Duration
 	switch c := client.(type) {
@@ -75,8 +87,8 @@ func checkAck(client redis.UniversalClient, o driver.Options) error {
 	default:
 		return fmt.Errorf("%w: WithReplicaAck needs a *redis.Client or a *redis.ClusterClient, not a %T", dlock.ErrInvalidOption, client)
 	}
-	if read > 0 && o.ReplicaTimeout >= read {
-		return fmt.Errorf("%w: WithReplicaAck's timeout %v is not below the client's ReadTimeout %v", dlock.ErrInvalidOption, o.ReplicaTimeout, read)
+	if read > 0 && a.timeout >= read {
+		return fmt.Errorf("%w: WithReplicaAck's timeout %v is not below the client's ReadTimeout %v", dlock.ErrInvalidOption, a.timeout, read)
 	}
 	return nil
 }

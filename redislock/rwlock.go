@@ -32,7 +32,7 @@ func (l *Locker) TryWLock(ctx context.Context, key string, opts ...dlock.Option)
 
 // WLock waits until it holds the write lock of key, as Lock waits. From
 // its second attempt it queues, and new readers wait behind it. The
-// handle is a dlock.Downgrader.
+// handle is a driver.Downgrader.
 func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
 	return l.acquireHold(ctx, driver.HoldWrite, key, 0, opts, true)
 }

@@ -82,7 +82,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 type waiter struct {
 	l  *Locker
 	lk *lock
-	o  driver.Options
+	o  dlock.Options
 
 	queue   attemptMode // the mode of the attempts that join the queue
 	wake    <-chan rediswait.Wake
@@ -103,7 +103,7 @@ type waiter struct {
 	settling <-chan struct{}
 }
 
-func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, error) {
+func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, error) {
 	single := o.Waiting && o.Wait == 0 // WithWait(0): one attempt, like TryLock
 	w := &waiter{l: l, lk: lk, o: o, unwatch: func() {}}
 	if o.Waiting {
@@ -151,7 +151,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) (*lock, e
 		w.watch(ctx, w.end)
 	}
 
-	backoff := o.Retry.Start()
+	backoff := driver.NewBackoff(o.Retry)
 	sleep := time.NewTimer(time.Hour)
 	defer sleep.Stop()
 	// A waiter that did not join the queue yet attempts again right after
@@ -302,7 +302,7 @@ func transient(err error) bool {
 // one that is too close to its end, one for a lock without watchdog, or
 // one that replicas must acknowledge is confirmed by the next attempt
 // instead, at once.
-func (l *Locker) granted(lk *lock, g rediswait.Wake, n int64, sent time.Time, claim time.Duration, o driver.Options) bool {
+func (l *Locker) granted(lk *lock, g rediswait.Wake, n int64, sent time.Time, claim time.Duration, o dlock.Options) bool {
 	if g.Attempt != n || !o.AutoRenew || lk.ack.n > 0 {
 		return false
 	}

@@ -4,12 +4,13 @@ import (
 	"context"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/rediswait"
 )
 
-var _ dlock.Watcher = (*Locker)(nil)
+var _ driver.Watcher = (*Locker)(nil)
 
-// Watch tells when key's lock may have changed hands: see [dlock.Watcher].
+// Watch tells when key's lock may have changed hands: see [driver.Watcher].
 //
 // While a Locker watches a key, the key's sibling "<...>:o" exists (the
 // watchers set it with a lease of 30s every 10s), and the scripts that

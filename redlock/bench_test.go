@@ -30,7 +30,7 @@ func benchLocker(b *testing.B, c *nodeHook, opts ...dlock.Option) *Locker {
 	for _, cl := range cs {
 		cl.AddHook(c)
 	}
-	l, err := NewConfig(Config{Clients: cs, NodeTimeout: testTimeout}, opts...)
+	l, err := New(cs, append([]dlock.Option{WithNodeTimeout(testTimeout)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -38,7 +38,7 @@ const conformanceTimeout = 2 * time.Second
 func harness(servers []*redistest.Server) dlocktest.Harness {
 	return dlocktest.Harness{
 		New: func(t *testing.T, opts ...dlock.Option) dlock.Locker {
-			l, err := NewConfig(Config{Clients: clients(t, servers), NodeTimeout: conformanceTimeout}, opts...)
+			l, err := New(clients(t, servers), append([]dlock.Option{WithNodeTimeout(conformanceTimeout)}, opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -38,7 +38,7 @@ func TestHotPathCounts(t *testing.T) {
 			for _, c := range cs {
 				c.AddHook(hook)
 			}
-			l, err := NewConfig(Config{Clients: cs, NodeTimeout: testTimeout}, append([]dlock.Option{dlock.WithTTL(time.Minute)}, tc.opts...)...)
+			l, err := New(cs, append([]dlock.Option{WithNodeTimeout(testTimeout), dlock.WithTTL(time.Minute)}, tc.opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,7 +10,7 @@
 // # Acquire, renew, release
 //
 // Every request goes to every node at once, each bounded by the per-node
-// timeout (Config.NodeTimeout, at most TTL/2). An acquisition succeeds when
+// timeout ([WithNodeTimeout], at most TTL/2). An acquisition succeeds when
 // a majority granted it and its validity is left: the lease's local
 // deadline is the moment before the requests were sent, plus the TTL,
 // less the drift margin (TTL/100 + 2ms); a majority that answers after
@@ -28,7 +28,7 @@
 // error matching ErrNoQuorum, joined with each node's error; a busy lock is
 // dlock.ErrNotAcquired, as with every driver.
 //
-// A lock's UnlockAfter (see [dlock.Lapser]) sets every node's lease to
+// A lock's UnlockAfter (see [driver.Lapser]) sets every node's lease to
 // the lapse instead of deleting the key: the key stays held on a majority
 // until then, whatever becomes of the process, as scheduled jobs need.
 //
@@ -36,8 +36,9 @@
 //
 // Every acquisition gets a fencing token, strictly greater than every
 // fence handed out before for the key, also while a minority of the nodes
-// is down, slow or restarted (see the argument at Locker.fence, in
-// fence.go, and RestartDelay for nodes that lose their data). An
+// is down, slow or restarted: any two majorities share a node, whose
+// counter never goes down (see RestartDelay for nodes that lose their
+// data). An
 // acquisition costs one round trip to the nodes when their counters agree,
 // and two when they do not (after a restart).
 //
@@ -75,7 +76,7 @@
 //
 // # Watching
 //
-// The Locker is a [dlock.Watcher] (see [Locker.Watch]): every node
+// The Locker is a [driver.Watcher] (see [Locker.Watch]): every node
 // publishes the changes of a watched lock's holder, and a watch listens
 // on every node, so that package election's observers follow a Redlock
 // election without polling.

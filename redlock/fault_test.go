@@ -94,7 +94,7 @@ func TestPausedNodeDoesNotDelayAcquire(t *testing.T) {
 	// so that waiting for the paused node and not waiting for it are told
 	// apart whatever the load.
 	const timeout = 2 * time.Second
-	l, err := NewConfig(Config{Clients: clients(t, s), NodeTimeout: timeout})
+	l, err := New(clients(t, s), WithNodeTimeout(timeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestCutOffHolderLearnsFirst(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		cs[i] = c
 	}
-	holder, err := NewConfig(Config{Clients: cs, NodeTimeout: 100 * time.Millisecond})
+	holder, err := New(cs, WithNodeTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestLaggingNodeCostsNoRaise(t *testing.T) {
 		}
 		return n
 	}
-	l, err := NewConfig(Config{Clients: cs, NodeTimeout: time.Second})
+	l, err := New(cs, WithNodeTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestUnlockReleasesLateNodes(t *testing.T) {
 		hooks[i] = &nodeHook{}
 		c.AddHook(hooks[i])
 	}
-	l, err := NewConfig(Config{Clients: cs, NodeTimeout: time.Second})
+	l, err := New(cs, WithNodeTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,13 +150,13 @@ func TestGrantTakenBackBeforeFence(t *testing.T) {
 		return cs, hooks
 	}
 	hcs, hhooks := hooked()
-	holder, err := NewConfig(Config{Clients: hcs, NodeTimeout: time.Second})
+	holder, err := New(hcs, WithNodeTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Close()
 	cs, hooks := hooked()
-	waiter, err := NewConfig(Config{Clients: cs, NodeTimeout: time.Second})
+	waiter, err := New(cs, WithNodeTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

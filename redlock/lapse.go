@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
-var _ dlock.Lapser = (*lock)(nil)
+var _ driver.Lapser = (*lock)(nil)
 
 // UnlockAfter lets the lock lapse d from now instead of deleting it (see
-// [dlock.Lapser]): a token-checked PEXPIRE of d, rounded up to a whole
+// [driver.Lapser]): a token-checked PEXPIRE of d, rounded up to a whole
 // millisecond, on every node at once, in one round trip (lapse.lua). An
 // owner's lock lapses at d when this is the owner's only hold on it, as
 // the locks of dlock.LockAll are; with other holds of the owner it keeps

@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redisnode"
 )
 
-// lapser returns lk as a dlock.Lapser, or fails t.
-func lapser(t *testing.T, lk dlock.Lock) dlock.Lapser {
+// lapser returns lk as a driver.Lapser, or fails t.
+func lapser(t *testing.T, lk dlock.Lock) driver.Lapser {
 	t.Helper()
-	lp, ok := lk.(dlock.Lapser)
+	lp, ok := lk.(driver.Lapser)
 	if !ok {
-		t.Fatalf("%T does not implement dlock.Lapser", lk)
+		t.Fatalf("%T does not implement driver.Lapser", lk)
 	}
 	return lp
 }
@@ -141,7 +142,7 @@ func TestUnlockAfterUnknown(t *testing.T) {
 	for _, c := range cs {
 		c.AddHook(hook)
 	}
-	l, err := NewConfig(Config{Clients: cs, NodeTimeout: testTimeout})
+	l, err := New(cs, WithNodeTimeout(testTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}

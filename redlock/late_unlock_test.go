@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/observe"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -23,8 +24,8 @@ func newStaller(key string) *staller {
 	return &staller{key: key, stalled: make(chan struct{}), resume: make(chan struct{})}
 }
 
-func (s *staller) Observe(_ context.Context, e dlock.Event) {
-	if e.Kind == dlock.EventLost && e.Key == s.key {
+func (s *staller) Observe(_ context.Context, e observe.Event) {
+	if e.Kind == observe.Lost && e.Key == s.key {
 		close(s.stalled)
 		<-s.resume
 	}
@@ -81,7 +82,7 @@ func TestUnlockAfterDeadlineIsLost(t *testing.T) {
 	for _, c := range cs {
 		c.AddHook(gate)
 	}
-	l, err := NewConfig(Config{Clients: cs, NodeTimeout: testTimeout},
+	l, err := New(cs, WithNodeTimeout(testTimeout),
 		dlock.WithTTL(ttl), dlock.WithAutoRenew(false), dlock.WithObserver(st))
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,29 +18,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultNodeTimeout bounds each request to one node when Config sets no
-// NodeTimeout: much less than any useful lease, so that a node that does
-// not answer costs an acquisition little of its validity.
+// DefaultNodeTimeout bounds each request to one node of a Locker made
+// without WithNodeTimeout: much less than any useful lease, so that a node
+// that does not answer costs an acquisition little of its validity.
 const DefaultNodeTimeout = 100 * time.Millisecond
-
-// Config is the set of independent masters of a Locker.
-type Config struct {
-	// Clients are the masters, one client each: independent servers (no
-	// replication between them, no Cluster), usually 3 or 5. A lock is
-	// held when a majority of them granted it. Required.
-	Clients []redis.UniversalClient
-	// NodeTimeout bounds each request to one node. Default
-	// DefaultNodeTimeout; a call's lease (its TTL) bounds it further to
-	// TTL/2. Give the clients ContextTimeoutEnabled, so that the client
-	// stops reading a node that does not answer when this timeout ends.
-	NodeTimeout time.Duration
-}
 
 // Locker is the Redlock implementation of dlock.Locker: a lock is held
 // when a majority of N independent Redis masters granted it within its
-// validity. It is also a dlock.RWLocker, a dlock.Watcher and a
-// dlock.Inspector, and its locks are dlock.Lapsers; it is no
-// dlock.Semaphore (see the package doc). Create it with New or NewConfig;
+// validity. It is also a dlock.RWLocker, a driver.Watcher and a
+// dlock.Inspector, and its locks are driver.Lapsers; it is no
+// dlock.Semaphore (see the package doc). Create it with New;
 // it is safe for concurrent use. It owns the watchdog's two goroutines,
 // one subscription goroutine per node while it has waiters or watches,
 // one goroutine per Watch, and the goroutines of requests in flight;
@@ -48,7 +36,7 @@ type Locker struct {
 	nodes   []*node
 	quorum  int
 	timeout time.Duration
-	opts    driver.Options
+	opts    dlock.Options
 	log     *slog.Logger
 
 	quit     chan struct{} // closed by Close: waiters stop waiting
@@ -70,28 +58,19 @@ var (
 	_ dlock.RWLocker  = (*Locker)(nil)
 )
 
-// New returns a Locker over the masters that clients talk to, with the
-// default per-node timeout. opts become the defaults of every call;
-// WithPrefix and WithLogger apply here only.
+// New returns a Locker over the masters that clients talk to, one client
+// each: independent servers (no replication between them, no Cluster),
+// usually 3 or 5. A lock is held when a majority of them granted it. opts
+// become the defaults of every call; WithPrefix, WithLogger and this
+// driver's own [WithNodeTimeout] apply here only.
 func New(clients []redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
-	return NewConfig(Config{Clients: clients}, opts...)
-}
-
-// NewConfig is New with a Config.
-func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
-	if len(cfg.Clients) == 0 {
+	if len(clients) == 0 {
 		return nil, fmt.Errorf("%w: redlock needs at least one client", dlock.ErrNilClient)
 	}
-	for _, c := range cfg.Clients {
+	for _, c := range clients {
 		if v := reflect.ValueOf(c); c == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 			return nil, dlock.ErrNilClient
 		}
-	}
-	if cfg.NodeTimeout < 0 {
-		return nil, fmt.Errorf("%w: negative node timeout %v", dlock.ErrInvalidOption, cfg.NodeTimeout)
-	}
-	if cfg.NodeTimeout == 0 { // zero: the default
-		cfg.NodeTimeout = DefaultNodeTimeout
 	}
 	o, err := driver.NewOptions(opts...)
 	if err != nil {
@@ -100,15 +79,20 @@ func NewConfig(cfg Config, opts ...dlock.Option) (*Locker, error) {
 	if err := redisnode.CheckPrefix(o.Prefix); err != nil {
 		return nil, err
 	}
+	own, err := driver.Own[settings](o)
+	if err != nil {
+		return nil, err
+	}
+	o.Driver = own // a call's option of another driver is refused
 	l := &Locker{
-		quorum:  len(cfg.Clients)/2 + 1,
-		timeout: cfg.NodeTimeout,
+		quorum:  len(clients)/2 + 1,
+		timeout: cmp.Or(own.nodeTimeout, DefaultNodeTimeout),
 		opts:    o,
 		log:     o.Logger.With("driver", "redlock"),
 		quit:    make(chan struct{}),
 		sub:     driver.NewToken()[:8],
 	}
-	for i, c := range cfg.Clients {
+	for i, c := range clients {
 		addr := fmt.Sprint(i)
 		if rc, ok := c.(*redis.Client); ok {
 			addr = rc.Options().Addr
@@ -214,7 +198,7 @@ func (l *Locker) Close() error {
 // prepare validates a call and reserves its place in the table of holds.
 // A waiting call (wait) must call l.table.Leave when it returns, if
 // prepare did not fail.
-func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, driver.Options, error) {
+func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
 	o, k, err := redisnode.Prepare(ctx, l.table.Closed(), l.opts, key, opts, nil)
 	if err != nil {
 		return nil, o, err

@@ -81,7 +81,7 @@ const testTimeout = 500 * time.Millisecond
 // newLocker returns a Locker over servers, closed when t ends.
 func newLocker(t testing.TB, servers []*redistest.Server, opts ...dlock.Option) *Locker {
 	t.Helper()
-	l, err := NewConfig(Config{Clients: clients(t, servers), NodeTimeout: testTimeout}, opts...)
+	l, err := New(clients(t, servers), append([]dlock.Option{WithNodeTimeout(testTimeout)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

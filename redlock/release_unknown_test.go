@@ -84,7 +84,7 @@ func TestReleaseOfUnknownOutcomeLapses(t *testing.T) {
 				for _, c := range cs {
 					c.AddHook(h)
 				}
-				l, err := NewConfig(Config{Clients: cs, NodeTimeout: testTimeout}, dlock.WithTTL(ttl))
+				l, err := New(cs, WithNodeTimeout(testTimeout), dlock.WithTTL(ttl))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -54,7 +54,7 @@ func (l *Locker) TryWLock(ctx context.Context, key string, opts ...dlock.Option)
 // WLock waits until it holds the write lock of key, as Lock waits. A
 // waiting writer always queues (dlock.WithNotify(false) does not apply to
 // it), so that new readers wait behind it. The handle is a
-// dlock.Downgrader.
+// driver.Downgrader.
 func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (dlock.Lock, error) {
 	return l.acquireHold(ctx, driver.HoldWrite, key, opts, true)
 }
@@ -82,9 +82,9 @@ func (l *Locker) unlockRW(ctx context.Context, key string, read bool) error {
 // prepareHold validates a call for a hold of kind k and reserves its
 // place in the table of read-write holds. A waiting call (wait) must call
 // l.rw.Leave when it returns, if prepareHold did not fail.
-func (l *Locker) prepareHold(ctx context.Context, k driver.HoldKind, key string, opts []dlock.Option, wait bool) (*lock, driver.Options, error) {
+func (l *Locker) prepareHold(ctx context.Context, k driver.HoldKind, key string, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
 	if l.rw.Closed() {
-		return nil, driver.Options{}, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
+		return nil, dlock.Options{}, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
 	}
 	o, err := l.opts.Apply(opts...)
 	if err != nil {
@@ -155,7 +155,7 @@ func (l *Locker) acquireHold(ctx context.Context, k driver.HoldKind, key string,
 }
 
 // Downgrade turns a write lock into a read lock on every node at once,
-// with the same token, fence and lease (see dlock.Downgrader): readers
+// with the same token, fence and lease (see driver.Downgrader): readers
 // queued behind it may enter, unless a writer waits ahead of them. It
 // succeeds when a majority of the nodes made the change; when so many no
 // longer have the hold that no majority can, the lock is lost. When too

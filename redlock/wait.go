@@ -47,7 +47,7 @@ import (
 // strategy.
 //
 // A Lock with a wait limit (dlock.WithWait) returns within the limit plus
-// the per-node timeout (Config.NodeTimeout), however the nodes fail: no
+// the per-node timeout (WithNodeTimeout), however the nodes fail: no
 // attempt begins after the limit, an attempt waits for each node at most
 // the per-node timeout, and the waiter's leaving the queues is waited for
 // no longer. (An attempt that took a minority of the nodes gives them back
@@ -74,7 +74,7 @@ type attemptRecord struct {
 	claim time.Duration
 }
 
-func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) error {
+func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) error {
 	begin := time.Now()                // the wait limit counts from here
 	single := o.Waiting && o.Wait == 0 // WithWait(0): one attempt, like TryLock
 	if !single && o.Notify && l.notify.Ready(l.channel(lk)) {
@@ -96,7 +96,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o driver.Options) error {
 
 // queue is the waiting part of wait, begun at begin, after a first
 // attempt with result res that neither took the lock nor ended the wait.
-func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, begin time.Time, res result) error {
+func (l *Locker) queue(ctx context.Context, lk *lock, o dlock.Options, begin time.Time, res result) error {
 	failed := res.err
 	if res.busy {
 		failed = nil
@@ -154,7 +154,7 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, begin ti
 		case <-t.C:
 		}
 	}
-	backoff := o.Retry.Start()
+	backoff := driver.NewBackoff(o.Retry)
 	sleep := time.NewTimer(time.Hour)
 	defer sleep.Stop()
 	fallbacks := 0
@@ -261,7 +261,7 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o driver.Options, begin ti
 // is held until the majority's earliest end, less the drift margin. It
 // sets lk.deadline. A lease without watchdog is confirmed by an attempt
 // instead, for nothing would extend the grants to its TTL.
-func (l *Locker) heldByGrants(lk *lock, grants map[int]rediswait.Wake, records map[int64]attemptRecord, o driver.Options) bool {
+func (l *Locker) heldByGrants(lk *lock, grants map[int]rediswait.Wake, records map[int64]attemptRecord, o dlock.Options) bool {
 	if !o.AutoRenew || len(grants) < l.quorum {
 		return false
 	}

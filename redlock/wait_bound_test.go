@@ -36,7 +36,7 @@ func defaultClients(t *testing.T, addrs ...string) []redis.UniversalClient {
 // boundTimeout, closed when t ends.
 func boundLocker(t *testing.T, clients []redis.UniversalClient, opts ...dlock.Option) *Locker {
 	t.Helper()
-	l, err := NewConfig(Config{Clients: clients, NodeTimeout: boundTimeout}, opts...)
+	l, err := New(clients, append([]dlock.Option{WithNodeTimeout(boundTimeout)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,16 +5,17 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/rediswait"
 )
 
-var _ dlock.Watcher = (*Locker)(nil)
+var _ driver.Watcher = (*Locker)(nil)
 
 // watchTimeout bounds how long a watch waits to be in place (at least
 // twice the per-node timeout).
 const watchTimeout = 2 * time.Second
 
-// Watch tells when key's lock may have changed hands: see [dlock.Watcher].
+// Watch tells when key's lock may have changed hands: see [driver.Watcher].
 //
 // While a Locker watches a key, the key's sibling "<...>:o" exists on
 // every node (the watch sets it with a lease of 30s every 10s), and the

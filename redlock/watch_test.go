@@ -8,18 +8,19 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
 // watchBound is how long a test waits for a watch to say something.
 const watchBound = 10 * time.Second
 
-// watcher returns l as a dlock.Watcher, or fails t.
-func watcher(t *testing.T, l dlock.Locker) dlock.Watcher {
+// watcher returns l as a driver.Watcher, or fails t.
+func watcher(t *testing.T, l dlock.Locker) driver.Watcher {
 	t.Helper()
-	w, ok := l.(dlock.Watcher)
+	w, ok := l.(driver.Watcher)
 	if !ok {
-		t.Fatalf("%T does not implement dlock.Watcher", l)
+		t.Fatalf("%T does not implement driver.Watcher", l)
 	}
 	return w
 }

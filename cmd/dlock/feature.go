@@ -25,13 +25,12 @@ type need struct {
 // inspection is what status, ls, top, unlock and leader need.
 func inspection(command string) need { return need{command, driver.FeatureInspect} }
 
-// features names each feature in dlock's messages, and the interface of
-// package dlock that offers it.
+// features names each feature in dlock's messages, and the interface that offers it.// package dlock that offers it.
 var features = map[driver.Feature]struct{ noun, iface string }{
 	driver.FeatureSemaphore: {"semaphores", "dlock.Semaphore"},
 	driver.FeatureRWLock:    {"read-write locks", "dlock.RWLocker"},
-	driver.FeatureWatch:     {"watching a key", "dlock.Watcher"},
-	driver.FeatureLapse:     {"UnlockAfter", "dlock.Lapser"},
+	driver.FeatureWatch:     {"watching a key", "driver.Watcher"},
+	driver.FeatureLapse:     {"UnlockAfter", "driver.Lapser"},
 	driver.FeatureInspect:   {"inspection", "dlock.Inspector"},
 }
 

@@ -22,7 +22,7 @@ func inspectKind(ctx context.Context, be backend, k dlock.Kind, key string) (dlo
 	if k == dlock.KindLock {
 		return be.Inspect(ctx, key)
 	}
-	ki, ok := be.(dlock.KindInspector)
+	ki, ok := be.(driver.KindInspector)
 	if !ok {
 		return dlock.Info{}, fmt.Errorf("%s has no %v", be.name(), k)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/redlock"
@@ -83,15 +84,19 @@ func parseRedlockURL(raw, password string) ([]*redis.Options, error) {
 	return opts, nil
 }
 
-// redlockConfig is the Config of a Locker over clients, whose options are
-// nodes: a read_timeout in the URL bounds each request to one node (the
-// longest of them, when nodes differ), else the driver's default does.
-func redlockConfig(clients []redis.UniversalClient, nodes []*redis.Options) redlock.Config {
-	cfg := redlock.Config{Clients: clients}
+// nodeTimeout is the option that bounds each request to one node of a
+// Locker whose clients' options are nodes: a read_timeout in the URL (the
+// longest of them, when nodes differ); none when no node sets one, and
+// the driver's default bounds it.
+func nodeTimeout(nodes []*redis.Options) []dlock.Option {
+	var d time.Duration
 	for _, o := range nodes {
-		cfg.NodeTimeout = max(cfg.NodeTimeout, o.ReadTimeout) // negative: go-redis's "none", left to the default
+		d = max(d, o.ReadTimeout) // negative: go-redis's "none", left to the default
 	}
-	return cfg
+	if d == 0 {
+		return nil
+	}
+	return []dlock.Option{redlock.WithNodeTimeout(d)}
 }
 
 // openRedlock opens a client per node, and returns the Locker over them
@@ -106,7 +111,7 @@ func (b *backendFlags) openRedlock(e *env, name, raw string, opts ...dlock.Optio
 	for i, o := range nodes {
 		clients[i], addrs[i] = redis.NewClient(o), o.Addr
 	}
-	locker, err := redlock.NewConfig(redlockConfig(clients, nodes), append([]dlock.Option{dlock.WithPrefix(b.prefix)}, opts...)...)
+	locker, err := redlock.New(clients, append(append(nodeTimeout(nodes), dlock.WithPrefix(b.prefix)), opts...)...)
 	if err != nil {
 		for _, c := range clients {
 			c.Close()

@@ -25,7 +25,7 @@ func redlockServers(t *testing.T) ([]*redistest.Server, string) {
 // bounded by 2s, as the URLs of redlockServers.
 func newRedlock(t *testing.T, clients []redis.UniversalClient) *redlock.Locker {
 	t.Helper()
-	l, err := redlock.NewConfig(redlock.Config{Clients: clients, NodeTimeout: 2 * time.Second})
+	l, err := redlock.New(clients, redlock.WithNodeTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // columns are the columns of status, ls and top (whose live view adds
@@ -134,7 +135,7 @@ func listAll(ctx context.Context, be backend, pattern string) ([]dlock.Info, err
 	if err != nil {
 		return nil, err
 	}
-	if ki, ok := be.(dlock.KindInspector); ok {
+	if ki, ok := be.(driver.KindInspector); ok {
 		for _, k := range otherKinds {
 			more, err := ki.ListKind(ctx, k, pattern)
 			if err != nil {
@@ -156,7 +157,7 @@ func keyRows(ctx context.Context, be backend, key string) ([]dlock.Info, error) 
 		return nil, err
 	}
 	var rows []dlock.Info
-	if ki, ok := be.(dlock.KindInspector); ok {
+	if ki, ok := be.(driver.KindInspector); ok {
 		for _, k := range otherKinds {
 			info, err := ki.InspectKind(ctx, k, key)
 			if err != nil {

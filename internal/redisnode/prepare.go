@@ -11,9 +11,9 @@ import (
 // the Locker is not closed, the options apply and pass check (when not
 // nil), the key is valid and ctx has not ended. It returns the call's
 // options and the lock's keys.
-func Prepare(ctx context.Context, closed bool, base driver.Options, key string, opts []dlock.Option, check func(driver.Options) error) (driver.Options, Keys, error) {
+func Prepare(ctx context.Context, closed bool, base dlock.Options, key string, opts []dlock.Option, check func(dlock.Options) error) (dlock.Options, Keys, error) {
 	if closed {
-		return driver.Options{}, Keys{}, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
+		return dlock.Options{}, Keys{}, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
 	}
 	o, err := base.Apply(opts...)
 	if err == nil && check != nil {

@@ -20,7 +20,7 @@ const ObservedTTL = 30 * time.Second
 type Mark func(ctx context.Context, observed string) (enough func(confirmed []bool) bool)
 
 // Observe starts a watch of the lock of key under prefix (see
-// dlock.Watcher): a goroutine that keeps the lock's observed key alive
+// driver.Watcher): a goroutine that keeps the lock's observed key alive
 // with mark, and sends on the channel it returns when a message comes on
 // the key's channel, until ctx ends or the Locker closes; then it closes
 // the channel. The watch is in place, and says so with a first value,

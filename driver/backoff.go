@@ -1,33 +1,26 @@
-package settings
+package driver
 
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/dlock-go/dlock"
 )
 
-// Retry is a retry strategy: the delay before attempt n+1 (n counting
-// from 0) is min(Max, Initial*Factor^n), less a random fraction of at most
-// Jitter of it.
-type Retry struct {
-	Initial, Max time.Duration
-	Factor       float64
-	Jitter       float64
-	MaxAttempts  int           // 0: no limit
-	MaxElapsed   time.Duration // 0: no limit
-}
-
-// Start begins one wait. The first attempt counts as made.
-func (r Retry) Start() *Backoff {
-	return &Backoff{r: r, start: time.Now(), next: r.Initial, attempts: 1}
-}
-
-// Backoff is the state of one wait under a Retry. It is not safe for
+// Backoff is the state of one wait under a [dlock.RetryStrategy]: the
+// delays between the attempts of one waiting Lock. It is not safe for
 // concurrent use.
 type Backoff struct {
-	r        Retry
+	r        dlock.RetryStrategy
 	start    time.Time
 	next     time.Duration
 	attempts int
+}
+
+// NewBackoff begins one wait under r, now. The first attempt counts as
+// made.
+func NewBackoff(r dlock.RetryStrategy) *Backoff {
+	return &Backoff{r: r, start: time.Now(), next: r.Initial, attempts: 1}
 }
 
 // Next returns the delay before the next attempt, and false when the
