@@ -15,6 +15,7 @@ import (
 // report reports the round trips and script calls counted, per op.
 func (h *nodeHook) report(b *testing.B, ops int64, unit string) {
 	b.ReportMetric(float64(h.trips.Load())/float64(ops), "rtt/"+unit)
+	b.ReportMetric(float64(h.dials.Load())/float64(ops), "dials/"+unit)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for name, n := range h.scripts {

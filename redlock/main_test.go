@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -123,6 +124,7 @@ func lose(t testing.TB, servers []*redistest.Server, key string) {
 // holds the next call of a script, or its reply, at a gate (see hold).
 type nodeHook struct {
 	trips   atomic.Int64
+	dials   atomic.Int64 // connections opened
 	mu      sync.Mutex
 	scripts map[string]int64
 	gates   map[*redisnode.Script]gate
@@ -135,7 +137,12 @@ type gate struct {
 	reply bool
 }
 
-func (h *nodeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *nodeHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		h.dials.Add(1)
+		return next(ctx, network, addr)
+	}
+}
 
 func (h *nodeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
