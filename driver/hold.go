@@ -2,6 +2,7 @@ package driver
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -96,6 +97,17 @@ func (h *Hold) Check() error {
 		return h.Err()
 	}
 	return nil
+}
+
+// CheckDowngrade returns nil when a Downgrade may go ahead: writer says
+// that the handle is a write hold (and not downgraded yet), and the hold
+// is held. Else it returns the error of the Downgrade: one matching
+// dlock.ErrInvalidOption, or Check's.
+func (h *Hold) CheckDowngrade(writer bool) error {
+	if !writer {
+		return &dlock.KeyError{Op: "downgrade", Key: h.key, Err: fmt.Errorf("%w: not a write lock", dlock.ErrInvalidOption)}
+	}
+	return h.Check()
 }
 
 // end moves the hold to Released or Lost (a *dlock.LostError, or any

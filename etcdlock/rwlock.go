@@ -87,10 +87,7 @@ func (h *hold) Downgrade(ctx context.Context) error {
 	h.mu.Lock()
 	k, val := h.kind, h.val
 	h.mu.Unlock()
-	if k != driver.HoldWrite {
-		return &dlock.KeyError{Op: "downgrade", Key: h.Key(), Err: fmt.Errorf("%w: not a write lock", dlock.ErrInvalidOption)}
-	}
-	if err := h.Check(); err != nil {
+	if err := h.CheckDowngrade(k == driver.HoldWrite); err != nil {
 		return err
 	}
 	read := string(rune(driver.HoldRead)) + val[1:]

@@ -168,10 +168,7 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 // writer's: Downgrade returns the error, and the handle stays a write
 // lock (its Unlock releases the row either way).
 func (h *hold) Downgrade(ctx context.Context) error {
-	if h.kind != driver.HoldWrite {
-		return &dlock.KeyError{Op: "downgrade", Key: h.Key(), Err: fmt.Errorf("%w: not a write lock", dlock.ErrInvalidOption)}
-	}
-	if err := h.Check(); err != nil {
+	if err := h.CheckDowngrade(h.kind == driver.HoldWrite); err != nil {
 		return err
 	}
 	rctx, done := bounded(ctx)

@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	_ "embed"
-	"fmt"
 	"time"
 
 	"github.com/dlock-go/dlock"
@@ -276,10 +275,7 @@ func (lk *lock) releaseHold(ctx context.Context, giveUp bool) error {
 func (lk *lock) Downgrade(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if lk.kind != driver.HoldWrite || lk.downgraded {
-		return &dlock.KeyError{Op: "downgrade", Key: lk.Key(), Err: fmt.Errorf("%w: not a write lock", dlock.ErrInvalidOption)}
-	}
-	if err := lk.Check(); err != nil {
+	if err := lk.CheckDowngrade(lk.kind == driver.HoldWrite && !lk.downgraded); err != nil {
 		return err
 	}
 	n, err := downgradeScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg).Int64()

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
@@ -166,10 +165,7 @@ func (l *Locker) acquireHold(ctx context.Context, k driver.HoldKind, key string,
 func (lk *lock) Downgrade(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if lk.kind != driver.HoldWrite || lk.downgraded {
-		return &dlock.KeyError{Op: "downgrade", Key: lk.Key(), Err: fmt.Errorf("%w: not a write lock", dlock.ErrInvalidOption)}
-	}
-	if err := lk.Check(); err != nil {
+	if err := lk.CheckDowngrade(lk.kind == driver.HoldWrite && !lk.downgraded); err != nil {
 		return err
 	}
 	l := lk.l
