@@ -199,7 +199,7 @@ func (m *MultiLock) Fence() uint64 {
 // was lost returns its loss, which matches ErrNotHeld.
 func (m *MultiLock) Unlock(ctx context.Context) error {
 	err := m.release(ctx)
-	m.end(&KeyError{Key: m.Key(), Err: ErrNotHeld})
+	m.end(&KeyError{Op: "unlock", Key: m.Key(), Err: ErrNotHeld})
 	return err
 }
 
@@ -240,7 +240,7 @@ func (m *MultiLock) UnlockAfter(ctx context.Context, d time.Duration) error {
 			errs = append(errs, err)
 		}
 	}
-	m.end(&KeyError{Key: m.Key(), Err: ErrNotHeld})
+	m.end(&KeyError{Op: "unlock", Key: m.Key(), Err: ErrNotHeld})
 	return errors.Join(errs...)
 }
 
@@ -289,7 +289,7 @@ func (m *MultiLock) Done() <-chan struct{} {
 				<-lk.Done()
 				err := lk.Err()
 				if err == nil {
-					err = &KeyError{Key: lk.Key(), Err: ErrNotHeld}
+					err = &KeyError{Op: "unlock", Key: lk.Key(), Err: ErrNotHeld}
 				}
 				m.end(err)
 			}()

@@ -110,7 +110,7 @@ func (lk *memLock) Token() string { return lk.token }
 func (lk *memLock) Fence() uint64 { return lk.fence }
 
 func (lk *memLock) Unlock(ctx context.Context) error {
-	if err := lk.Check(); err != nil {
+	if err := lk.Check("unlock"); err != nil {
 		return err // released already, or lost
 	}
 	if !lk.release() {
@@ -120,8 +120,8 @@ func (lk *memLock) Unlock(ctx context.Context) error {
 	return nil
 }
 
-func (lk *memLock) Refresh(ctx context.Context, ttl time.Duration) error { return lk.Check() }
-func (lk *memLock) TTL(ctx context.Context) (time.Duration, error)       { return 0, lk.Check() }
+func (lk *memLock) Refresh(ctx context.Context, ttl time.Duration) error { return lk.Check("refresh") }
+func (lk *memLock) TTL(ctx context.Context) (time.Duration, error)       { return 0, lk.Check("ttl") }
 
 // A driver keeps its store's I/O and takes the rest from package driver:
 // options, keys, the table of holds, and each hold's Done and Err.
@@ -145,9 +145,9 @@ func Example() {
 	_, err = l.TryLock(ctx, "order:42")
 	fmt.Println(err)
 	// Output:
-	// dlock: "order:42": already held by this locker
+	// dlock: lock "order:42": already held by this locker
 	// <nil>
 	// dlock: not held
-	// dlock: "order:42": not held
-	// dlock: "order:42": locker closed
+	// dlock: unlock "order:42": not held
+	// dlock: lock "order:42": locker closed
 }

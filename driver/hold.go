@@ -87,12 +87,13 @@ func (h *Hold) Err() error {
 }
 
 // Check returns nil while the hold is held. After it ended it returns the
-// error of a call on the handle: after a release, an error matching
-// dlock.ErrNotHeld; after a loss, the *dlock.LostError.
-func (h *Hold) Check() error {
+// error of a call op ("unlock", "refresh", ...) on the handle: after a
+// release, a *dlock.KeyError matching dlock.ErrNotHeld; after a loss, the
+// *dlock.LostError.
+func (h *Hold) Check(op string) error {
 	switch h.State() {
 	case Released:
-		return &dlock.KeyError{Key: h.key, Err: dlock.ErrNotHeld}
+		return &dlock.KeyError{Op: op, Key: h.key, Err: dlock.ErrNotHeld}
 	case Lost:
 		return h.Err()
 	}
@@ -107,7 +108,7 @@ func (h *Hold) CheckDowngrade(writer bool) error {
 	if !writer {
 		return &dlock.KeyError{Op: "downgrade", Key: h.key, Err: fmt.Errorf("%w: not a write lock", dlock.ErrInvalidOption)}
 	}
-	return h.Check()
+	return h.Check("downgrade")
 }
 
 // end moves the hold to Released or Lost (a *dlock.LostError, or any

@@ -84,20 +84,20 @@ func (t *Table[H]) Reserve(h H, wait bool) error {
 	hd := h.hold()
 	if hd.owner != "" && !wait {
 		if t.Closed() {
-			return &dlock.KeyError{Key: hd.key, Err: dlock.ErrClosed}
+			return &dlock.KeyError{Op: "lock", Key: hd.key, Err: dlock.ErrClosed}
 		}
 		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.Closed() {
-		return &dlock.KeyError{Key: hd.key, Err: dlock.ErrClosed}
+		return &dlock.KeyError{Op: "lock", Key: hd.key, Err: dlock.ErrClosed}
 	}
 	if hd.owner == "" {
 		e := t.held[hd.key]
 		var zero H
 		if e.plain != zero {
-			return &dlock.KeyError{Key: hd.key, Err: dlock.ErrAlreadyHeld}
+			return &dlock.KeyError{Op: "lock", Key: hd.key, Err: dlock.ErrAlreadyHeld}
 		}
 		e.plain = h
 		t.held[hd.key] = e
@@ -138,7 +138,7 @@ func (t *Table[H]) add(h H) error {
 	defer t.mu.Unlock()
 	if t.Closed() {
 		t.remove(h)
-		return &dlock.KeyError{Key: hd.key, Err: dlock.ErrClosed}
+		return &dlock.KeyError{Op: "lock", Key: hd.key, Err: dlock.ErrClosed}
 	}
 	if hd.owner != "" {
 		e := t.held[hd.key]
@@ -240,7 +240,7 @@ func (t *Table[H]) Find(ctx context.Context, key string) (H, error) {
 			return e.owned[i], nil
 		}
 	}
-	return zero, &dlock.KeyError{Key: key, Err: dlock.ErrNotHeld}
+	return zero, &dlock.KeyError{Op: "unlock", Key: key, Err: dlock.ErrNotHeld}
 }
 
 // Close marks the table closed, so that Reserve and Add refuse from now

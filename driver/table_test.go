@@ -201,7 +201,7 @@ func TestEndOrder(t *testing.T) {
 	if !strings.Contains(out.String(), "released") {
 		t.Fatalf("no release logged: %q", out.String())
 	}
-	if err := f.Check(); !errors.Is(err, dlock.ErrNotHeld) {
+	if err := f.Check("unlock"); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("Check after release: %v", err)
 	}
 }

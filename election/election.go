@@ -41,7 +41,7 @@ func New(l dlock.Locker, key string, opts ...dlock.Option) (*Election, error) {
 		return nil, dlock.ErrNilClient
 	}
 	if key == "" || len(key) > dlock.MaxKeyLen {
-		return nil, &dlock.KeyError{Key: key, Err: fmt.Errorf("%w: a key has 1 to %d bytes", dlock.ErrInvalidKey, dlock.MaxKeyLen)}
+		return nil, &dlock.KeyError{Op: "election", Key: key, Err: fmt.Errorf("%w: a key has 1 to %d bytes", dlock.ErrInvalidKey, dlock.MaxKeyLen)}
 	}
 	return &Election{locker: l, key: key, opts: opts}, nil
 }

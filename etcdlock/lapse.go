@@ -25,7 +25,7 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return h.Unlock(ctx)
 	}
-	if err := h.Check(); err != nil {
+	if err := h.Check("unlock"); err != nil {
 		return err
 	}
 	ttl, err := wholeSeconds(max(d, time.Second))

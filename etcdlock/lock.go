@@ -137,7 +137,7 @@ func (h *hold) lose(cause error) {
 // matches ErrNotHeld and that error) and lapses within its TTL, for
 // nothing renews it any more (see the package doc, Release).
 func (h *hold) Unlock(ctx context.Context) error {
-	if err := h.Check(); err != nil {
+	if err := h.Check("unlock"); err != nil {
 		return err
 	}
 	return h.release(ctx, dlock.ErrNotHeld)
@@ -235,7 +235,7 @@ var errReleaseUnknown = errors.New("dlock: lease given up after a release that e
 // new lease of ttl, renewed by a session of its own when the lock was
 // acquired with the watchdog on.
 func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
-	if err := h.Check(); err != nil {
+	if err := h.Check("refresh"); err != nil {
 		return err
 	}
 	ttl, err := wholeSeconds(ttl)
@@ -317,7 +317,7 @@ func (h *hold) check(ctx context.Context, op string) error {
 // TTL returns the remaining lease of the hold, as etcd counts it (whole
 // seconds), or an error matching ErrNotHeld when the lock is not held.
 func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
-	if err := h.Check(); err != nil {
+	if err := h.Check("ttl"); err != nil {
 		return 0, err
 	}
 	if err := h.check(ctx, "ttl"); err != nil {

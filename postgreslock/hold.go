@@ -55,7 +55,7 @@ func (h *hold) Fence() uint64 { return h.fence }
 // hold ends as released all the same: it is no longer renewed, so its row
 // lapses at its lease.
 func (h *hold) Unlock(ctx context.Context) error {
-	if err := h.Check(); err != nil {
+	if err := h.Check("unlock"); err != nil {
 		return err
 	}
 	return h.release(ctx, dlock.ErrNotHeld)
@@ -100,7 +100,7 @@ func (l *Locker) releaseRow(ctx context.Context, name, token string) (bool, erro
 
 // Refresh sets the hold's lease to ttl from now, in the server's time.
 func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
-	if err := h.Check(); err != nil {
+	if err := h.Check("refresh"); err != nil {
 		return err
 	}
 	if ttl < time.Millisecond {
@@ -116,12 +116,12 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
 	}
 	h.l.wd.Refreshed(h, sent, ttl, true)
-	return h.Check()
+	return h.Check("refresh")
 }
 
 // TTL asks the server for the hold's remaining lease.
 func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
-	if err := h.Check(); err != nil {
+	if err := h.Check("ttl"); err != nil {
 		return 0, err
 	}
 	var ms int64
@@ -139,7 +139,7 @@ func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
 // milliseconds), stops renewing it and forgets it: the row lapses when d
 // has passed. See [driver.Lapser].
 func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
-	if err := h.Check(); err != nil {
+	if err := h.Check("unlock"); err != nil {
 		return err
 	}
 	if d <= 0 {

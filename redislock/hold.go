@@ -238,7 +238,7 @@ func (l *Locker) attemptHold(ctx context.Context, lk *lock, mode attemptMode, cl
 func (lk *lock) unlockHold(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if err := lk.Check(); err != nil {
+	if err := lk.Check("unlock"); err != nil {
 		return err
 	}
 	if err := lk.l.watchdog.Releasing(lk); err != nil {

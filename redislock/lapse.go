@@ -29,7 +29,7 @@ func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
 	}
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if err := lk.Check(); err != nil {
+	if err := lk.Check("unlock"); err != nil {
 		return err
 	}
 	if err := lk.l.watchdog.Releasing(lk); err != nil {

@@ -133,7 +133,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 	}
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if err := lk.Check(); err != nil {
+	if err := lk.Check("unlock"); err != nil {
 		return err
 	}
 	began := time.Now()
@@ -208,7 +208,7 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < dlock.MinTTL {
 		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL)}
 	}
-	if err := lk.Check(); err != nil {
+	if err := lk.Check("refresh"); err != nil {
 		return err
 	}
 	sent := time.Now()
@@ -235,7 +235,7 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // TTL returns the remaining lease as Redis sees it.
 func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
-	if err := lk.Check(); err != nil {
+	if err := lk.Check("ttl"); err != nil {
 		return 0, err
 	}
 	script, args := ttlScript, []any{lk.tokenArg, lk.ownerArg}

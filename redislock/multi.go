@@ -195,7 +195,7 @@ func (l *Locker) UnlockMulti(ctx context.Context, locks []dlock.Lock) error {
 	for _, lk := range own {
 		lk.unlockMu.Lock()
 		defer lk.unlockMu.Unlock()
-		if err := lk.Check(); err != nil {
+		if err := lk.Check("unlock"); err != nil {
 			errs = append(errs, err)
 			continue
 		}

@@ -40,7 +40,7 @@ func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
 	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if err := lk.Check(); err != nil {
+	if err := lk.Check("unlock"); err != nil {
 		return err
 	}
 	l := lk.l

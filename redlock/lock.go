@@ -109,7 +109,7 @@ func (l *Locker) tally(got []reply) tally {
 func (lk *lock) Unlock(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if err := lk.Check(); err != nil {
+	if err := lk.Check("unlock"); err != nil {
 		return err
 	}
 	l := lk.l
@@ -219,7 +219,7 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < dlock.MinTTL {
 		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL)}
 	}
-	if err := lk.Check(); err != nil {
+	if err := lk.Check("refresh"); err != nil {
 		return err
 	}
 	l := lk.l
@@ -257,7 +257,7 @@ func (l *Locker) decided(got []reply) bool {
 // TTL returns the remaining lease as the majority sees it: the time until
 // fewer than a majority of the nodes would still keep the lock.
 func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
-	if err := lk.Check(); err != nil {
+	if err := lk.Check("ttl"); err != nil {
 		return 0, err
 	}
 	l := lk.l
