@@ -381,7 +381,10 @@ func TestClusterReplicaAck(t *testing.T) {
 	c := startClusterReplicas(t, 3, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := New(c.client(t), WithReplicaAck(1, 500*time.Millisecond), dlock.WithTTL(300*time.Millisecond))
+	// A lease of 1s renewed every third of it, with room for a renewal's
+	// acknowledgement on a loaded machine (at 300ms, one late
+	// acknowledgement lost the lock).
+	l, err := New(c.client(t), WithReplicaAck(1, 500*time.Millisecond), dlock.WithTTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +396,7 @@ func TestClusterReplicaAck(t *testing.T) {
 	select { // three leases, renewed with acknowledgements
 	case <-lk.Done():
 		t.Fatalf("the acknowledged lock ended: %v", lk.Err())
-	case <-time.After(time.Second):
+	case <-time.After(3 * time.Second):
 	}
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
