@@ -17,6 +17,7 @@ import (
 // TestMeasure runs every part on a real redis-server with tiny cells and
 // checks that the counts make sense: no figure is timed or compared.
 func TestMeasure(t *testing.T) {
+	t.Parallel() // each starts servers of its own and runs short windows; none asserts a figure
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := defaultConfig()
@@ -303,6 +304,7 @@ func TestParts(t *testing.T) {
 // hot key on every shard, and writes both tables with a figure in every
 // cell.
 func TestCluster(t *testing.T) {
+	t.Parallel() // each starts servers of its own and runs short windows; none asserts a figure
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := defaultConfig()

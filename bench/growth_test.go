@@ -12,6 +12,7 @@ import (
 // Part 7 on tiny settings: a row for every backend and size, a figure in
 // every cell, and one goal of each kind per backend.
 func TestGrowth(t *testing.T) {
+	t.Parallel() // each starts servers of its own and runs short windows; none asserts a figure
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cfg := defaultConfig()
