@@ -90,8 +90,8 @@ fuzz: deps ## run each fuzz test for 10s
 
 lint: vet ## same as vet
 
-bench: deps ## run the side-by-side benchmark program (bench/RESULTS.md with every goal, REDLOCK.md, CLUSTER.md)
-	cd bench && $(GO) run . -out RESULTS.md && $(GO) run . -cluster CLUSTER.md
+bench: deps ## run the side-by-side benchmark program (bench/RESULTS.md with every goal and the PostgreSQL section, REDLOCK.md, CLUSTER.md)
+	cd bench && $(GO) run . -out RESULTS.md && $(GO) run . -postgres RESULTS.md && $(GO) run . -cluster CLUSTER.md
 
 SECONDS ?= 600
 soak: deps ## run the fault checker for SECONDS (default 600) on every backend and primitive, in two waves, and print the safety table
