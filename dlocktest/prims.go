@@ -77,11 +77,7 @@ func (s *suite) multiKey(t *testing.T) {
 // semaphoreOf returns the Locker as a dlock.Semaphore.
 func (s *suite) semaphoreOf(t *testing.T, l dlock.Locker) dlock.Semaphore {
 	t.Helper()
-	sem, ok := l.(dlock.Semaphore)
-	if !ok {
-		t.Fatalf("dlocktest: the Locker declares a semaphore, but %T is not a dlock.Semaphore", l)
-	}
-	return sem
+	return declared[dlock.Semaphore](t, l, "a semaphore")
 }
 
 func (s *suite) semaphore(t *testing.T) {
@@ -138,11 +134,7 @@ func (s *suite) semaphore(t *testing.T) {
 // rwOf returns the Locker as a dlock.RWLocker.
 func (s *suite) rwOf(t *testing.T, l dlock.Locker) dlock.RWLocker {
 	t.Helper()
-	rw, ok := l.(dlock.RWLocker)
-	if !ok {
-		t.Fatalf("dlocktest: the Locker declares a read-write lock, but %T is not a dlock.RWLocker", l)
-	}
-	return rw
+	return declared[dlock.RWLocker](t, l, "a read-write lock")
 }
 
 func (s *suite) rwLock(t *testing.T) {
