@@ -76,16 +76,22 @@ func Start(t TB) *Server {
 	return StartConfig(t, Config{})
 }
 
+// started returns v, closed when t ends, or fails t with err.
+func started[T interface{ Close() }](t TB, v T, err error) T {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(v.Close)
+	return v
+}
+
 // StartConfig is Start with a Config.
 func StartConfig(t TB, cfg Config) *Server {
 	t.Helper()
 	dir := t.TempDir()
 	s, err := New(dir, cfg)
-	if err != nil {
-		t.Fatalf("redistest: %v", err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	return started(t, s, err)
 }
 
 // New starts a server whose files live in dir. The caller must call Close.
@@ -204,37 +210,27 @@ func (s *Server) logTail() string {
 	return strings.TrimSpace(string(b))
 }
 
-func (s *Server) signal(sig syscall.Signal) error {
+// signal sends sig to the running server and records whether sig stops
+// it (SIGSTOP) or lets it run (SIGCONT).
+func (s *Server) signal(sig syscall.Signal, stopped bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil || s.closed {
 		return errors.New("redistest: server not running")
 	}
-	return s.cmd.Process.Signal(sig)
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	s.stopped = stopped
+	return nil
 }
 
 // Pause stops the server with SIGSTOP: it keeps its connections but answers
 // nothing until Resume.
-func (s *Server) Pause() error {
-	if err := s.signal(syscall.SIGSTOP); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.stopped = true
-	s.mu.Unlock()
-	return nil
-}
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP, true) }
 
 // Resume continues a paused server with SIGCONT.
-func (s *Server) Resume() error {
-	if err := s.signal(syscall.SIGCONT); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.stopped = false
-	s.mu.Unlock()
-	return nil
-}
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT, false) }
 
 // running reports whether the server's process was started and has been
 // neither killed nor closed.
