@@ -244,8 +244,18 @@ func (s *Server) running() bool {
 // gone: nothing is persisted.
 func (s *Server) Kill() { s.kill() }
 
-func (s *Server) kill() {
+func (s *Server) kill() { s.stop(false) }
+
+// stop kills the server's process, paused or not, and waits for it to
+// exit; closing marks the server closed in the same step. A closed server
+// is not stopped again.
+func (s *Server) stop(closing bool) {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = closing
 	cmd, exited := s.cmd, s.exited
 	s.cmd = nil
 	s.mu.Unlock()
@@ -253,6 +263,7 @@ func (s *Server) kill() {
 		return
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Process.Signal(syscall.SIGCONT)
 	<-exited
 }
 
@@ -286,23 +297,7 @@ func (s *Server) DebugSleep(ctx context.Context, d time.Duration) error {
 }
 
 // Close stops the server (resuming it first if paused) and waits for it.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	cmd, exited := s.cmd, s.exited
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Process.Signal(syscall.SIGCONT)
-	<-exited
-}
+func (s *Server) Close() { s.stop(true) }
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
