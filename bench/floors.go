@@ -83,12 +83,8 @@ func (p *rueidisFloorParty) lock(ctx context.Context, key string, ttl time.Durat
 		if !wait {
 			return nil, errBusy
 		}
-		t := time.NewTimer(time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		if err := pause(ctx); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -47,6 +47,12 @@ func writeGoals(p printer, gs []goal, intro string) {
 		p("%s", intro)
 		p("")
 	}
+	goalRows(p, gs)
+	p("")
+}
+
+// goalRows writes gs as a table, without a heading.
+func goalRows(p printer, gs []goal) {
 	p("| goal | measured | met | where the time goes |")
 	p("|---|---|---|---|")
 	for _, g := range gs {
@@ -56,7 +62,6 @@ func writeGoals(p printer, gs []goal, intro string) {
 		}
 		p("| %s | %s | %s | %s |", g.what, g.measured, met, g.costs)
 	}
-	p("")
 }
 
 func (r *results) redisGoals() []goal {

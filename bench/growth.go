@@ -167,15 +167,7 @@ func runGrowth(ctx context.Context, cfg config, file string) error {
 	run.markdown(p)
 	p("Written by `cd bench && go run . -growth %s` on %s; the other sections are not from this run. The goals of this part:", filepath.Base(file), run.start.UTC().Format("2006-01-02 15:04 UTC"))
 	p("")
-	p("| goal | measured | met | where the time goes |")
-	p("|---|---|---|---|")
-	for _, g := range run.goals() {
-		met := "yes"
-		if !g.met {
-			met = "**no**"
-		}
-		p("| %s | %s | %s | %s |", g.what, g.measured, met, g.costs)
-	}
+	goalRows(p, run.goals())
 	dir := filepath.Dir(file)
 	for name, c := range run.charts() {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(c.svg()), 0o644); err != nil {

@@ -36,20 +36,19 @@ func (run *growthRun) backends(held bool) []string {
 }
 
 func (run *growthRun) heldOf(backend string) []heldGrowth {
-	var out []heldGrowth
-	for _, h := range run.held {
-		if h.backend == backend {
-			out = append(out, h)
-		}
-	}
-	return out
+	return where(run.held, func(h heldGrowth) bool { return h.backend == backend })
 }
 
 func (run *growthRun) hotOf(backend string) []hotGrowth {
-	var out []hotGrowth
-	for _, h := range run.hot {
-		if h.backend == backend {
-			out = append(out, h)
+	return where(run.hot, func(h hotGrowth) bool { return h.backend == backend })
+}
+
+// where returns the elements of xs that keep accepts, in their order.
+func where[T any](xs []T, keep func(T) bool) []T {
+	var out []T
+	for _, x := range xs {
+		if keep(x) {
+			out = append(out, x)
 		}
 	}
 	return out

@@ -142,11 +142,16 @@ func runRedlock(ctx context.Context, cfg config, out string) error {
 	if err != nil {
 		return err
 	}
+	return os.WriteFile(out, []byte(run.report()), 0o644)
+}
+
+// report is the Redlock part's report with its goals, as REDLOCK.md has it.
+func (run *redlockRun) report() string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	run.markdown(p)
 	writeGoals(p, run.goals(), "")
-	return os.WriteFile(out, []byte(b.String()), 0o644)
+	return b.String()
 }
 
 // measureRedlock starts five servers and measures the Redlock part's

@@ -124,11 +124,7 @@ func (r *results) write(out string) error {
 		}
 	}
 	if r.redlock != nil {
-		var b strings.Builder
-		p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-		r.redlock.markdown(p)
-		writeGoals(p, r.redlock.goals(), "")
-		if err := os.WriteFile(filepath.Join(dir, "REDLOCK.md"), []byte(b.String()), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "REDLOCK.md"), []byte(r.redlock.report()), 0o644); err != nil {
 			return err
 		}
 	}

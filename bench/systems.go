@@ -198,12 +198,8 @@ func (p *floorParty) lock(ctx context.Context, key string, ttl time.Duration, wa
 		if !wait {
 			return nil, errBusy
 		}
-		t := time.NewTimer(time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		if err := pause(ctx); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -365,5 +361,17 @@ func fmtDur(d time.Duration) string {
 		return strconv.Itoa(int(d/time.Millisecond)) + "ms"
 	default:
 		return fmt.Sprint(d)
+	}
+}
+
+// pause waits the floor's millisecond between attempts, or until ctx ends.
+func pause(ctx context.Context) error {
+	t := time.NewTimer(time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }

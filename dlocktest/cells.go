@@ -348,10 +348,7 @@ func (s *suite) cellElection(t *testing.T, k holdKind) {
 // and its channel closes when its context ends.
 func (s *suite) cellWatch(t *testing.T, k holdKind) {
 	ctx, key := s.context(t), key(t)
-	w, ok := s.locker(t).(driver.Watcher)
-	if !ok {
-		t.Fatal("the Locker declares Watch but is no driver.Watcher")
-	}
+	w := declared[driver.Watcher](t, s.locker(t), "Watch")
 	lk := mustLock(t)(s.locker(t).TryLock(ctx, key))
 	wctx, cancel := context.WithCancel(ctx)
 	ch, err := w.Watch(wctx, key)
@@ -425,10 +422,7 @@ func (s *suite) cellObserve(t *testing.T, k holdKind) {
 func (s *suite) cellInspect(t *testing.T, k holdKind) {
 	ctx, key := s.context(t), key(t)
 	l := s.locker(t)
-	in, ok := l.(dlock.Inspector)
-	if !ok {
-		t.Fatal("the Locker declares inspection but is no dlock.Inspector")
-	}
+	in := declared[dlock.Inspector](t, l, "inspection")
 	lk := mustLock(t)(l.TryLock(ctx, key))
 	if info, err := in.Inspect(ctx, key); err != nil || !info.Held || info.TTL <= 0 {
 		t.Errorf("Inspect of a held key: %+v, %v; want held with a lease", info, err)

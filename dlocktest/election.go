@@ -91,6 +91,32 @@ func (s *suite) next(t *testing.T, obs <-chan election.Leader, what string) elec
 	return election.Leader{}
 }
 
+// observer starts an observer of the election of key, on a Locker of its
+// own. stop ends it, as the end of the test does.
+func (s *suite) observer(ctx context.Context, t *testing.T, key string) (obs <-chan election.Leader, stop func()) {
+	t.Helper()
+	e, _ := s.election(t, key)
+	octx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	obs, err := e.Observe(octx)
+	if err != nil {
+		t.Fatalf("Observe: %v", err)
+	}
+	return obs, stop
+}
+
+// mustLead returns the leadership a campaign won, and fails the test when
+// the campaign failed.
+func mustLead(t *testing.T) func(*election.Leadership, error) *election.Leadership {
+	return func(ld *election.Leadership, err error) *election.Leadership {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("Campaign: %v", err)
+		}
+		return ld
+	}
+}
+
 func (s *suite) oneLeader(t *testing.T) {
 	ctx := s.context(t)
 	k := key(t)
@@ -102,13 +128,7 @@ func (s *suite) oneLeader(t *testing.T) {
 		highest uint64   // the fenced log: the highest epoch accepted
 		refused []string // epochs it refused
 	)
-	obsE, _ := s.election(t, k)
-	octx, ostop := context.WithCancel(ctx)
-	defer ostop()
-	obs, err := obsE.Observe(octx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	obs, ostop := s.observer(ctx, t, k)
 	var seen []uint64
 	observed := make(chan struct{})
 	go func() {
@@ -193,22 +213,13 @@ func (s *suite) oneLeader(t *testing.T) {
 func (s *suite) observe(t *testing.T) {
 	ctx := s.context(t)
 	k := key(t)
-	obsE, _ := s.election(t, k)
-	octx, ostop := context.WithCancel(ctx)
-	defer ostop()
-	obs, err := obsE.Observe(octx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	obs, ostop := s.observer(ctx, t, k)
 	if l := s.next(t, obs, "before any campaign"); l.Elected {
 		t.Fatalf("before any campaign: %v, want vacant", l)
 	}
 
 	a, _ := s.election(t, k)
-	ldA, err := a.Campaign(ctx, "alpha:1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ldA := mustLead(t)(a.Campaign(ctx, "alpha:1"))
 	if l := s.next(t, obs, "after alpha's election"); !l.Elected || l.Value != "alpha:1" || l.Epoch != ldA.Epoch() {
 		t.Fatalf("after alpha's election: %v, want %q with epoch %d", l, "alpha:1", ldA.Epoch())
 	}
@@ -223,10 +234,7 @@ func (s *suite) observe(t *testing.T) {
 	}
 
 	b, lb := s.election(t, k)
-	ldB, err := b.Campaign(ctx, "beta")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ldB := mustLead(t)(b.Campaign(ctx, "beta"))
 	l := s.next(t, obs, "after beta's election")
 	if !l.Elected || l.Value != "beta" || l.Epoch != ldB.Epoch() || l.Epoch <= ldA.Epoch() {
 		t.Fatalf("after beta's election: %v, want %q with epoch %d > %d", l, "beta", ldB.Epoch(), ldA.Epoch())
@@ -263,10 +271,7 @@ func (s *suite) handover(t *testing.T) {
 	if !ok {
 		t.Skip("dlocktest: the Locker is no dlock.Inspector")
 	}
-	ldA, err := a.Campaign(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ldA := mustLead(t)(a.Campaign(ctx, "a"))
 	elected := make(chan *election.Leadership, 1)
 	campaigning := time.Now()
 	go func() {
@@ -319,10 +324,7 @@ func (s *suite) resignDrains(t *testing.T) {
 	k := key(t)
 	a, _ := s.election(t, k)
 	b, _ := s.election(t, k)
-	ldA, err := a.Campaign(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ldA := mustLead(t)(a.Campaign(ctx, "a"))
 	finish := make(chan struct{})
 	var workCut atomic.Bool
 	if err := ldA.Go(func(ctx context.Context) {
@@ -384,10 +386,7 @@ func (s *suite) resignCut(t *testing.T) {
 	ctx := s.context(t)
 	k := key(t)
 	a, _ := s.election(t, k)
-	ld, err := a.Campaign(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ld := mustLead(t)(a.Campaign(ctx, "a"))
 	var cause atomic.Value
 	if err := ld.Go(func(ctx context.Context) {
 		<-ctx.Done()
@@ -397,7 +396,7 @@ func (s *suite) resignCut(t *testing.T) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	err = ld.Resign(rctx)
+	err := ld.Resign(rctx)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Resign: %v, want an error matching context.DeadlineExceeded", err)
 	}
@@ -414,18 +413,9 @@ func (s *suite) electionLoss(t *testing.T) {
 	ctx := s.context(t)
 	k := key(t)
 	a, _ := s.election(t, k)
-	obsE, _ := s.election(t, k)
-	octx, ostop := context.WithCancel(ctx)
-	defer ostop()
-	obs, err := obsE.Observe(octx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	obs, _ := s.observer(ctx, t, k)
 	s.next(t, obs, "before the campaign")
-	ld, err := a.Campaign(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ld := mustLead(t)(a.Campaign(ctx, "a"))
 	for l := s.next(t, obs, "after the election"); !l.Elected; l = s.next(t, obs, "after the election") {
 	}
 	s.h.Lose(t, k) // on Redis, nothing is published: the observer sees it when the lease would have run out

@@ -74,19 +74,10 @@ func (s *suite) multiKey(t *testing.T) {
 	}
 }
 
-// semaphoreOf returns the Locker as a dlock.Semaphore.
-func (s *suite) semaphoreOf(t *testing.T, l dlock.Locker) dlock.Semaphore {
-	t.Helper()
-	sem, ok := l.(dlock.Semaphore)
-	if !ok {
-		t.Fatalf("dlocktest: the Locker declares a semaphore, but %T is not a dlock.Semaphore", l)
-	}
-	return sem
-}
-
 func (s *suite) semaphore(t *testing.T) {
 	ctx := s.context(t)
-	a, b, c := s.semaphoreOf(t, s.locker(t)), s.semaphoreOf(t, s.locker(t)), s.semaphoreOf(t, s.locker(t))
+	sem := func() dlock.Semaphore { return declared[dlock.Semaphore](t, s.locker(t), "a semaphore") }
+	a, b, c := sem(), sem(), sem()
 	k := key(t)
 	p1 := mustLock(t)(a.TryAcquire(ctx, k, 2))
 	p2 := mustLock(t)(b.TryAcquire(ctx, k, 2))
@@ -135,19 +126,10 @@ func (s *suite) semaphore(t *testing.T) {
 	mustLock(t)(b.TryAcquire(ctx, k, 1)).Unlock(ctx)
 }
 
-// rwOf returns the Locker as a dlock.RWLocker.
-func (s *suite) rwOf(t *testing.T, l dlock.Locker) dlock.RWLocker {
-	t.Helper()
-	rw, ok := l.(dlock.RWLocker)
-	if !ok {
-		t.Fatalf("dlocktest: the Locker declares a read-write lock, but %T is not a dlock.RWLocker", l)
-	}
-	return rw
-}
-
 func (s *suite) rwLock(t *testing.T) {
 	ctx := s.context(t)
-	a, b, c := s.rwOf(t, s.locker(t)), s.rwOf(t, s.locker(t)), s.rwOf(t, s.locker(t))
+	rw := func() dlock.RWLocker { return declared[dlock.RWLocker](t, s.locker(t), "a read-write lock") }
+	a, b, c := rw(), rw(), rw()
 	k := key(t)
 	r1 := mustLock(t)(a.TryRLock(ctx, k))
 	r2 := mustLock(t)(b.TryRLock(ctx, k))
@@ -162,7 +144,7 @@ func (s *suite) rwLock(t *testing.T) {
 		}
 		got <- lk
 	}()
-	newcomer := s.rwOf(t, s.locker(t))
+	newcomer := rw()
 	deadline := time.Now().Add(s.h.bound())
 	for {
 		lk, err := newcomer.TryRLock(ctx, k)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,6 +109,17 @@ func (s *suite) context(t *testing.T) context.Context {
 
 // mustLock returns a function that fails t unless it gets a lock:
 // mustLock(t)(l.TryLock(ctx, k)).
+// declared returns l as T, the interface of a feature the harness
+// declares, and fails the test when l does not implement it.
+func declared[T any](t *testing.T, l dlock.Locker, feature string) T {
+	t.Helper()
+	v, ok := l.(T)
+	if !ok {
+		t.Fatalf("dlocktest: the Locker declares %s, but %T is no %v", feature, l, reflect.TypeFor[T]())
+	}
+	return v
+}
+
 func mustLock(t *testing.T) func(dlock.Lock, error) dlock.Lock {
 	return func(lk dlock.Lock, err error) dlock.Lock {
 		t.Helper()

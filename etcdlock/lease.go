@@ -226,6 +226,15 @@ func (ls *lease) lose(err error) {
 	})
 }
 
+// ended returns the channel closed when the lease ends; for no lease (ls
+// nil), a nil channel, which never delivers.
+func (ls *lease) ended() <-chan struct{} {
+	if ls == nil {
+		return nil
+	}
+	return ls.done
+}
+
 // lost reports whether the lease has ended.
 func (ls *lease) lost() bool {
 	select {

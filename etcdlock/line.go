@@ -51,7 +51,6 @@ func (l *Locker) lineOf(key string) string {
 // which ends with the call's limit.
 func (l *Locker) inLine(ctx, actx context.Context, c call, h *hold, ls *lease) (dlock.Lock, error) {
 	var (
-		limit   <-chan time.Time
 		retry   = driver.NewBackoff(c.opts.Retry)
 		b       busy
 		lastErr error
@@ -61,11 +60,8 @@ func (l *Locker) inLine(ctx, actx context.Context, c call, h *hold, ls *lease) (
 		waiting bool
 	)
 	defer func() { stop() }()
-	if c.opts.Waiting {
-		t := time.NewTimer(c.opts.Wait)
-		defer t.Stop()
-		limit = t.C
-	}
+	limit, stopLimit := c.waitLimit(true)
+	defer stopLimit()
 	p, q := l.rangeOf(c.key), l.lineOf(c.key)
 	pEnd, qEnd := clientv3.GetPrefixRangeEnd(p), clientv3.GetPrefixRangeEnd(q)
 	token := driver.NewToken()

@@ -207,6 +207,17 @@ type call struct {
 	limit         int // a semaphore's
 }
 
+// waitLimit returns a channel that delivers when c's wait limit passes,
+// nil when c does not wait (wait false) or waits without a limit, and the
+// function that stops its timer.
+func (c call) waitLimit(wait bool) (<-chan time.Time, func() bool) {
+	if !wait || !c.opts.Waiting {
+		return nil, func() bool { return false }
+	}
+	t := time.NewTimer(c.opts.Wait)
+	return t.C, t.Stop
+}
+
 // newCall validates one acquisition of key and resolves its options.
 func (l *Locker) newCall(ctx context.Context, key string, opts []dlock.Option) (call, error) {
 	if err := driver.CheckKey(key); err != nil {
@@ -305,22 +316,15 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 func (l *Locker) attempts(ctx, actx context.Context, c call, h *hold, ls *lease, wait bool) (dlock.Lock, error) {
 	var (
 		watch   clientv3.WatchChan
-		limit   <-chan time.Time
-		lsDone  <-chan struct{}
 		retry   = driver.NewBackoff(c.opts.Retry)
 		b       busy
 		lastErr error // the error of the last attempt, when it failed
 	)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	if c.opts.Waiting && wait {
-		t := time.NewTimer(c.opts.Wait)
-		defer t.Stop()
-		limit = t.C
-	}
-	if ls != nil {
-		lsDone = ls.done
-	}
+	limit, stopLimit := c.waitLimit(wait)
+	defer stopLimit()
+	lsDone := ls.ended()
 	// giveUp is the error of a wait that ran out: busy, or the last
 	// attempt's error when it could not reach etcd.
 	giveUp := func() error {

@@ -257,19 +257,10 @@ var errGone = fmt.Errorf("%w: the queued key is gone", dlock.ErrNotAcquired)
 // session and moves to a lease granted when it is admitted, since its time
 // runs from the acquisition.
 func (l *Locker) queue(ctx, actx context.Context, c call, h *hold, ls *lease, wait bool) (dlock.Lock, error) {
-	var (
-		limit  <-chan time.Time
-		lsDone <-chan struct{}
-		retry  = driver.NewBackoff(c.opts.Retry)
-	)
-	if c.opts.Waiting && wait {
-		t := time.NewTimer(c.opts.Wait)
-		defer t.Stop()
-		limit = t.C
-	}
-	if ls != nil {
-		lsDone = ls.done
-	}
+	retry := driver.NewBackoff(c.opts.Retry)
+	limit, stopLimit := c.waitLimit(wait)
+	defer stopLimit()
+	lsDone := ls.ended()
 	for {
 		h.tbl.Attempted(h)
 		qls := ls

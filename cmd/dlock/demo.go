@@ -25,12 +25,8 @@ const (
 
 func cmdDemo(e *env, args []string) int {
 	fs := flagSet(e, "demo")
-	pos, quit, code := parseFlags(e, fs, "demo", args)
-	if quit {
+	if stop, code := parseNoArgs(e, fs, "demo", args); stop {
 		return code
-	}
-	if len(pos) > 0 {
-		return usageError(e, "demo", "unexpected argument %q", pos[0])
 	}
 	srv, err := startDemoServer()
 	if err != nil {

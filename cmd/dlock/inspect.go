@@ -155,20 +155,31 @@ func cmdStatus(e *env, args []string) int {
 	return exitOK
 }
 
+// patternArg is the PATTERN argument of command name, "*" when pos has
+// none. It checks the pattern before the command connects: it is the same
+// error on every store.
+func patternArg(e *env, name string, pos []string) (pattern string, stop bool, code int) {
+	if len(pos) > 1 {
+		return "", true, usageError(e, name, "unexpected argument %q after PATTERN", pos[1])
+	}
+	pattern = "*"
+	if len(pos) == 1 {
+		pattern = pos[0]
+	}
+	if _, err := driver.ParsePattern(pattern); err != nil {
+		return "", true, usageError(e, name, "PATTERN: %v", trimDlock(err))
+	}
+	return pattern, false, 0
+}
+
 func cmdList(e *env, args []string) int {
 	f, pos, code := inspectCommand(e, "ls", args, nil)
 	if f == nil {
 		return code
 	}
-	if len(pos) > 1 {
-		return usageError(e, "ls", "unexpected argument %q after PATTERN", pos[1])
-	}
-	pattern := "*"
-	if len(pos) == 1 {
-		pattern = pos[0]
-	}
-	if _, err := driver.ParsePattern(pattern); err != nil { // before connecting: it is the same error on every store
-		return usageError(e, "ls", "PATTERN: %v", trimDlock(err))
+	pattern, quit, code := patternArg(e, "ls", pos)
+	if quit {
+		return code
 	}
 	be, code := f.backend.connect(e, "ls", []need{inspection("ls")})
 	if be == nil {

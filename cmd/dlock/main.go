@@ -166,6 +166,15 @@ func parseFlags(e *env, fs *flag.FlagSet, name string, args []string) (pos []str
 	}
 }
 
+// parseNoArgs is parseFlags for a command that takes no arguments.
+func parseNoArgs(e *env, fs *flag.FlagSet, name string, args []string) (stop bool, code int) {
+	pos, stop, code := parseFlags(e, fs, name, args)
+	if !stop && len(pos) > 0 {
+		return true, usageError(e, name, "unexpected argument %q", pos[0])
+	}
+	return stop, code
+}
+
 // flagError rewrites the flag package's errors with flags written as the
 // help writes them: "--ttl -1s: must not be negative".
 func flagError(err error) string {
@@ -256,12 +265,8 @@ func (e *signalError) code() int {
 
 func cmdVersion(e *env, args []string) int {
 	fs := flagSet(e, "version")
-	pos, stop, code := parseFlags(e, fs, "version", args)
-	if stop {
+	if stop, code := parseNoArgs(e, fs, "version", args); stop {
 		return code
-	}
-	if len(pos) > 0 {
-		return usageError(e, "version", "unexpected argument %q", pos[0])
 	}
 	fmt.Fprintln(e.stdout, versionString())
 	return exitOK

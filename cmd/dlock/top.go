@@ -15,7 +15,6 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 	"golang.org/x/term"
 )
 
@@ -50,15 +49,9 @@ func cmdTop(e *env, args []string) int {
 	if stop {
 		return code
 	}
-	if len(pos) > 1 {
-		return usageError(e, "top", "unexpected argument %q after PATTERN", pos[1])
-	}
-	pattern := "*"
-	if len(pos) == 1 {
-		pattern = pos[0]
-	}
-	if _, err := driver.ParsePattern(pattern); err != nil {
-		return usageError(e, "top", "PATTERN: %v", trimDlock(err))
+	pattern, stop, code := patternArg(e, "top", pos)
+	if stop {
+		return code
 	}
 	if !slices.Contains(topSorts, sortBy) {
 		return usageError(e, "top", "--sort %s: want age, waiters or key", sortBy)

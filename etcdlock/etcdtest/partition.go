@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/dlock-go/dlock/internal/proxy"
 )
 
 // An Option changes how New starts a cluster.
@@ -170,9 +172,7 @@ func (p *peerNet) forward(in net.Conn, to int, target string) {
 		return
 	}
 	defer p.untrack(out)
-	done := make(chan struct{}, 2)
-	go func() {
-		defer func() { done <- struct{}{} }()
+	proxy.Splice(in, out, func() {
 		for {
 			if _, err := out.Write(head); err != nil {
 				return
@@ -195,12 +195,7 @@ func (p *peerNet) forward(in net.Conn, to int, target string) {
 				}
 			}
 		}
-	}()
-	go func() { io.Copy(in, out); done <- struct{}{} }()
-	<-done
-	in.Close()
-	out.Close()
-	<-done
+	})
 }
 
 // copyBody copies a request's body from br to w: length bytes, or chunks
@@ -211,11 +206,8 @@ func copyBody(w io.Writer, br *bufio.Reader, chunked bool, length int64) error {
 		return err
 	}
 	for {
-		line, err := br.ReadString('\n')
+		line, err := copyLine(w, br)
 		if err != nil {
-			return err
-		}
-		if _, err := io.WriteString(w, line); err != nil {
 			return err
 		}
 		size, _, _ := strings.Cut(strings.TrimSpace(line), ";")
@@ -224,23 +216,27 @@ func copyBody(w io.Writer, br *bufio.Reader, chunked bool, length int64) error {
 			return fmt.Errorf("etcdtest: bad chunk size %q", line)
 		}
 		if n == 0 { // the trailer, up to an empty line
-			for {
-				line, err := br.ReadString('\n')
-				if err != nil {
+			for strings.TrimSpace(line) != "" {
+				if line, err = copyLine(w, br); err != nil {
 					return err
-				}
-				if _, err := io.WriteString(w, line); err != nil {
-					return err
-				}
-				if strings.TrimSpace(line) == "" {
-					return nil
 				}
 			}
+			return nil
 		}
 		if _, err := io.CopyN(w, br, n+2); err != nil { // the chunk and its CRLF
 			return err
 		}
 	}
+}
+
+// copyLine copies one line from br to w and returns it.
+func copyLine(w io.Writer, br *bufio.Reader) (string, error) {
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	_, err = io.WriteString(w, line)
+	return line, err
 }
 
 // readHead reads an HTTP request's head from br and returns it with its

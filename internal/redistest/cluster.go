@@ -35,11 +35,7 @@ type Cluster struct {
 func StartCluster(t TB, masters, replicas int) *Cluster {
 	t.Helper()
 	c, err := NewCluster(t.TempDir(), masters, replicas)
-	if err != nil {
-		t.Fatalf("redistest: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return started(t, c, err)
 }
 
 // NewCluster is StartCluster with the files under dir; the caller must

@@ -76,16 +76,22 @@ func Start(t TB) *Server {
 	return StartConfig(t, Config{})
 }
 
+// started returns v, closed when t ends, or fails t with err.
+func started[T interface{ Close() }](t TB, v T, err error) T {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(v.Close)
+	return v
+}
+
 // StartConfig is Start with a Config.
 func StartConfig(t TB, cfg Config) *Server {
 	t.Helper()
 	dir := t.TempDir()
 	s, err := New(dir, cfg)
-	if err != nil {
-		t.Fatalf("redistest: %v", err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	return started(t, s, err)
 }
 
 // New starts a server whose files live in dir. The caller must call Close.
@@ -204,37 +210,27 @@ func (s *Server) logTail() string {
 	return strings.TrimSpace(string(b))
 }
 
-func (s *Server) signal(sig syscall.Signal) error {
+// signal sends sig to the running server and records whether sig stops
+// it (SIGSTOP) or lets it run (SIGCONT).
+func (s *Server) signal(sig syscall.Signal, stopped bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil || s.closed {
 		return errors.New("redistest: server not running")
 	}
-	return s.cmd.Process.Signal(sig)
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	s.stopped = stopped
+	return nil
 }
 
 // Pause stops the server with SIGSTOP: it keeps its connections but answers
 // nothing until Resume.
-func (s *Server) Pause() error {
-	if err := s.signal(syscall.SIGSTOP); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.stopped = true
-	s.mu.Unlock()
-	return nil
-}
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP, true) }
 
 // Resume continues a paused server with SIGCONT.
-func (s *Server) Resume() error {
-	if err := s.signal(syscall.SIGCONT); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.stopped = false
-	s.mu.Unlock()
-	return nil
-}
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT, false) }
 
 // running reports whether the server's process was started and has been
 // neither killed nor closed.
@@ -248,8 +244,18 @@ func (s *Server) running() bool {
 // gone: nothing is persisted.
 func (s *Server) Kill() { s.kill() }
 
-func (s *Server) kill() {
+func (s *Server) kill() { s.stop(false) }
+
+// stop kills the server's process, paused or not, and waits for it to
+// exit; closing marks the server closed in the same step. A closed server
+// is not stopped again.
+func (s *Server) stop(closing bool) {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = closing
 	cmd, exited := s.cmd, s.exited
 	s.cmd = nil
 	s.mu.Unlock()
@@ -257,6 +263,7 @@ func (s *Server) kill() {
 		return
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Process.Signal(syscall.SIGCONT)
 	<-exited
 }
 
@@ -290,23 +297,7 @@ func (s *Server) DebugSleep(ctx context.Context, d time.Duration) error {
 }
 
 // Close stops the server (resuming it first if paused) and waits for it.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	cmd, exited := s.cmd, s.exited
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Process.Signal(syscall.SIGCONT)
-	<-exited
-}
+func (s *Server) Close() { s.stop(true) }
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

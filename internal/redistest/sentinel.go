@@ -34,11 +34,7 @@ type SentinelGroup struct {
 func StartSentinel(t TB, replicas, sentinels int) *SentinelGroup {
 	t.Helper()
 	g, err := NewSentinel(t.TempDir(), replicas, sentinels)
-	if err != nil {
-		t.Fatalf("redistest: %v", err)
-	}
-	t.Cleanup(g.Close)
-	return g
+	return started(t, g, err)
 }
 
 // NewSentinel is StartSentinel with the files under dir; the caller must
