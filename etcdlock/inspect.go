@@ -94,7 +94,7 @@ func leasesOf(kvs []*mvccpb.KeyValue) []clientv3.LeaseID {
 // lookup per distinct lease among them. It changes nothing. A lock whose
 // leases all ran out between the two reads is reported free.
 func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
-	if l.table.Closed() {
+	if l.tables.Locks.Closed() {
 		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
 	}
 	if err := driver.CheckKey(key); err != nil {
@@ -133,7 +133,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
 // the walk may or may not be listed. It asks etcd for the remaining time of
 // each distinct lease once.
 func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error) {
-	if l.table.Closed() {
+	if l.tables.Locks.Closed() {
 		return nil, dlock.ErrClosed
 	}
 	glob, err := driver.ParsePattern(pattern)
@@ -246,7 +246,7 @@ func unescape(s string) (string, bool) {
 // (else it reads again): the lease an evicted holder had left is read
 // before that holder, seeing its key gone, revokes it.
 func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error) {
-	if l.table.Closed() {
+	if l.tables.Locks.Closed() {
 		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
 	}
 	if err := driver.CheckKey(key); err != nil {

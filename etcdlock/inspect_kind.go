@@ -23,7 +23,7 @@ func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlo
 	if k == dlock.KindLock {
 		return l.Inspect(ctx, key)
 	}
-	if l.table.Closed() {
+	if l.tables.Locks.Closed() {
 		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
 	}
 	kd, err := driver.HoldKindOf(k)
@@ -90,7 +90,7 @@ func (l *Locker) ListKind(ctx context.Context, k dlock.Kind, pattern string) ([]
 	if k == dlock.KindLock {
 		return l.List(ctx, pattern)
 	}
-	if l.table.Closed() {
+	if l.tables.Locks.Closed() {
 		return nil, dlock.ErrClosed
 	}
 	kd, err := driver.HoldKindOf(k)

@@ -70,7 +70,7 @@ var _ dlock.Lock = (*hold)(nil)
 
 // newHold returns a pending lock of key for the owner of c.
 func newHold(l *Locker, c call) *hold {
-	h := &hold{l: l, tbl: &l.table, val: c.owner}
+	h := &hold{l: l, tbl: &l.tables.Locks, val: c.owner}
 	h.Init(c.key, c.owner, c.ownerByOption)
 	return h
 }

@@ -35,9 +35,7 @@ type Locker struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine of the Locker, its leases and holds
 
-	table   driver.Table[*hold] // this Locker's locks
-	permits driver.Table[*hold] // its permits
-	rw      driver.Table[*hold] // its read and write locks
+	tables driver.Tables[*hold] // this Locker's holds, by kind
 
 	mu       sync.Mutex
 	shared   *lease        // the session of renewed locks with the default TTL
@@ -79,20 +77,13 @@ func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel}
-	for _, t := range l.tables() {
-		t.Init("etcd", o, (*hold).detach)
-	}
+	l.tables.Init("etcd", o, (*hold).detach)
 	return l, nil
 }
 
 var (
 	errNoFair = fmt.Errorf("%w: etcdlock has no fair mode (WithFair(true))", dlock.ErrInvalidOption)
 )
-
-// tables are the Locker's tables of holds, one per kind of lock.
-func (l *Locker) tables() []*driver.Table[*hold] {
-	return []*driver.Table[*hold]{&l.table, &l.permits, &l.rw}
-}
 
 // wholeSeconds rounds ttl up to whole seconds, the unit of etcd leases, and
 // refuses a TTL below one second.
@@ -150,7 +141,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 // came in a context is released only with that owner in ctx. See
 // [dlock.Locker.Unlock].
 func (l *Locker) Unlock(ctx context.Context, key string) error {
-	h, err := l.table.Find(ctx, key)
+	h, err := l.tables.Locks.Find(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -166,14 +157,10 @@ func (l *Locker) Close() error {
 	// recorded before is revoked here, and one started meanwhile is
 	// revoked by its starter, a goroutine of the Locker.
 	l.mu.Lock()
-	hs, ok := l.table.Close()
+	hs, ok := l.tables.Close()
 	if !ok {
 		l.mu.Unlock()
 		return dlock.ErrClosed
-	}
-	for _, t := range l.tables()[1:] {
-		more, _ := t.Close()
-		hs = append(hs, more...)
 	}
 	shared := l.shared
 	l.shared = nil

@@ -57,7 +57,7 @@ func (h *hold) startWatch() {
 	}
 	h.l.mu.Lock()
 	defer h.l.mu.Unlock()
-	if h.l.table.Closed() {
+	if h.l.tables.Locks.Closed() {
 		return
 	}
 	h.stop = make(chan struct{})

@@ -13,7 +13,7 @@ import (
 // onRenew returns the hook by which a renewed lease reports its
 // keep-alives to the Locker's observer, or nil when it has none.
 func (l *Locker) onRenew() func(*lease, error) {
-	if !l.table.Observed() {
+	if !l.tables.Locks.Observed() {
 		return nil
 	}
 	return l.renewed
@@ -22,7 +22,7 @@ func (l *Locker) onRenew() func(*lease, error) {
 // renewed reports a keep-alive of ls as a renewal of each hold on it: a
 // shared lease carries many.
 func (l *Locker) renewed(ls *lease, err error) {
-	for _, t := range l.tables() {
+	for _, t := range l.tables.All() {
 		for _, h := range t.Held() {
 			if h.currentLease() == ls {
 				t.Renewed(h, err)

@@ -57,17 +57,6 @@ func (l *Locker) baseOf(k kind, key string) string {
 	return l.opts.Prefix + ns + escape(key) + "/"
 }
 
-// tableOf is the Locker's table of holds of kind k.
-func (l *Locker) tableOf(k kind) *driver.Table[*hold] {
-	switch k {
-	case driver.HoldPermit:
-		return &l.permits
-	case driver.HoldRead, driver.HoldWrite:
-		return &l.rw
-	}
-	return &l.table
-}
-
 // entry is one key of a queue: its value is the kind's letter, a number,
 // '|' and the owner id. The number of a permit is the limit its
 // acquisition gave; that of a read or write lock its order, empty when it
@@ -224,7 +213,7 @@ func (l *Locker) newHoldOf(ctx context.Context, c call) (*hold, error) {
 	if c.kind == driver.HoldLock {
 		return h, nil
 	}
-	h.kind, h.tbl, h.token = c.kind, l.tableOf(c.kind), driver.NewToken()
+	h.kind, h.tbl, h.token = c.kind, l.tables.Of(c.kind), driver.NewToken()
 	switch {
 	case c.kind == driver.HoldPermit:
 		if err := driver.CheckLimit(c.limit); err != nil {

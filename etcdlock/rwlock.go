@@ -50,7 +50,7 @@ func (l *Locker) RUnlock(ctx context.Context, key string) error { return l.unloc
 func (l *Locker) WUnlock(ctx context.Context, key string) error { return l.unlockRW(ctx, key, false) }
 
 func (l *Locker) unlockRW(ctx context.Context, key string, read bool) error {
-	h, err := l.rw.Find(ctx, key)
+	h, err := l.tables.RW.Find(ctx, key)
 	if err != nil {
 		return err
 	}

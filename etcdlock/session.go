@@ -27,7 +27,7 @@ type sessionStart struct {
 func (l *Locker) sharedLease(ctx context.Context) (*lease, error) {
 	for {
 		l.mu.Lock()
-		if l.table.Closed() {
+		if l.tables.Locks.Closed() {
 			l.mu.Unlock()
 			return nil, dlock.ErrClosed
 		}
@@ -63,7 +63,7 @@ func (l *Locker) startSession(st *sessionStart) {
 	ls, err := newLease(ctx, l.cli, l.opts.TTL, true, &l.wg, l.onRenew())
 	l.mu.Lock()
 	l.starting = nil
-	closed := l.table.Closed()
+	closed := l.tables.Locks.Closed()
 	if err == nil && !closed {
 		ls.shared = true
 		l.shared = ls

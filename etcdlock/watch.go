@@ -26,7 +26,7 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 	}
 	// Counted under l.mu, where Close closes the table before it waits.
 	l.mu.Lock()
-	if l.table.Closed() {
+	if l.tables.Locks.Closed() {
 		l.mu.Unlock()
 		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
 	}

@@ -33,7 +33,7 @@ func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit 
 	if o.Waiting && o.Wait == 0 {
 		wait = false
 	}
-	h := &hold{l: l, tbl: l.tableOf(k), kind: k, name: l.nameOf(k, key), owner: o.OwnerIn(ctx)}
+	h := &hold{l: l, tbl: l.tables.Of(k), kind: k, name: l.nameOf(k, key), owner: o.OwnerIn(ctx)}
 	if k == driver.HoldPermit && h.owner == "" {
 		// A Locker may hold many permits of a key: each is a holder of
 		// its own in the table, found by Release as a WithOwner hold is.
@@ -76,16 +76,6 @@ func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit 
 		return h, nil
 	}
 	return l.wait(ctx, h, o, limit)
-}
-
-func (l *Locker) tableOf(k driver.HoldKind) *driver.Table[*hold] {
-	switch k {
-	case driver.HoldPermit:
-		return &l.permits
-	case driver.HoldRead, driver.HoldWrite:
-		return &l.rw
-	}
-	return &l.locks
 }
 
 // kindLetter is the kind column of a hold of kind k.

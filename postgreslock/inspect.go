@@ -62,7 +62,7 @@ func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlo
 }
 
 func (l *Locker) checkInspect(key string) error {
-	if l.locks.Closed() {
+	if l.tables.Locks.Closed() {
 		return &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
 	}
 	if err := driver.CheckKey(key); err != nil {
@@ -117,7 +117,7 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error)
 
 // ListKind returns the held locks of kind k whose key matches pattern.
 func (l *Locker) ListKind(ctx context.Context, k dlock.Kind, pattern string) ([]dlock.Info, error) {
-	if l.locks.Closed() {
+	if l.tables.Locks.Closed() {
 		return nil, &dlock.KeyError{Op: "list", Err: dlock.ErrClosed}
 	}
 	p, err := driver.ParsePattern(pattern)

@@ -42,9 +42,9 @@ type Locker struct {
 	// starts after that.
 	stopped bool
 
-	locks, permits, rw driver.Table[*hold]
-	wd                 driver.Watchdog[*hold]
-	ln                 *listener
+	tables driver.Tables[*hold]
+	wd     driver.Watchdog[*hold]
+	ln     *listener
 
 	beforeWatchStart func() // a test's hook, nil outside tests
 }
@@ -92,9 +92,7 @@ func New(pool *pgxpool.Pool, opts ...dlock.Option) (*Locker, error) {
 	l := &Locker{pool: pool, table: table, sql: newStatements(table), opts: o,
 		id: driver.NewToken(), ctx: ctx, cancel: cancel}
 	l.ln = newListener(l, listen.Copy())
-	for _, t := range l.tables() {
-		t.Init(backend, o, func(h *hold) { l.wd.Remove(h) })
-	}
+	l.tables.Init(backend, o, func(h *hold) { l.wd.Remove(h) })
 	if err := l.wd.Init(driver.WatchdogConfig[*hold]{
 		Drift:   drift,
 		Renew:   l.renew,
@@ -130,10 +128,6 @@ func checkOptions(o dlock.Options) error {
 
 // Unsupported returns nil: the driver offers every feature.
 func (l *Locker) Unsupported(driver.Feature) error { return nil }
-
-func (l *Locker) tables() []*driver.Table[*hold] {
-	return []*driver.Table[*hold]{&l.locks, &l.permits, &l.rw}
-}
 
 // Table returns the name of the Locker's lease table.
 func (l *Locker) Table() string { return l.table }
@@ -172,7 +166,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 // Unlock releases this Locker's most recent hold on key for the owner in
 // ctx (see [dlock.Locker.Unlock]).
 func (l *Locker) Unlock(ctx context.Context, key string) error {
-	h, err := l.locks.Find(ctx, key)
+	h, err := l.tables.Locks.Find(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -183,18 +177,12 @@ func (l *Locker) Unlock(ctx context.Context, key string) error {
 // waits for them, and makes later calls return ErrClosed. Waiting calls
 // return at once. Calling Close again returns ErrClosed.
 func (l *Locker) Close() error {
-	hs, ok := l.locks.Close()
+	hs, ok := l.tables.Close()
 	if !ok {
 		return dlock.ErrClosed
 	}
-	for _, t := range l.tables()[1:] {
-		more, _ := t.Close()
-		hs = append(hs, more...)
-	}
 	l.cancel()
-	for _, t := range l.tables() {
-		t.Wait()
-	}
+	l.tables.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
 	defer cancel()
 	var err error

@@ -22,7 +22,7 @@ func (l *Locker) Acquire(ctx context.Context, key string, limit int, opts ...dlo
 // Release gives back this Locker's most recent permit of key (see
 // [dlock.Semaphore]).
 func (l *Locker) Release(ctx context.Context, key string) error {
-	h, err := l.permits.Find(ctx, key)
+	h, err := l.tables.Permits.Find(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func (l *Locker) WUnlock(ctx context.Context, key string) error {
 }
 
 func (l *Locker) unlockRW(ctx context.Context, key string, k driver.HoldKind) error {
-	h, err := l.rw.Find(ctx, key)
+	h, err := l.tables.RW.Find(ctx, key)
 	if err != nil {
 		return err
 	}

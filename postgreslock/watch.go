@@ -22,7 +22,7 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 	if err := driver.CheckKey(key); err != nil {
 		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: err}
 	}
-	if l.locks.Closed() {
+	if l.tables.Locks.Closed() {
 		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
 	}
 	if l.beforeWatchStart != nil {

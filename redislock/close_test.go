@@ -70,7 +70,7 @@ func TestAcquireRacingClose(t *testing.T) {
 			l.hookAcquired = func() {
 				once.Do(func() {
 					go func() { closed <- l.Close() }()
-					dlocktest.Eventually(t, 5*time.Second, "Close begins", l.table.Closed)
+					dlocktest.Eventually(t, 5*time.Second, "Close begins", l.tables.Locks.Closed)
 				})
 			}
 			defer func() { within(t, closed, 5*time.Second, "Close returns") }()

@@ -63,40 +63,8 @@ var (
 	holdTTLScript     = redisnode.NewScript(redisnode.SharedTTLLua)
 )
 
-// holdTables are a Locker's tables of holds other than locks.
-type holdTables struct {
-	permits driver.Table[*lock]
-	rw      driver.Table[*lock] // readers and writers
-}
-
-func (t *holdTables) init(l *Locker) {
-	t.permits.Init(backend, l.opts, l.unwatch)
-	t.rw.Init(backend, l.opts, l.unwatch)
-}
-
-// close closes both tables and returns the holds still held.
-func (t *holdTables) close() []*lock {
-	a, _ := t.permits.Close()
-	b, _ := t.rw.Close()
-	return append(a, b...)
-}
-
-// wait waits for the waiting acquisitions of both tables to leave.
-func (t *holdTables) wait() {
-	t.permits.Wait()
-	t.rw.Wait()
-}
-
 // table is the table that lk lives in.
-func (lk *lock) table() *driver.Table[*lock] {
-	switch lk.kind {
-	case driver.HoldLock:
-		return &lk.l.table
-	case driver.HoldPermit:
-		return &lk.l.holds.permits
-	}
-	return &lk.l.holds.rw
-}
+func (lk *lock) table() *driver.Table[*lock] { return lk.l.tables.Of(lk.kind) }
 
 // leaseArg is the TTL argument of refresh.lua for a lease of ttl: negative
 // for a hold, which tells refresh.lua to renew a member of a set.
@@ -115,10 +83,7 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 	if k == driver.HoldPermit {
 		op = "acquire"
 	}
-	tbl := &l.holds.rw
-	if k == driver.HoldPermit {
-		tbl = &l.holds.permits
-	}
+	tbl := l.tables.Of(k)
 	if tbl.Closed() {
 		return nil, dlock.Options{}, &dlock.KeyError{Op: op, Key: key, Err: dlock.ErrClosed}
 	}

@@ -17,7 +17,7 @@ var forceScript = redisnode.NewScript(lockLua + redisnode.ForceLua)
 // block over the lock's keys, which share a Cluster slot). It changes
 // nothing.
 func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
-	if l.table.Closed() {
+	if l.tables.Locks.Closed() {
 		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
 	}
 	k, err := redisnode.Of(l.opts.Prefix, key)
@@ -48,7 +48,7 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error)
 // renewal that the lock is lost (dlock.ErrOwnershipLost). It returns what it
 // deleted, or an error matching dlock.ErrNotHeld when the lock was free.
 func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error) {
-	if l.table.Closed() {
+	if l.tables.Locks.Closed() {
 		return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: dlock.ErrClosed}
 	}
 	k, err := redisnode.Of(l.opts.Prefix, key)
@@ -75,7 +75,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 // redisnode.In) that match pattern: it walks the keyspace with SCAN, on
 // every master of a Cluster, then inspects each key found.
 func (l *Locker) list(ctx context.Context, ns, pattern string, inspect func(context.Context, string) (dlock.Info, error)) ([]dlock.Info, error) {
-	if l.table.Closed() {
+	if l.tables.Locks.Closed() {
 		return nil, dlock.ErrClosed
 	}
 	glob, err := driver.ParsePattern(pattern)

@@ -22,7 +22,7 @@ func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlo
 	if k == dlock.KindLock {
 		return l.Inspect(ctx, key)
 	}
-	if l.table.Closed() {
+	if l.tables.Locks.Closed() {
 		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
 	}
 	kd, err := driver.HoldKindOf(k)

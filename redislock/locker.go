@@ -28,9 +28,8 @@ type Locker struct {
 	opts   dlock.Options
 	log    *slog.Logger
 
-	quit  chan struct{}       // closed by Close: waiters stop waiting
-	table driver.Table[*lock] // this Locker's holds, and the Lock calls under way
-	holds holdTables          // its holds of semaphores and read-write locks
+	quit   chan struct{}        // closed by Close: waiters stop waiting
+	tables driver.Tables[*lock] // this Locker's holds, and the calls under way
 
 	ttlArg any // the default TTL in ms, boxed once
 
@@ -74,11 +73,10 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 		quit:   make(chan struct{}),
 		ttlArg: o.TTL.Milliseconds(),
 	}
-	l.table.Init(backend, o, l.unwatch)
+	l.tables.Init(backend, o, l.unwatch)
 	if err := l.newWatchdog(); err != nil {
 		return nil, err
 	}
-	l.holds.init(l)
 	l.reqs.init()
 	l.notify = newSubscriber(client, l)
 	l.sub = driver.NewToken()[:8]
@@ -98,8 +96,8 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 		return nil, err
 	}
 	if err := l.try(ctx, lk, o); err != nil {
-		l.table.Remove(lk)
-		l.table.Failed(lk, false, err)
+		l.tables.Locks.Remove(lk)
+		l.tables.Locks.Failed(lk, false, err)
 		return nil, err
 	}
 	return lk, nil
@@ -129,7 +127,7 @@ func (l *Locker) try(ctx context.Context, lk *lock, o dlock.Options) error {
 // with that owner in ctx. It returns an error matching dlock.ErrNotHeld
 // when there is none.
 func (l *Locker) Unlock(ctx context.Context, key string) error {
-	lk, err := l.table.Find(ctx, key)
+	lk, err := l.tables.Locks.Find(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -151,11 +149,10 @@ func (l *Locker) Orphan() error { return l.close(false) }
 func (l *Locker) close(release bool) error {
 	// Every acquisition is either collected here or told by the table
 	// that the Locker closed, and gives back.
-	all, ok := l.table.Close()
+	all, ok := l.tables.Close()
 	if !ok {
 		return dlock.ErrClosed
 	}
-	all = append(all, l.holds.close()...)
 	close(l.quit)
 	l.notify.Interrupt()
 	var errs []error
@@ -170,8 +167,7 @@ func (l *Locker) close(release bool) error {
 			lk.lose(fmt.Errorf("%w: the Locker was orphaned", dlock.ErrOwnershipLost))
 		}
 	}
-	l.table.Wait() // the waiters leave their queues before the client may close
-	l.holds.wait()
+	l.tables.Wait() // the waiters leave their queues before the client may close
 	l.watchdog.Stop()
 	l.notify.Stop()
 	l.reqs.close() // and the requests their callers left, with their give-backs
@@ -180,20 +176,20 @@ func (l *Locker) close(release bool) error {
 
 // prepare validates a call and reserves its place in the table of holds
 // (see driver.Table.Reserve). A waiting call (wait) must call
-// l.table.Leave when it returns, if prepare did not fail.
+// l.tables.Locks.Leave when it returns, if prepare did not fail.
 func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
 	check := func(o dlock.Options) error { return checkAck(l.client, o) }
-	o, k, err := redisnode.Prepare(ctx, l.table.Closed(), l.opts, key, opts, check)
+	o, k, err := redisnode.Prepare(ctx, l.tables.Locks.Closed(), l.opts, key, opts, check)
 	if err != nil {
 		return nil, o, err
 	}
 	lk := l.newLock(key, k, driver.NewToken(), o.OwnerIn(ctx), o.Owner != "", o.TTL)
 	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
 	lk.ack = ackOf(o)
-	if err := l.table.Reserve(lk, wait); err != nil {
+	if err := l.tables.Locks.Reserve(lk, wait); err != nil {
 		return nil, o, err
 	}
-	l.table.Begin(ctx, lk)
+	l.tables.Locks.Begin(ctx, lk)
 	return lk, o, nil
 }
 
@@ -242,7 +238,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 	if lk.kind != driver.HoldLock {
 		return l.attemptHold(ctx, lk, mode, claim, n)
 	}
-	l.table.Attempted(lk)
+	l.tables.Locks.Attempted(lk)
 	sent := time.Now()
 	deadline := sent.Add(lk.requestTimeout())
 	ttl := l.ttlArg

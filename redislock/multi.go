@@ -53,9 +53,9 @@ func (l *Locker) TryLockMulti(ctx context.Context, keys []string, opts ...dlock.
 	locks := make([]*lock, 0, len(keys))
 	fail := func(err error, failed bool) ([]dlock.Lock, error) {
 		for _, lk := range locks {
-			l.table.Remove(lk)
+			l.tables.Locks.Remove(lk)
 			if failed {
-				l.table.Failed(lk, false, err)
+				l.tables.Locks.Failed(lk, false, err)
 			}
 		}
 		return nil, err
@@ -88,7 +88,7 @@ func (l *Locker) TryLockMulti(ctx context.Context, keys []string, opts ...dlock.
 			// this one, acquired gave this one back, and the rest go back
 			// here.
 			for _, rest := range locks[i+1:] {
-				l.table.Remove(rest)
+				l.tables.Locks.Remove(rest)
 				l.giveBack(ctx, rest, time.Now().Add(giveBackTimeout))
 			}
 			return nil, err
@@ -135,7 +135,7 @@ func (l *Locker) attemptAll(ctx context.Context, locks []*lock) error {
 	args := make([]any, 0, 3+len(locks))
 	args = append(args, ttl, first.ownerArg, fenced)
 	for _, lk := range locks {
-		l.table.Attempted(lk)
+		l.tables.Locks.Attempted(lk)
 		keys = append(keys, lk.keyArgs[:]...)
 		args = append(args, lk.tokenArg)
 	}

@@ -4,7 +4,7 @@ package redislock
 // it has one: renewed (err nil), refused (the token is gone: the loss
 // follows) or failed with the batch's or the lock's error.
 func (l *Locker) renewed(lk *lock, err error) {
-	if l.table.Observed() {
-		l.table.Renewed(lk, err)
+	if l.tables.Locks.Observed() {
+		l.tables.Locks.Renewed(lk, err)
 	}
 }

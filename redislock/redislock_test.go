@@ -135,7 +135,7 @@ func TestHazardStaleRenew(t *testing.T) {
 	}
 	// Keep A1's token, as a stale renewal from an old process would have it.
 	stale := a.newLock(key, a1.(*lock).keys, a1.Token(), "", false, time.Second)
-	a.table.Add(stale) // held, as the stale process believes
+	a.tables.Locks.Add(stale) // held, as the stale process believes
 	if err := a1.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}

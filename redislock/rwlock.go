@@ -47,7 +47,7 @@ func (l *Locker) RUnlock(ctx context.Context, key string) error { return l.unloc
 func (l *Locker) WUnlock(ctx context.Context, key string) error { return l.unlockRW(ctx, key, false) }
 
 func (l *Locker) unlockRW(ctx context.Context, key string, read bool) error {
-	lk, err := l.holds.rw.Find(ctx, key)
+	lk, err := l.tables.RW.Find(ctx, key)
 	if err != nil {
 		return err
 	}

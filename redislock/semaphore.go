@@ -37,7 +37,7 @@ func (l *Locker) Acquire(ctx context.Context, key string, limit int, opts ...dlo
 // an owner or with dlock.WithOwner. It returns an error matching
 // dlock.ErrNotHeld when there is none.
 func (l *Locker) Release(ctx context.Context, key string) error {
-	lk, err := l.holds.permits.Find(ctx, key)
+	lk, err := l.tables.Permits.Find(ctx, key)
 	if err != nil {
 		return err
 	}

@@ -67,11 +67,11 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 	if err != nil {
 		return nil, err
 	}
-	defer l.table.Leave()
+	defer l.tables.Locks.Leave()
 	got, err := l.wait(ctx, lk, o)
 	if err != nil {
-		l.table.Remove(lk)
-		l.table.Failed(lk, !(o.Waiting && o.Wait == 0), err)
+		l.tables.Locks.Remove(lk)
+		l.tables.Locks.Failed(lk, !(o.Waiting && o.Wait == 0), err)
 		return nil, err
 	}
 	return got, nil
@@ -140,7 +140,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 	case single:
 		return nil, w.busy(nil)
 	}
-	l.table.Waiting(lk)
+	l.tables.Locks.Waiting(lk)
 	var limit <-chan time.Time
 	if o.Waiting {
 		t := time.NewTimer(time.Until(w.end))
@@ -185,7 +185,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, er
 		select {
 		case g := <-w.wake:
 			handoff := w.settling == nil && l.granted(lk, g, w.n, w.sent, w.claim, o)
-			l.table.Woken(lk, handoff)
+			l.tables.Locks.Woken(lk, handoff)
 			if handoff {
 				return l.acquired(ctx, lk)
 			}

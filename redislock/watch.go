@@ -27,7 +27,7 @@ var _ driver.Watcher = (*Locker)(nil)
 // closes, and shares the Locker's subscription connection of the key's
 // shard with its waiters.
 func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
-	if l.table.Closed() {
+	if l.tables.Locks.Closed() {
 		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
 	}
 	return l.notify.Observe(ctx, l.opts.Prefix, key, 0, l.markObserved)

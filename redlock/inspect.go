@@ -53,7 +53,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 // of the majority of the states they report (see majority); it needs a
 // majority of the nodes to answer.
 func (l *Locker) each(ctx context.Context, op, key string, do func(context.Context, *node, *redisnode.Keys) (redisnode.State, error)) (dlock.Info, error) {
-	if l.table.Closed() || !l.calls.enter() {
+	if l.tables.Locks.Closed() || !l.calls.enter() {
 		return dlock.Info{}, errClosed(op, key)
 	}
 	defer l.calls.leave()
@@ -130,7 +130,7 @@ func (l *Locker) majority(key string, states map[int]redisnode.State) dlock.Info
 // found; a lock taken or released during the walk may or may not be
 // listed.
 func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error) {
-	if l.table.Closed() || !l.calls.enter() {
+	if l.tables.Locks.Closed() || !l.calls.enter() {
 		return nil, dlock.ErrClosed
 	}
 	defer l.calls.leave()

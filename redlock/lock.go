@@ -53,12 +53,7 @@ func (lk *lock) lose(cause error) error { return lk.table().Lose(lk, cause) }
 
 // table is the table that lk lives in: the locks', or the read-write
 // holds'.
-func (lk *lock) table() *driver.Table[*lock] {
-	if lk.kind == driver.HoldLock {
-		return &lk.l.table
-	}
-	return &lk.l.rw
-}
+func (lk *lock) table() *driver.Table[*lock] { return lk.l.tables.Of(lk.kind) }
 
 // leaseArg is the TTL argument, in ms, of lease.lua's refresh for a lease
 // of ms: negative for a hold, which tells refresh to renew a member of a

@@ -39,9 +39,8 @@ type Locker struct {
 	opts    dlock.Options
 	log     *slog.Logger
 
-	quit     chan struct{} // closed by Close: waiters stop waiting
-	table    driver.Table[*lock]
-	rw       driver.Table[*lock] // read and write holds (see rwlock.go)
+	quit     chan struct{}        // closed by Close: waiters stop waiting
+	tables   driver.Tables[*lock] // locks, and read and write holds (see rwlock.go)
 	watchdog driver.Watchdog[*lock]
 	notify   *rediswait.Subscriber
 	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
@@ -99,8 +98,7 @@ func New(clients []redis.UniversalClient, opts ...dlock.Option) (*Locker, error)
 		}
 		l.nodes = append(l.nodes, &node{i: i, client: c, send: sender(c), addr: addr})
 	}
-	l.table.Init("redlock", o, l.unwatch)
-	l.rw.Init("redlock", o, l.unwatch)
+	l.tables.Init("redlock", o, l.unwatch)
 	if err := l.watchdog.Init(driver.WatchdogConfig[*lock]{
 		Drift:  redisnode.Drift,
 		Renew:  l.renew,
@@ -147,8 +145,8 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 		err = res.err
 	}
 	if err != nil {
-		l.table.Remove(lk)
-		l.table.Failed(lk, false, err)
+		l.tables.Locks.Remove(lk)
+		l.tables.Locks.Failed(lk, false, err)
 		return nil, err
 	}
 	return lk, nil
@@ -158,7 +156,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 // ctx (see dlock.Locker). It returns an error matching dlock.ErrNotHeld
 // when there is none.
 func (l *Locker) Unlock(ctx context.Context, key string) error {
-	lk, err := l.table.Find(ctx, key)
+	lk, err := l.tables.Locks.Find(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -170,12 +168,10 @@ func (l *Locker) Unlock(ctx context.Context, key string) error {
 // Later calls return dlock.ErrClosed. It returns the errors of the
 // releases that failed. It does not close the clients.
 func (l *Locker) Close() error {
-	all, ok := l.table.Close()
+	all, ok := l.tables.Close()
 	if !ok {
 		return dlock.ErrClosed
 	}
-	holds, _ := l.rw.Close()
-	all = append(all, holds...)
 	close(l.quit)
 	l.notify.Interrupt()
 	var errs []error
@@ -186,8 +182,7 @@ func (l *Locker) Close() error {
 		}
 		cancel()
 	}
-	l.table.Wait()
-	l.rw.Wait()
+	l.tables.Wait()
 	l.watchdog.Stop()
 	l.notify.Stop()
 	l.calls.close()
@@ -196,20 +191,20 @@ func (l *Locker) Close() error {
 }
 
 // prepare validates a call and reserves its place in the table of holds.
-// A waiting call (wait) must call l.table.Leave when it returns, if
+// A waiting call (wait) must call l.tables.Locks.Leave when it returns, if
 // prepare did not fail.
 func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
-	o, k, err := redisnode.Prepare(ctx, l.table.Closed(), l.opts, key, opts, nil)
+	o, k, err := redisnode.Prepare(ctx, l.tables.Locks.Closed(), l.opts, key, opts, nil)
 	if err != nil {
 		return nil, o, err
 	}
 	owner := o.OwnerIn(ctx)
 	lk := &lock{l: l, keys: k, keyArgs: k.Args(), scripts: lockScripts, token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
 	lk.Init(key, owner, o.Owner != "")
-	if err := l.table.Reserve(lk, wait); err != nil {
+	if err := l.tables.Locks.Reserve(lk, wait); err != nil {
 		return nil, o, err
 	}
-	l.table.Begin(ctx, lk)
+	l.tables.Locks.Begin(ctx, lk)
 	return lk, o, nil
 }
 

@@ -68,7 +68,7 @@ func (l *Locker) RUnlock(ctx context.Context, key string) error { return l.unloc
 func (l *Locker) WUnlock(ctx context.Context, key string) error { return l.unlockRW(ctx, key, false) }
 
 func (l *Locker) unlockRW(ctx context.Context, key string, read bool) error {
-	lk, err := l.rw.Find(ctx, key)
+	lk, err := l.tables.RW.Find(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -80,9 +80,9 @@ func (l *Locker) unlockRW(ctx context.Context, key string, read bool) error {
 
 // prepareHold validates a call for a hold of kind k and reserves its
 // place in the table of read-write holds. A waiting call (wait) must call
-// l.rw.Leave when it returns, if prepareHold did not fail.
+// l.tables.RW.Leave when it returns, if prepareHold did not fail.
 func (l *Locker) prepareHold(ctx context.Context, k driver.HoldKind, key string, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
-	if l.rw.Closed() {
+	if l.tables.RW.Closed() {
 		return nil, dlock.Options{}, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
 	}
 	o, err := l.opts.Apply(opts...)
@@ -103,14 +103,14 @@ func (l *Locker) prepareHold(ctx context.Context, k driver.HoldKind, key string,
 	if k == driver.HoldWrite && owner == "" {
 		// This Locker's own read hold would make the writer wait on
 		// itself: say so rather than ErrAlreadyHeld.
-		if h, err := l.rw.Find(dlock.ContextWithOwner(ctx, ""), key); err == nil && h.reads() {
+		if h, err := l.tables.RW.Find(dlock.ContextWithOwner(ctx, ""), key); err == nil && h.reads() {
 			return nil, o, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrUpgrade}
 		}
 	}
-	if err := l.rw.Reserve(lk, wait); err != nil {
+	if err := l.tables.RW.Reserve(lk, wait); err != nil {
 		return nil, o, err
 	}
-	l.rw.Begin(ctx, lk)
+	l.tables.RW.Begin(ctx, lk)
 	return lk, o, nil
 }
 
@@ -123,7 +123,7 @@ func (l *Locker) acquireHold(ctx context.Context, k driver.HoldKind, key string,
 	}
 	if !wait {
 		if !l.calls.enter() {
-			l.rw.Remove(lk)
+			l.tables.RW.Remove(lk)
 			return nil, errClosed("lock", key)
 		}
 		defer l.calls.leave()
@@ -133,21 +133,21 @@ func (l *Locker) acquireHold(ctx context.Context, k driver.HoldKind, key string,
 			err = l.acquired(ctx, lk)
 		}
 		if err != nil {
-			l.rw.Remove(lk)
-			l.rw.Failed(lk, false, err)
+			l.tables.RW.Remove(lk)
+			l.tables.RW.Failed(lk, false, err)
 			return nil, err
 		}
 		return lk, nil
 	}
-	defer l.rw.Leave()
+	defer l.tables.RW.Leave()
 	if k == driver.HoldWrite {
 		// A waiting writer always queues, so that new readers wait
 		// behind it.
 		o.Notify = true
 	}
 	if err := l.wait(ctx, lk, o); err != nil {
-		l.rw.Remove(lk)
-		l.rw.Failed(lk, !(o.Waiting && o.Wait == 0), err)
+		l.tables.RW.Remove(lk)
+		l.tables.RW.Failed(lk, !(o.Waiting && o.Wait == 0), err)
 		return nil, err
 	}
 	return lk, nil

@@ -58,10 +58,10 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 	if err != nil {
 		return nil, err
 	}
-	defer l.table.Leave()
+	defer l.tables.Locks.Leave()
 	if err := l.wait(ctx, lk, o); err != nil {
-		l.table.Remove(lk)
-		l.table.Failed(lk, !(o.Waiting && o.Wait == 0), err)
+		l.tables.Locks.Remove(lk)
+		l.tables.Locks.Failed(lk, !(o.Waiting && o.Wait == 0), err)
 		return nil, err
 	}
 	return lk, nil

@@ -39,7 +39,7 @@ const watchTimeout = 2 * time.Second
 // Each Watch has one goroutine, stopped when ctx ends or the Locker
 // closes.
 func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
-	if l.table.Closed() {
+	if l.tables.Locks.Closed() {
 		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
 	}
 	return l.notify.Observe(ctx, l.opts.Prefix, key, max(2*l.timeout, watchTimeout), l.markObserved)
