@@ -64,11 +64,11 @@ var (
 )
 
 // table is the table that lk lives in.
-func (lk *lock) table() *driver.Table[*lock] { return lk.l.tables.Of(lk.kind) }
+func (lk *hold) table() *driver.Table[*hold] { return lk.l.tables.Of(lk.kind) }
 
 // leaseArg is the TTL argument of refresh.lua for a lease of ttl: negative
 // for a hold, which tells refresh.lua to renew a member of a set.
-func (lk *lock) leaseArg(ttl time.Duration) int64 {
+func (lk *hold) leaseArg(ttl time.Duration) int64 {
 	if lk.kind != driver.HoldLock {
 		return -ttl.Milliseconds()
 	}
@@ -78,7 +78,7 @@ func (lk *lock) leaseArg(ttl time.Duration) int64 {
 // prepareHold validates a call for a hold of kind k and reserves its place
 // in the kind's table. A waiting call (wait) must call Leave on that table
 // when it returns, if prepareHold did not fail.
-func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
+func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int, opts []dlock.Option, wait bool) (*hold, dlock.Options, error) {
 	op := "lock"
 	if k == driver.HoldPermit {
 		op = "acquire"
@@ -161,7 +161,7 @@ func (l *Locker) acquireHold(ctx context.Context, k kind, key string, limit int,
 }
 
 // attemptHold is attempt for a hold: one call of shared_acquire.lua.
-func (l *Locker) attemptHold(ctx context.Context, lk *lock, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
+func (l *Locker) attemptHold(ctx context.Context, lk *hold, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
 	sent := time.Now()
 	deadline := sent.Add(lk.requestTimeout())
 	fenced := "0"
@@ -200,7 +200,7 @@ func (l *Locker) attemptHold(ctx context.Context, lk *lock, mode attemptMode, cl
 // release that finds the hold gone within its local lease released it
 // earlier (a re-sent release), and once Unlock is called nothing renews
 // the hold.
-func (lk *lock) unlockHold(ctx context.Context) error {
+func (lk *hold) unlockHold(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
 	if err := lk.Check("unlock"); err != nil {
@@ -221,7 +221,7 @@ func (lk *lock) unlockHold(ctx context.Context) error {
 }
 
 // releaseHold deletes a hold whose handle has ended (Close).
-func (lk *lock) releaseHold(ctx context.Context, giveUp bool) error {
+func (lk *hold) releaseHold(ctx context.Context, giveUp bool) error {
 	arg := "0"
 	if giveUp {
 		arg = "1"
@@ -237,7 +237,7 @@ func (lk *lock) releaseHold(ctx context.Context, giveUp bool) error {
 // handle it returns an error matching dlock.ErrInvalidOption. A Downgrade
 // whose reply was lost may be called again: it finds the read lock it
 // made.
-func (lk *lock) Downgrade(ctx context.Context) error {
+func (lk *hold) Downgrade(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
 	if err := lk.CheckDowngrade(lk.kind == driver.HoldWrite && !lk.downgraded); err != nil {
@@ -255,7 +255,7 @@ func (lk *lock) Downgrade(ctx context.Context) error {
 }
 
 // reads reports whether lk is a read hold now.
-func (lk *lock) reads() bool {
+func (lk *hold) reads() bool {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
 	return lk.kind == driver.HoldRead || lk.downgraded

@@ -8,7 +8,7 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-var _ driver.Lapser = (*lock)(nil)
+var _ driver.Lapser = (*hold)(nil)
 
 // UnlockAfter lets the lock lapse d from now instead of deleting it: one
 // round trip, a token-checked PEXPIRE (lapse.lua). See [driver.Lapser].
@@ -23,7 +23,7 @@ var _ driver.Lapser = (*lock)(nil)
 // wire may land after the PEXPIRE, and then the lock lapses a full TTL
 // from that renewal instead: later than d when d is below the TTL, sooner
 // when d is above it. A d below a millisecond is Unlock.
-func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
+func (lk *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	if d < time.Millisecond {
 		return lk.Unlock(ctx)
 	}

@@ -179,7 +179,7 @@ func TestRefreshShorterLostReply(t *testing.T) {
 	if err := lk.Refresh(ctx, short); err == nil {
 		t.Fatal("Refresh whose reply was lost = nil")
 	}
-	if d := lk.(*lock).leaseDeadline(); d.After(sent.Add(short)) {
+	if d := lk.(*hold).leaseDeadline(); d.After(sent.Add(short)) {
 		t.Fatalf("local deadline %v after the refresh was sent, want at most %v", d.Sub(sent), short)
 	}
 }
@@ -215,11 +215,11 @@ func TestRenewalRacingRefresh(t *testing.T) {
 	}
 	close(gate)
 	dlocktest.Eventually(t, 5*time.Second, "the renewal's reply is filed", func() bool {
-		return !l.watchdog.Renewing(lk.(*lock))
+		return !l.watchdog.Renewing(lk.(*hold))
 	})
 	// A renewal at the new TTL may follow at once (and lengthen the lease
 	// by what it is), but no deadline may be further than short from now.
-	if d, now := lk.(*lock).leaseDeadline(), time.Now(); d.After(now.Add(short)) {
+	if d, now := lk.(*hold).leaseDeadline(), time.Now(); d.After(now.Add(short)) {
 		t.Fatalf("local deadline %v after Refresh(%v), %v from now: the older renewal put a longer lease back", d.Sub(sent), short, d.Sub(now))
 	}
 }

@@ -43,8 +43,8 @@ import (
 // And its dual: a hold that ends other than by its own Unlock ends the work
 // done under it (dlock.Guard and dlock.Do watch Done).
 
-// lock is the handle of one acquisition, the dlock.Lock of this driver.
-type lock struct {
+// hold is the handle of one acquisition, the dlock.Lock of this driver.
+type hold struct {
 	driver.Hold  // the key, the owner, the state, Done and Err
 	driver.Lease // the lease, as the watchdog keeps it
 	l            *Locker
@@ -75,11 +75,11 @@ type lock struct {
 	renewTTL  time.Duration
 }
 
-var _ dlock.Lock = (*lock)(nil)
+var _ dlock.Lock = (*hold)(nil)
 
 // setDeadline sets the local deadline of a lease of ttl that the command
 // sent at sent set, before the lock is watched.
-func (lk *lock) setDeadline(sent time.Time, ttl time.Duration) {
+func (lk *hold) setDeadline(sent time.Time, ttl time.Duration) {
 	lk.deadline = redisnode.Drift.Deadline(sent, ttl)
 }
 
@@ -87,7 +87,7 @@ func (lk *lock) setDeadline(sent time.Time, ttl time.Duration) {
 // holds. A plain lock has no holds key, and the scripts do not touch it:
 // the lock key stands in for it, for a Cluster slot that is migrating
 // refuses (TRYAGAIN) a command whose keys are not all there.
-func (lk *lock) leaseKeys() []any {
+func (lk *hold) leaseKeys() []any {
 	if lk.Owner() == "" && lk.kind == driver.HoldLock {
 		return []any{lk.keyArgs[0], lk.keyArgs[0]}
 	}
@@ -95,16 +95,16 @@ func (lk *lock) leaseKeys() []any {
 }
 
 // Token returns the random value that identifies this acquisition.
-func (lk *lock) Token() string { return lk.token }
+func (lk *hold) Token() string { return lk.token }
 
 // Fence returns the fencing token of this acquisition.
-func (lk *lock) Fence() uint64 { return lk.fence }
+func (lk *hold) Fence() uint64 { return lk.fence }
 
 // end ends the handle once; see driver.Table.End.
-func (lk *lock) end(err error) bool { return lk.table().End(lk, err) }
+func (lk *hold) end(err error) bool { return lk.table().End(lk, err) }
 
 // lose ends the handle as lost for cause, and returns its Err.
-func (lk *lock) lose(cause error) error { return lk.table().Lose(lk, cause) }
+func (lk *hold) lose(cause error) error { return lk.table().Lose(lk, cause) }
 
 // Unlock releases the lock in one round trip.
 //
@@ -127,7 +127,7 @@ func (lk *lock) lose(cause error) error { return lk.table().Lose(lk, cause) }
 //
 // Unlocking twice returns dlock.ErrNotHeld; unlocking a lost lock returns
 // the *dlock.LostError.
-func (lk *lock) Unlock(ctx context.Context) error {
+func (lk *hold) Unlock(ctx context.Context) error {
 	if lk.kind != driver.HoldLock {
 		return lk.unlockHold(ctx)
 	}
@@ -156,7 +156,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 
 // released ends lk after a release begun at began, which release.lua
 // answered n, and returns Unlock's error. The caller holds lk.unlockMu.
-func (lk *lock) released(n int64, began time.Time) error {
+func (lk *hold) released(n int64, began time.Time) error {
 	deadline := lk.l.watchdog.Deadline(lk)
 	inLease := time.Now().Before(deadline)
 	switch {
@@ -179,7 +179,7 @@ func (lk *lock) released(n int64, began time.Time) error {
 // that the work it guards is told to stop before another party can take
 // the key, and then deletes it. A delete that fails leaves a lease that
 // nothing renews, which lapses at its TTL.
-func (lk *lock) closeRelease(ctx context.Context) error {
+func (lk *hold) closeRelease(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
 	if lk.State() != driver.Held {
@@ -204,7 +204,7 @@ func (lk *lock) closeRelease(ctx context.Context) error {
 // from now on. With replica acknowledgement, a Refresh that too few
 // replicas acknowledged returns ErrNotReplicated, and the lease the holder
 // counts on is the shorter of the old one and the new.
-func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+func (lk *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < dlock.MinTTL {
 		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL)}
 	}
@@ -234,7 +234,7 @@ func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 }
 
 // TTL returns the remaining lease as Redis sees it.
-func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
+func (lk *hold) TTL(ctx context.Context) (time.Duration, error) {
 	if err := lk.Check("ttl"); err != nil {
 		return 0, err
 	}

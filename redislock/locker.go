@@ -29,12 +29,12 @@ type Locker struct {
 	log    *slog.Logger
 
 	quit   chan struct{}        // closed by Close: waiters stop waiting
-	tables driver.Tables[*lock] // this Locker's holds, and the calls under way
+	tables driver.Tables[*hold] // this Locker's holds, and the calls under way
 
 	ttlArg any // the default TTL in ms, boxed once
 
 	reqs      sender // runs acquisitions' requests, so that their callers wait no longer than their bound
-	watchdog  driver.Watchdog[*lock]
+	watchdog  driver.Watchdog[*hold]
 	oneServer bool // the client talks to one server: a renewal batch is one script call
 	notify    *rediswait.Subscriber
 	sub       string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
@@ -105,7 +105,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 
 // try makes TryLock's one attempt for lk, and records the hold when it
 // got it; a busy lock is a *dlock.NotAcquiredError.
-func (l *Locker) try(ctx context.Context, lk *lock, o dlock.Options) error {
+func (l *Locker) try(ctx context.Context, lk *hold, o dlock.Options) error {
 	mode := modeTry
 	if o.Fair {
 		mode = modeFair
@@ -177,7 +177,7 @@ func (l *Locker) close(release bool) error {
 // prepare validates a call and reserves its place in the table of holds
 // (see driver.Table.Reserve). A waiting call (wait) must call
 // l.tables.Locks.Leave when it returns, if prepare did not fail.
-func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
+func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*hold, dlock.Options, error) {
 	check := func(o dlock.Options) error { return checkAck(l.client, o) }
 	o, k, err := redisnode.Prepare(ctx, l.tables.Locks.Closed(), l.opts, key, opts, check)
 	if err != nil {
@@ -193,8 +193,8 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	return lk, o, nil
 }
 
-func (l *Locker) newLock(key string, k redisnode.Keys, token, owner string, byOption bool, ttl time.Duration) *lock {
-	lk := &lock{l: l, keys: k, token: token, owner: owner, ttl: ttl}
+func (l *Locker) newLock(key string, k redisnode.Keys, token, owner string, byOption bool, ttl time.Duration) *hold {
+	lk := &hold{l: l, keys: k, token: token, owner: owner, ttl: ttl}
 	lk.Init(key, owner, byOption)
 	// Pointers into lk, which go-redis writes as the strings they point
 	// to: boxing them allocates nothing, where boxing a string would.
@@ -208,7 +208,7 @@ func (l *Locker) newLock(key string, k redisnode.Keys, token, owner string, byOp
 // acquired records a lock that is now held and starts watching its lease.
 // A lock that arrives after Close began is given back (see
 // driver.Table.Add).
-func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
+func (l *Locker) acquired(ctx context.Context, lk *hold) (*hold, error) {
 	if l.hookAcquired != nil {
 		l.hookAcquired()
 	}
@@ -234,7 +234,7 @@ func (l *Locker) acquired(ctx context.Context, lk *lock) (*lock, error) {
 // waiter's attempts that join the queue (0 for the others). With replica
 // acknowledgement (see WithReplicaAck), a lock taken but not acknowledged
 // is given back, and the attempt fails with ErrNotReplicated.
-func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
+func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
 	if lk.kind != driver.HoldLock {
 		return l.attemptHold(ctx, lk, mode, claim, n)
 	}
@@ -296,7 +296,7 @@ func (l *Locker) attempt(ctx context.Context, lk *lock, mode attemptMode, claim 
 // longer waits for, else here, waited for until deadline at the latest. A
 // waiter that gets an error reply leaves the queue it joined earlier: a
 // grant to it would block the key.
-func (l *Locker) failed(ctx context.Context, lk *lock, mode attemptMode, deadline time.Time, taken bool, err error) error {
+func (l *Locker) failed(ctx context.Context, lk *hold, mode attemptMode, deadline time.Time, taken bool, err error) error {
 	var nr *noReplyError
 	if !errors.As(err, &nr) && (taken || !errors.As(err, new(redis.Error)) || mode&modeWait != 0) {
 		if gerr := l.giveBack(ctx, lk, deadline); gerr != nil {
@@ -308,7 +308,7 @@ func (l *Locker) failed(ctx context.Context, lk *lock, mode attemptMode, deadlin
 
 // requestTimeout bounds each request of an acquisition of lk: see
 // RequestTimeout.
-func (lk *lock) requestTimeout() time.Duration { return RequestTimeout + lk.ack.timeout }
+func (lk *hold) requestTimeout() time.Duration { return RequestTimeout + lk.ack.timeout }
 
 // giveBackTimeout bounds a give-back. It need not wait for the reply of a
 // server that does not answer: once written, the release runs after the
@@ -322,7 +322,7 @@ const giveBackTimeout = 500 * time.Millisecond
 // until by at the latest. When it stops waiting first, it returns a
 // *noReplyError whose settled channel closes when the give-back ended:
 // lk's next attempt must not overtake it.
-func (l *Locker) giveBack(ctx context.Context, lk *lock, by time.Time) error {
+func (l *Locker) giveBack(ctx context.Context, lk *hold, by time.Time) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	r := l.reqs.get(rctx, l.client)
 	r.cancel = cancel
@@ -344,7 +344,7 @@ func (l *Locker) giveBack(ctx context.Context, lk *lock, by time.Time) error {
 
 // giveBackNow is giveBack on the caller's goroutine, waited for until the
 // client gives up: what a worker does after an attempt its caller left.
-func (l *Locker) giveBackNow(ctx context.Context, lk *lock) {
+func (l *Locker) giveBackNow(ctx context.Context, lk *hold) {
 	rctx, cancel := context.WithTimeout(ctx, giveBackTimeout)
 	defer cancel()
 	if lk.kind != driver.HoldLock {
@@ -358,4 +358,4 @@ func (l *Locker) giveBackNow(ctx context.Context, lk *lock) {
 const backend = "redis"
 
 // unwatch stops the watchdog's watch of a hold that ended.
-func (l *Locker) unwatch(lk *lock) { l.watchdog.Remove(lk) }
+func (l *Locker) unwatch(lk *hold) { l.watchdog.Remove(lk) }

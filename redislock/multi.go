@@ -50,7 +50,7 @@ func (l *Locker) TryLockMulti(ctx context.Context, keys []string, opts ...dlock.
 	if len(keys) == 0 {
 		return nil, &dlock.KeyError{Op: "lock", Err: fmt.Errorf("%w: no keys", dlock.ErrInvalidKey)}
 	}
-	locks := make([]*lock, 0, len(keys))
+	locks := make([]*hold, 0, len(keys))
 	fail := func(err error, failed bool) ([]dlock.Lock, error) {
 		for _, lk := range locks {
 			l.tables.Locks.Remove(lk)
@@ -101,7 +101,7 @@ func (l *Locker) TryLockMulti(ctx context.Context, keys []string, opts ...dlock.
 // together reports whether one script call can act on every lock of
 // locks: the client talks to one server, or the locks share a Cluster
 // slot (and so do their companion keys).
-func (l *Locker) together(locks []*lock) bool {
+func (l *Locker) together(locks []*hold) bool {
 	if l.oneServer {
 		return true
 	}
@@ -121,7 +121,7 @@ func (l *Locker) together(locks []*lock) bool {
 // call of lock_all.lua. It sets each lock's fence and deadline when it
 // took them all, and gives back what a call whose reply was lost may have
 // taken.
-func (l *Locker) attemptAll(ctx context.Context, locks []*lock) error {
+func (l *Locker) attemptAll(ctx context.Context, locks []*hold) error {
 	first := locks[0]
 	ttl := l.ttlArg
 	if first.ttl != l.opts.TTL {
@@ -176,9 +176,9 @@ func (l *Locker) attemptAll(ctx context.Context, locks []*lock) error {
 // unlocks them one by one, the last first. It returns the errors of the
 // releases that failed, joined.
 func (l *Locker) UnlockMulti(ctx context.Context, locks []dlock.Lock) error {
-	own := make([]*lock, 0, len(locks))
+	own := make([]*hold, 0, len(locks))
 	for _, x := range locks {
-		lk, ok := x.(*lock)
+		lk, ok := x.(*hold)
 		if !ok || lk.l != l || lk.kind != driver.HoldLock || lk.ack.n > 0 || len(own) > 0 && lk.Owner() != own[0].Owner() {
 			return unlockEach(ctx, locks)
 		}

@@ -34,11 +34,11 @@ const maxPipeline = 1000
 // newWatchdog prepares l's watchdog.
 func (l *Locker) newWatchdog() error {
 	_, l.oneServer = l.client.(*redis.Client) // a single server, or Sentinel's master
-	return l.watchdog.Init(driver.WatchdogConfig[*lock]{
+	return l.watchdog.Init(driver.WatchdogConfig[*hold]{
 		Drift:    redisnode.Drift,
 		Renew:    l.renew,
-		Lost:     func(lk *lock, cause error) { lk.lose(cause) },
-		Lapsed:   func(lk *lock) { lk.end(dlock.ErrNotHeld) }, // a release with unknown outcome: the lease lapsed
+		Lost:     func(lk *hold, cause error) { lk.lose(cause) },
+		Lapsed:   func(lk *hold) { lk.end(dlock.ErrNotHeld) }, // a release with unknown outcome: the lease lapsed
 		Renewed:  l.renewed,
 		MaxBatch: maxPipeline,
 	})
@@ -51,7 +51,7 @@ func (l *Locker) newWatchdog() error {
 // in time (ErrNotReplicated: the lease the holder counts on is the one
 // the replicas have, so the renewal does not count, and the watchdog
 // retries it until the deadline).
-func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*lock]) []error {
+func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*hold]) []error {
 	args := make([][]any, len(batch))
 	var ack replicaAck // the most that a lock of the batch asks
 	for i, r := range batch {
@@ -193,7 +193,7 @@ func (l *Locker) renewPipeline(ctx context.Context, args [][]any) ([]byte, []err
 // lease length: a renewal allocates nothing of its own. Only the
 // watchdog's renewer calls it, one batch at a time, so the command is not
 // changed while it is on the wire.
-func (lk *lock) renewal(ttl time.Duration) []any {
+func (lk *hold) renewal(ttl time.Duration) []any {
 	if lk.renewArgs == nil || lk.renewTTL != ttl {
 		lk.renewArgs = refreshScript.Args(lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.leaseArg(ttl))
 		lk.renewTTL = ttl

@@ -121,7 +121,7 @@ func TestServerUnreachable(t *testing.T) {
 	}
 	// The local deadline counts from before the acquire was sent, less the
 	// drift margin: it falls before the server could expire the key.
-	deadline := lk.(*lock).leaseDeadline()
+	deadline := lk.(*hold).leaseDeadline()
 	if !deadline.After(t0.Add(ttl-redisnode.Drift.Of(ttl))) || !deadline.Before(time.Now().Add(ttl-redisnode.Drift.Of(ttl))) {
 		t.Fatalf("lease deadline %v after acquire, want within the call's span + ttl - drift", deadline.Sub(t0))
 	}
@@ -152,7 +152,7 @@ func TestServerUnreachable(t *testing.T) {
 	})
 }
 
-func (lk *lock) leaseDeadline() time.Time {
+func (lk *hold) leaseDeadline() time.Time {
 	return lk.l.watchdog.Deadline(lk)
 }
 
@@ -325,7 +325,7 @@ func TestTenThousandLocks(t *testing.T) {
 	s := redistest.Start(t)
 	l := newLocker(t, s, dlock.WithTTL(3*time.Second))
 	base := runtime.NumGoroutine()
-	locks := hold(t, l, 10000)
+	locks := holdMany(t, l, 10000)
 	mid := runtime.NumGoroutine()
 	time.Sleep(10 * time.Second) // the load: holding the locks while time passes
 	peak := runtime.NumGoroutine()
@@ -345,8 +345,8 @@ func TestTenThousandLocks(t *testing.T) {
 	}
 }
 
-// hold acquires n locks concurrently.
-func hold(t testing.TB, l *Locker, n int) []dlock.Lock {
+// holdMany acquires n locks concurrently.
+func holdMany(t testing.TB, l *Locker, n int) []dlock.Lock {
 	locks := make([]dlock.Lock, n)
 	var g errgroup.Group
 	g.SetLimit(32)
@@ -376,7 +376,7 @@ func BenchmarkRenew10k(b *testing.B) {
 	}
 	defer l.Close()
 	raw := s.Client(b)
-	locks := hold(b, l, 10000)
+	locks := holdMany(b, l, 10000)
 	trips, renewals := hook.trips.Load(), calls(b, raw, "pexpire")
 	cpu := cpuTime()
 	start := time.Now()
@@ -419,7 +419,7 @@ func TestRenewalsAreBatched(t *testing.T) {
 			}
 			defer l.Close()
 			l.oneServer = oneServer
-			locks := hold(t, l, 500)
+			locks := holdMany(t, l, 500)
 			raw := s.Client(t)
 			trips, before := hook.trips.Load(), calls(t, raw, "pexpire")
 			time.Sleep(500 * time.Millisecond) // two and a half renewal periods of load

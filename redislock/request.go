@@ -101,8 +101,8 @@ type request struct {
 	args    []any
 	argBuf  [12]any    // args' array
 	res     *redis.Cmd // the script's reply
-	undo    []*lock    // given back if the request is abandoned; none for a give-back
-	undoBuf [4]*lock
+	undo    []*hold    // given back if the request is abandoned; none for a give-back
+	undoBuf [4]*hold
 	cancel  func() // called when the request ended, if not nil
 	left    bool   // counted in the sender's left
 
@@ -290,7 +290,7 @@ func (s *sender) close() {
 // cmd's error. When it stops waiting first, it returns a *noReplyError,
 // and undo is given back once the request ended; cmd is then no longer
 // the caller's to read.
-func (l *Locker) process(ctx context.Context, deadline time.Time, p redisnode.Processor, cmd redis.Cmder, undo *lock) error {
+func (l *Locker) process(ctx context.Context, deadline time.Time, p redisnode.Processor, cmd redis.Cmder, undo *hold) error {
 	r := l.reqs.get(ctx, p)
 	r.cmd = cmd
 	r.undoOne(undo)
@@ -303,14 +303,14 @@ func (l *Locker) process(ctx context.Context, deadline time.Time, p redisnode.Pr
 
 // run is process for a call of script s, with keys and args: its reply,
 // or a reply whose error is a *noReplyError.
-func (l *Locker) run(ctx context.Context, deadline time.Time, p redisnode.Processor, s *redisnode.Script, keys, args []any, undo *lock) *redis.Cmd {
+func (l *Locker) run(ctx context.Context, deadline time.Time, p redisnode.Processor, s *redisnode.Script, keys, args []any, undo *hold) *redis.Cmd {
 	r := l.reqs.get(ctx, p)
 	r.undoOne(undo)
 	return l.runScript(r, deadline, s, keys, args)
 }
 
 // runAll is run for an attempt of several locks.
-func (l *Locker) runAll(ctx context.Context, deadline time.Time, p redisnode.Processor, s *redisnode.Script, keys, args []any, undo []*lock) *redis.Cmd {
+func (l *Locker) runAll(ctx context.Context, deadline time.Time, p redisnode.Processor, s *redisnode.Script, keys, args []any, undo []*hold) *redis.Cmd {
 	r := l.reqs.get(ctx, p)
 	r.undo = append(r.undoBuf[:0], undo...) // a copy: undo stays the caller's
 	return l.runScript(r, deadline, s, keys, args)
@@ -330,7 +330,7 @@ func (l *Locker) runScript(r *request, deadline time.Time, s *redisnode.Script, 
 }
 
 // undoOne makes lk, when not nil, what r gives back if abandoned.
-func (r *request) undoOne(lk *lock) {
+func (r *request) undoOne(lk *hold) {
 	if lk != nil {
 		r.undoBuf[0] = lk
 		r.undo = r.undoBuf[:1]

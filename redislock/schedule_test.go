@@ -26,7 +26,7 @@ func TestWatchdogDeadlineSynctest(t *testing.T) {
 		}
 		defer l.Close()
 		start := time.Now()
-		var locks []*lock
+		var locks []*hold
 		for i, ttl := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 2 * time.Second} { // in deadline order
 			k, err := redisnode.Of("dlock", "k"+string(rune('a'+i)))
 			if err != nil {

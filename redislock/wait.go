@@ -81,7 +81,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 // the queue and its wake-ups.
 type waiter struct {
 	l  *Locker
-	lk *lock
+	lk *hold
 	o  dlock.Options
 
 	queue   attemptMode // the mode of the attempts that join the queue
@@ -103,7 +103,7 @@ type waiter struct {
 	settling <-chan struct{}
 }
 
-func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) (*lock, error) {
+func (l *Locker) wait(ctx context.Context, lk *hold, o dlock.Options) (*hold, error) {
 	single := o.Waiting && o.Wait == 0 // WithWait(0): one attempt, like TryLock
 	w := &waiter{l: l, lk: lk, o: o, unwatch: func() {}}
 	if o.Waiting {
@@ -302,7 +302,7 @@ func transient(err error) bool {
 // one that is too close to its end, one for a lock without watchdog, or
 // one that replicas must acknowledge is confirmed by the next attempt
 // instead, at once.
-func (l *Locker) granted(lk *lock, g rediswait.Wake, n int64, sent time.Time, claim time.Duration, o dlock.Options) bool {
+func (l *Locker) granted(lk *hold, g rediswait.Wake, n int64, sent time.Time, claim time.Duration, o dlock.Options) bool {
 	if g.Attempt != n || !o.AutoRenew || lk.ack.n > 0 {
 		return false
 	}
@@ -316,7 +316,7 @@ func (l *Locker) granted(lk *lock, g rediswait.Wake, n int64, sent time.Time, cl
 
 // channel is where the release that grants lk to one of this Locker's
 // waiters says so.
-func (l *Locker) channel(lk *lock) string { return lk.keys.Queue + ":" + l.sub }
+func (l *Locker) channel(lk *hold) string { return lk.keys.Queue + ":" + l.sub }
 
 // claimFor is how long a queue entry stays valid after an attempt followed
 // by a sleep of at most delay: a waiter that stops coming back (a crash)

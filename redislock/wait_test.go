@@ -324,7 +324,7 @@ func TestFairCrashedWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The crashed waiter: it queued (claim window 300ms) and never came back.
-	dead := holder.newLock(key, lk.(*lock).keys, "crashed-waiter", "", false, 10*time.Second)
+	dead := holder.newLock(key, lk.(*hold).keys, "crashed-waiter", "", false, 10*time.Second)
 	if _, _, err := holder.attempt(ctx, dead, modeFair|modeWait, 300*time.Millisecond, 1); err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ import (
 // value kept by a minority alone could be missed by the next majority.
 // The in-place increment is what lets the write ride in the first request
 // whenever the nodes agree.
-func (l *Locker) fence(ctx context.Context, lk *lock, fences map[int]uint64) error {
+func (l *Locker) fence(ctx context.Context, lk *hold, fences map[int]uint64) error {
 	var f uint64
 	for _, v := range fences {
 		f = max(f, v)

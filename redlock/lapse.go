@@ -8,7 +8,7 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-var _ driver.Lapser = (*lock)(nil)
+var _ driver.Lapser = (*hold)(nil)
 
 // UnlockAfter lets the lock lapse d from now instead of deleting it (see
 // [driver.Lapser]): a token-checked PEXPIRE of d, rounded up to a whole
@@ -33,7 +33,7 @@ var _ driver.Lapser = (*lock)(nil)
 // the lock after the PEXPIRE, keeps it for the TTL: a minority, which
 // holds no other party back once d has passed. A d of zero or less is
 // Unlock.
-func (lk *lock) UnlockAfter(ctx context.Context, d time.Duration) error {
+func (lk *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return lk.Unlock(ctx)
 	}

@@ -12,12 +12,12 @@ import (
 	"github.com/dlock-go/dlock/internal/redisnode"
 )
 
-// lock is the handle of one acquisition, the dlock.Lock of this driver.
-// While it reports held, a majority of the nodes keeps the lock at least
+// hold is the handle of one acquisition, the dlock.Lock of this driver.
+// While it reports held, a majority of the nodes keeps the hold at least
 // until its local deadline: the deadline counts from the moment before
 // the requests that set the lease were sent, less the drift margin, and a
 // majority confirmed them.
-type lock struct {
+type hold struct {
 	driver.Hold  // the key, the owner, the state, Done and Err
 	driver.Lease // the lease, as the watchdog keeps it
 	l            *Locker
@@ -39,26 +39,26 @@ type lock struct {
 	downgraded bool       // a write hold that became a read hold; under unlockMu
 }
 
-var _ dlock.Lock = (*lock)(nil)
+var _ dlock.Lock = (*hold)(nil)
 
 // Token returns the random value that identifies this acquisition.
-func (lk *lock) Token() string { return lk.token }
+func (lk *hold) Token() string { return lk.token }
 
 // Fence returns the fencing token of this acquisition.
-func (lk *lock) Fence() uint64 { return lk.fence }
+func (lk *hold) Fence() uint64 { return lk.fence }
 
-func (lk *lock) end(err error) bool { return lk.table().End(lk, err) }
+func (lk *hold) end(err error) bool { return lk.table().End(lk, err) }
 
-func (lk *lock) lose(cause error) error { return lk.table().Lose(lk, cause) }
+func (lk *hold) lose(cause error) error { return lk.table().Lose(lk, cause) }
 
 // table is the table that lk lives in: the locks', or the read-write
 // holds'.
-func (lk *lock) table() *driver.Table[*lock] { return lk.l.tables.Of(lk.kind) }
+func (lk *hold) table() *driver.Table[*hold] { return lk.l.tables.Of(lk.kind) }
 
 // leaseArg is the TTL argument, in ms, of lease.lua's refresh for a lease
 // of ms: negative for a hold, which tells refresh to renew a member of a
 // read-write lock's set.
-func (lk *lock) leaseArg(ms int64) int64 {
+func (lk *hold) leaseArg(ms int64) int64 {
 	if lk.kind != driver.HoldLock {
 		return -ms
 	}
@@ -101,7 +101,7 @@ func (l *Locker) tally(got []reply) tally {
 // that fails lets the lease lapse at its deadline, when the handle ends as
 // released. Unlocking twice returns dlock.ErrNotHeld; unlocking a lost
 // lock returns the *dlock.LostError.
-func (lk *lock) Unlock(ctx context.Context) error {
+func (lk *hold) Unlock(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
 	if err := lk.Check("unlock"); err != nil {
@@ -136,7 +136,7 @@ func (lk *lock) Unlock(ctx context.Context) error {
 // at once finds it free on every node that answered: for a lock taken by
 // an attempt, every node that answered the attempt, however late; for one
 // handed over by releases, every node that handed it over.
-func (l *Locker) release(ctx context.Context, lk *lock) (tally, error) {
+func (l *Locker) release(ctx context.Context, lk *hold) (tally, error) {
 	now := time.Now().UnixMicro()
 	send := func(ctx context.Context, nd *node) reply {
 		if rd := lk.acquiring; rd != nil && !lk.answered[nd.i] {
@@ -195,7 +195,7 @@ func (l *Locker) release(ctx context.Context, lk *lock) (tally, error) {
 // closeRelease is Close's release of lk: it ends the handle first, so
 // that the work it guards is told to stop before another party can take
 // the key, and then releases it everywhere.
-func (lk *lock) closeRelease(ctx context.Context) error {
+func (lk *hold) closeRelease(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
 	if lk.State() != driver.Held {
@@ -210,7 +210,7 @@ func (lk *lock) closeRelease(ctx context.Context) error {
 // owner's lock: extends the shared lease to at least ttl), and makes ttl
 // the lease the watchdog renews from now on. It succeeds when a majority
 // confirmed; when a majority no longer has the hold, the lock is lost.
-func (lk *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+func (lk *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < dlock.MinTTL {
 		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL)}
 	}
@@ -251,7 +251,7 @@ func (l *Locker) decided(got []reply) bool {
 
 // TTL returns the remaining lease as the majority sees it: the time until
 // fewer than a majority of the nodes would still keep the lock.
-func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
+func (lk *hold) TTL(ctx context.Context) (time.Duration, error) {
 	if err := lk.Check("ttl"); err != nil {
 		return 0, err
 	}
@@ -292,7 +292,7 @@ func (lk *lock) TTL(ctx context.Context) (time.Duration, error) {
 // renew is the watchdog's renewal of a batch, of locks and read-write
 // holds alike: one renew.lua call per node, to every node at once. A lock is renewed when a majority confirmed it,
 // and lost when so many nodes no longer have it that no majority can.
-func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*lock]) []error {
+func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*hold]) []error {
 	keys := make([]any, 0, 2*len(batch))
 	argv := make([]any, 0, 3*len(batch))
 	for _, r := range batch {

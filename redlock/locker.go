@@ -40,8 +40,8 @@ type Locker struct {
 	log     *slog.Logger
 
 	quit     chan struct{}        // closed by Close: waiters stop waiting
-	tables   driver.Tables[*lock] // locks, and read and write holds (see rwlock.go)
-	watchdog driver.Watchdog[*lock]
+	tables   driver.Tables[*hold] // locks, and read and write holds (see rwlock.go)
+	watchdog driver.Watchdog[*hold]
 	notify   *rediswait.Subscriber
 	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
 
@@ -99,12 +99,12 @@ func New(clients []redis.UniversalClient, opts ...dlock.Option) (*Locker, error)
 		l.nodes = append(l.nodes, &node{i: i, client: c, send: sender(c), addr: addr})
 	}
 	l.tables.Init("redlock", o, l.unwatch)
-	if err := l.watchdog.Init(driver.WatchdogConfig[*lock]{
+	if err := l.watchdog.Init(driver.WatchdogConfig[*hold]{
 		Drift:  redisnode.Drift,
 		Renew:  l.renew,
-		Lost:   func(lk *lock, cause error) { lk.lose(cause) },
-		Lapsed: func(lk *lock) { lk.end(dlock.ErrNotHeld) },
-		Renewed: func(lk *lock, err error) {
+		Lost:   func(lk *hold, cause error) { lk.lose(cause) },
+		Lapsed: func(lk *hold) { lk.end(dlock.ErrNotHeld) },
+		Renewed: func(lk *hold, err error) {
 			if t := lk.table(); t.Observed() {
 				t.Renewed(lk, err)
 			}
@@ -193,13 +193,13 @@ func (l *Locker) Close() error {
 // prepare validates a call and reserves its place in the table of holds.
 // A waiting call (wait) must call l.tables.Locks.Leave when it returns, if
 // prepare did not fail.
-func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
+func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, wait bool) (*hold, dlock.Options, error) {
 	o, k, err := redisnode.Prepare(ctx, l.tables.Locks.Closed(), l.opts, key, opts, nil)
 	if err != nil {
 		return nil, o, err
 	}
 	owner := o.OwnerIn(ctx)
-	lk := &lock{l: l, keys: k, keyArgs: k.Args(), scripts: lockScripts, token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
+	lk := &hold{l: l, keys: k, keyArgs: k.Args(), scripts: lockScripts, token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
 	lk.Init(key, owner, o.Owner != "")
 	if err := l.tables.Locks.Reserve(lk, wait); err != nil {
 		return nil, o, err
@@ -210,7 +210,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 
 // acquired records a lock that is now held and starts watching its lease.
 // A lock that arrives after Close began is given back.
-func (l *Locker) acquired(ctx context.Context, lk *lock) error {
+func (l *Locker) acquired(ctx context.Context, lk *hold) error {
 	if err := lk.table().Add(lk); err != nil {
 		l.giveBack(ctx, lk, l.nodes, nil)
 		return err
@@ -246,7 +246,7 @@ type result struct {
 // not nil, makes it a waiter's: a node where a live waiter comes first
 // queues the caller instead, and a failed attempt gives back what it
 // took but keeps the caller queued there.
-func (l *Locker) attempt(ctx context.Context, lk *lock, q *queueing) result {
+func (l *Locker) attempt(ctx context.Context, lk *hold, q *queueing) result {
 	lk.table().Attempted(lk)
 	if q != nil {
 		c := *q // late replies use it after the caller moved on
@@ -373,7 +373,7 @@ const giveBackTimeout = time.Second
 // giveBackTimeout), so that a later give-back of the same waiter cannot
 // overtake it. A waiter's (q not nil) stays queued; otherwise the caller
 // leaves the queues.
-func (l *Locker) giveBack(ctx context.Context, lk *lock, nodes []*node, q *queueing) {
+func (l *Locker) giveBack(ctx context.Context, lk *hold, nodes []*node, q *queueing) {
 	if len(nodes) == 0 {
 		return
 	}
@@ -398,4 +398,4 @@ func (l *Locker) giveBack(ctx context.Context, lk *lock, nodes []*node, q *queue
 }
 
 // unwatch stops the watchdog's watch of a hold that ended.
-func (l *Locker) unwatch(lk *lock) { l.watchdog.Remove(lk) }
+func (l *Locker) unwatch(lk *hold) { l.watchdog.Remove(lk) }

@@ -81,7 +81,7 @@ func (l *Locker) unlockRW(ctx context.Context, key string, read bool) error {
 // prepareHold validates a call for a hold of kind k and reserves its
 // place in the table of read-write holds. A waiting call (wait) must call
 // l.tables.RW.Leave when it returns, if prepareHold did not fail.
-func (l *Locker) prepareHold(ctx context.Context, k driver.HoldKind, key string, opts []dlock.Option, wait bool) (*lock, dlock.Options, error) {
+func (l *Locker) prepareHold(ctx context.Context, k driver.HoldKind, key string, opts []dlock.Option, wait bool) (*hold, dlock.Options, error) {
 	if l.tables.RW.Closed() {
 		return nil, dlock.Options{}, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
 	}
@@ -97,7 +97,7 @@ func (l *Locker) prepareHold(ctx context.Context, k driver.HoldKind, key string,
 		return nil, o, err
 	}
 	owner := o.OwnerIn(ctx)
-	lk := &lock{l: l, keys: keys, keyArgs: keys.Args(), scripts: rwScripts, kind: k,
+	lk := &hold{l: l, keys: keys, keyArgs: keys.Args(), scripts: rwScripts, kind: k,
 		token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
 	lk.Init(key, owner, o.Owner != "")
 	if k == driver.HoldWrite && owner == "" {
@@ -162,7 +162,7 @@ func (l *Locker) acquireHold(ctx context.Context, k driver.HoldKind, key string,
 // have made it: the caller must act as a reader from then on, and may
 // call Downgrade again, which finds the read holds it made. On any other
 // handle it returns an error matching dlock.ErrInvalidOption.
-func (lk *lock) Downgrade(ctx context.Context) error {
+func (lk *hold) Downgrade(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
 	if err := lk.CheckDowngrade(lk.kind == driver.HoldWrite && !lk.downgraded); err != nil {
@@ -194,7 +194,7 @@ func (lk *lock) Downgrade(ctx context.Context) error {
 }
 
 // reads reports whether lk is a read hold now.
-func (lk *lock) reads() bool {
+func (lk *hold) reads() bool {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
 	return lk.kind == driver.HoldRead || lk.downgraded

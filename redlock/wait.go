@@ -74,7 +74,7 @@ type attemptRecord struct {
 	claim time.Duration
 }
 
-func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) error {
+func (l *Locker) wait(ctx context.Context, lk *hold, o dlock.Options) error {
 	begin := time.Now()                // the wait limit counts from here
 	single := o.Waiting && o.Wait == 0 // WithWait(0): one attempt, like TryLock
 	if !single && o.Notify && l.notify.Ready(l.channel(lk)) {
@@ -96,7 +96,7 @@ func (l *Locker) wait(ctx context.Context, lk *lock, o dlock.Options) error {
 
 // queue is the waiting part of wait, begun at begin, after a first
 // attempt with result res that neither took the lock nor ended the wait.
-func (l *Locker) queue(ctx context.Context, lk *lock, o dlock.Options, begin time.Time, res result) error {
+func (l *Locker) queue(ctx context.Context, lk *hold, o dlock.Options, begin time.Time, res result) error {
 	failed := res.err
 	if res.busy {
 		failed = nil
@@ -261,7 +261,7 @@ func (l *Locker) queue(ctx context.Context, lk *lock, o dlock.Options, begin tim
 // is held until the majority's earliest end, less the drift margin. It
 // sets lk.deadline. A lease without watchdog is confirmed by an attempt
 // instead, for nothing would extend the grants to its TTL.
-func (l *Locker) heldByGrants(lk *lock, grants map[int]rediswait.Wake, records map[int64]attemptRecord, o dlock.Options) bool {
+func (l *Locker) heldByGrants(lk *hold, grants map[int]rediswait.Wake, records map[int64]attemptRecord, o dlock.Options) bool {
 	if !o.AutoRenew || len(grants) < l.quorum {
 		return false
 	}
@@ -289,7 +289,7 @@ func (l *Locker) heldByGrants(lk *lock, grants map[int]rediswait.Wake, records m
 
 // fenceGrants sets the fence of a lock handed over by grants, as fence
 // does for one taken by an attempt.
-func (l *Locker) fenceGrants(ctx context.Context, lk *lock, grants map[int]rediswait.Wake, records map[int64]attemptRecord) error {
+func (l *Locker) fenceGrants(ctx context.Context, lk *hold, grants map[int]rediswait.Wake, records map[int64]attemptRecord) error {
 	fences := make(map[int]uint64, len(grants))
 	lk.answered = make([]bool, len(l.nodes))
 	for i, g := range grants {
@@ -303,4 +303,4 @@ func (l *Locker) fenceGrants(ctx context.Context, lk *lock, grants map[int]redis
 
 // channel is where the releases that hand lk's key to one of this
 // Locker's waiters say so.
-func (l *Locker) channel(lk *lock) string { return lk.keys.Queue + ":" + l.sub }
+func (l *Locker) channel(lk *hold) string { return lk.keys.Queue + ":" + l.sub }
