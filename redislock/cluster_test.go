@@ -158,8 +158,12 @@ func (c *testCluster) migrate(t *testing.T, s, from, to int, between func(stage 
 // topology. The waiter's client here reads the topology the test gives it:
 // the old one until well after the migration.
 func TestClusterSubscriptionFollowsSlot(t *testing.T) {
+	t.Parallel() // each case starts a cluster of its own and waits on it
 	for _, stale := range []bool{false, true} {
-		t.Run(fmt.Sprintf("stale=%v", stale), func(t *testing.T) { followSlot(t, stale) })
+		t.Run(fmt.Sprintf("stale=%v", stale), func(t *testing.T) {
+			t.Parallel()
+			followSlot(t, stale)
+		})
 	}
 }
 
@@ -238,6 +242,7 @@ func followSlot(t *testing.T, stale bool) {
 // follow the slot (ASK while its keys move, MOVED after), and its release
 // finds it on the new master.
 func TestClusterHoldThroughMigration(t *testing.T) {
+	t.Parallel() // its own servers; it waits on the migration and leases
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
