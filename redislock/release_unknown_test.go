@@ -71,7 +71,7 @@ func (h *releaseFault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // renewal is sent after it, the key lapses within its TTL, and the handle
 // ends as released (not lost) at its deadline.
 func TestReleaseOfUnknownOutcomeLapses(t *testing.T) {
-	t.Parallel() // each case on a client and key of its own, waiting on its lease
+	t.Parallel()            // each case on a client and key of its own, waiting on its lease
 	const ttl = time.Second // renewals every 333ms: room for a loaded machine
 	for _, fault := range []struct {
 		name string
