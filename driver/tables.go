@@ -1,6 +1,10 @@
 package driver
 
-import "github.com/dlock-go/dlock"
+import (
+	"context"
+
+	"github.com/dlock-go/dlock"
+)
 
 // Tables are a Locker's tables of holds, one for each kind of hold that
 // lives apart: locks, permits of semaphores, and the holds of read-write
@@ -52,4 +56,19 @@ func (ts *Tables[H]) Wait() {
 	for _, t := range ts.All() {
 		t.Wait()
 	}
+}
+
+// UnlockRW is a driver's RUnlock (read) or WUnlock: it releases the hold
+// of key that Table.Find finds among the read-write holds, provided that
+// it is of that side, which reads reports of a hold. Else it returns an
+// error matching dlock.ErrNotHeld.
+func (ts *Tables[H]) UnlockRW(ctx context.Context, key string, read bool, reads func(H) bool) error {
+	h, err := ts.RW.Find(ctx, key)
+	if err != nil {
+		return err
+	}
+	if reads(h) != read {
+		return &dlock.KeyError{Op: "unlock", Key: key, Err: dlock.ErrNotHeld}
+	}
+	return h.Unlock(ctx)
 }

@@ -43,21 +43,14 @@ func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (d
 // RUnlock releases this Locker's most recent read lock of key for the
 // owner in ctx, in the manner of Unlock. It returns an error matching
 // dlock.ErrNotHeld when there is none.
-func (l *Locker) RUnlock(ctx context.Context, key string) error { return l.unlockRW(ctx, key, true) }
+func (l *Locker) RUnlock(ctx context.Context, key string) error {
+	return l.tables.UnlockRW(ctx, key, true, (*hold).reads)
+}
 
 // WUnlock releases this Locker's most recent write lock of key for the
 // owner in ctx, in the manner of Unlock.
-func (l *Locker) WUnlock(ctx context.Context, key string) error { return l.unlockRW(ctx, key, false) }
-
-func (l *Locker) unlockRW(ctx context.Context, key string, read bool) error {
-	h, err := l.tables.RW.Find(ctx, key)
-	if err != nil {
-		return err
-	}
-	if h.reads() != read {
-		return &dlock.KeyError{Op: "unlock", Key: key, Err: dlock.ErrNotHeld}
-	}
-	return h.Unlock(ctx)
+func (l *Locker) WUnlock(ctx context.Context, key string) error {
+	return l.tables.UnlockRW(ctx, key, false, (*hold).reads)
 }
 
 // setValue sets the etcd value of the hold's key, as written.

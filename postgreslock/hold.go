@@ -186,3 +186,7 @@ func (h *hold) Downgrade(ctx context.Context) error {
 	h.kind = driver.HoldRead
 	return nil
 }
+
+// reads reports whether the hold is a read lock: taken as one, or
+// downgraded.
+func (h *hold) reads() bool { return h.kind == driver.HoldRead }

@@ -54,21 +54,10 @@ func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (d
 
 // RUnlock releases this Locker's most recent read lock of key.
 func (l *Locker) RUnlock(ctx context.Context, key string) error {
-	return l.unlockRW(ctx, key, driver.HoldRead)
+	return l.tables.UnlockRW(ctx, key, true, (*hold).reads)
 }
 
 // WUnlock releases this Locker's most recent write lock of key.
 func (l *Locker) WUnlock(ctx context.Context, key string) error {
-	return l.unlockRW(ctx, key, driver.HoldWrite)
-}
-
-func (l *Locker) unlockRW(ctx context.Context, key string, k driver.HoldKind) error {
-	h, err := l.tables.RW.Find(ctx, key)
-	if err != nil {
-		return err
-	}
-	if h.kind != k {
-		return &dlock.KeyError{Op: "unlock", Key: key, Err: dlock.ErrNotHeld}
-	}
-	return h.Unlock(ctx)
+	return l.tables.UnlockRW(ctx, key, false, (*hold).reads)
 }

@@ -61,21 +61,14 @@ func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (d
 // RUnlock releases this Locker's most recent read lock of key for the
 // owner in ctx, in the manner of Unlock. It returns an error matching
 // dlock.ErrNotHeld when there is none.
-func (l *Locker) RUnlock(ctx context.Context, key string) error { return l.unlockRW(ctx, key, true) }
+func (l *Locker) RUnlock(ctx context.Context, key string) error {
+	return l.tables.UnlockRW(ctx, key, true, (*hold).reads)
+}
 
 // WUnlock releases this Locker's most recent write lock of key for the
 // owner in ctx, in the manner of Unlock.
-func (l *Locker) WUnlock(ctx context.Context, key string) error { return l.unlockRW(ctx, key, false) }
-
-func (l *Locker) unlockRW(ctx context.Context, key string, read bool) error {
-	lk, err := l.tables.RW.Find(ctx, key)
-	if err != nil {
-		return err
-	}
-	if lk.reads() != read {
-		return &dlock.KeyError{Op: "unlock", Key: key, Err: dlock.ErrNotHeld}
-	}
-	return lk.Unlock(ctx)
+func (l *Locker) WUnlock(ctx context.Context, key string) error {
+	return l.tables.UnlockRW(ctx, key, false, (*hold).reads)
 }
 
 // prepareHold validates a call for a hold of kind k and reserves its
