@@ -3,7 +3,6 @@ package postgreslock
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -183,14 +182,7 @@ func (l *Locker) Close() error {
 	}
 	l.cancel()
 	l.tables.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
-	defer cancel()
-	var err error
-	for _, h := range hs {
-		if e := h.release(ctx, driver.ErrReleasedByClose); e != nil && !errors.Is(e, dlock.ErrNotHeld) {
-			err = errors.Join(err, e)
-		}
-	}
+	err := driver.ReleaseAll(hs, func(ctx context.Context, h *hold) error { return h.release(ctx, driver.ErrReleasedByClose) })
 	l.wd.Stop()
 	l.ln.stop()
 	l.mu.Lock()

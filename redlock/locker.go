@@ -174,20 +174,13 @@ func (l *Locker) Close() error {
 	}
 	close(l.quit)
 	l.notify.Interrupt()
-	var errs []error
-	for _, lk := range all {
-		ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
-		if err := lk.closeRelease(ctx); err != nil {
-			errs = append(errs, err)
-		}
-		cancel()
-	}
+	err := driver.ReleaseAll(all, func(ctx context.Context, lk *hold) error { return lk.closeRelease(ctx) })
 	l.tables.Wait()
 	l.watchdog.Stop()
 	l.notify.Stop()
 	l.calls.close()
 	l.bg.Wait()
-	return errors.Join(errs...)
+	return err
 }
 
 // prepare validates a call and reserves its place in the table of holds.
