@@ -96,7 +96,7 @@ func New(pool *pgxpool.Pool, opts ...dlock.Option) (*Locker, error) {
 		Drift:   drift,
 		Renew:   l.renew,
 		Lost:    func(h *hold, cause error) { h.tbl.Lose(h, cause) },
-		Lapsed:  func(h *hold) { h.tbl.End(h, &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: dlock.ErrNotHeld}) },
+		Lapsed:  func(h *hold) { h.tbl.End(h, h.Wrap("unlock", dlock.ErrNotHeld)) },
 		Renewed: func(h *hold, err error) { h.tbl.Renewed(h, err) },
 		OnFailure: func(n int, err error) {
 			o.Logger.Warn("renewal failed", "locks", n, "error", err)

@@ -299,7 +299,7 @@ func (l *Locker) failed(ctx context.Context, lk *hold, mode attemptMode, deadlin
 			err = errors.Join(err, gerr)
 		}
 	}
-	return &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: err}
+	return lk.Wrap("lock", err)
 }
 
 // requestTimeout bounds each request of an acquisition of lk: see

@@ -330,7 +330,7 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, q *queueing) result {
 		}()
 	}
 	if upgrade {
-		return result{err: &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: dlock.ErrUpgrade}}
+		return result{err: lk.Wrap("lock", dlock.ErrUpgrade)}
 	}
 	if err := ctx.Err(); err != nil {
 		return result{err: &dlock.NotAcquiredError{Key: lk.Key(), Err: err}, busy: true}
@@ -354,7 +354,7 @@ func (l *Locker) noQuorum(op, key string, answered int, errs []error) error {
 	if len(errs) > 0 {
 		err = fmt.Errorf("%w: %w", err, errors.Join(errs...))
 	}
-	return &dlock.KeyError{Op: op, Key: key, Err: err}
+	return driver.Wrap(op, key, err)
 }
 
 // giveBackTimeout bounds a give-back: what it could not undo expires with
