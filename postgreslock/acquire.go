@@ -32,13 +32,13 @@ func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit 
 	if o.Waiting && o.Wait == 0 {
 		wait = false
 	}
-	h := &hold{l: l, tbl: l.tables.Of(k), kind: k, name: l.nameOf(k, key), owner: o.OwnerIn(ctx)}
+	h := &hold{l: l, tbl: l.tables.Of(k), name: l.nameOf(k, key), owner: o.OwnerIn(ctx)}
 	if k == driver.HoldPermit && h.owner == "" {
 		// A Locker may hold many permits of a key: each is a holder of
 		// its own in the table, found by Release as a WithOwner hold is.
-		h.Init(key, driver.NewToken(), true)
+		h.Init(k, key, driver.NewToken(), true)
 	} else {
-		h.Init(key, h.owner, o.Owner != "")
+		h.Init(k, key, h.owner, o.Owner != "")
 	}
 	if err := h.tbl.Reserve(h, wait); err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func (l *Locker) attempt(ctx context.Context, h *hold, o dlock.Options, limit in
 	sent := time.Now()
 	var fence, retryMS int64
 	err := l.pool.QueryRow(ctx, l.sql.acquire,
-		h.name, h.token, kindLetter(h.kind), h.owner, o.TTL.Milliseconds(), limit, waiter, waitFor.Milliseconds()).Scan(&fence, &retryMS)
+		h.name, h.token, kindLetter(h.Kind()), h.owner, o.TTL.Milliseconds(), limit, waiter, waitFor.Milliseconds()).Scan(&fence, &retryMS)
 	if err != nil {
 		l.giveBack(h.name, h.token)
 		return 0, err

@@ -27,7 +27,6 @@ type hold struct {
 	driver.Lease
 	l     *Locker
 	tbl   *driver.Table[*hold]
-	kind  driver.HoldKind
 	name  string // the row name (see Locker.nameOf)
 	owner string // the owner column: the caller's owner, "" for none
 	token string
@@ -168,7 +167,7 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 // writer's: Downgrade returns the error, and the handle stays a write
 // lock (its Unlock releases the row either way).
 func (h *hold) Downgrade(ctx context.Context) error {
-	if err := h.CheckDowngrade(h.kind == driver.HoldWrite); err != nil {
+	if err := h.CheckDowngrade(); err != nil {
 		return err
 	}
 	rctx, done := bounded(ctx)
@@ -183,10 +182,6 @@ func (h *hold) Downgrade(ctx context.Context) error {
 	case tag.RowsAffected() == 0:
 		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
 	}
-	h.kind = driver.HoldRead
+	h.Downgraded()
 	return nil
 }
-
-// reads reports whether the hold is a read lock: taken as one, or
-// downgraded.
-func (h *hold) reads() bool { return h.kind == driver.HoldRead }

@@ -53,8 +53,6 @@ type hold struct {
 	owner        string // the owner, as Owner() returns it; ownerArg points here
 	fence        uint64
 	fenced       bool          // the acquisition asked for a fence
-	kind         kind          // a lock, or a hold of a semaphore or read-write lock
-	downgraded   bool          // a write hold that became a read hold; under unlockMu
 	limit        int32         // a permit's semaphore limit, for its attempts
 	renew        bool          // the watchdog renews it
 	ack          replicaAck    // what its writes ask of the replicas
@@ -88,7 +86,7 @@ func (lk *hold) setDeadline(sent time.Time, ttl time.Duration) {
 // the lock key stands in for it, for a Cluster slot that is migrating
 // refuses (TRYAGAIN) a command whose keys are not all there.
 func (lk *hold) leaseKeys() []any {
-	if lk.Owner() == "" && lk.kind == driver.HoldLock {
+	if lk.Owner() == "" && lk.Kind() == driver.HoldLock {
 		return []any{lk.keyArgs[0], lk.keyArgs[0]}
 	}
 	return []any{lk.keyArgs[0], lk.keyArgs[2]}
@@ -128,7 +126,7 @@ func (lk *hold) lose(cause error) error { return lk.table().Lose(lk, cause) }
 // Unlocking twice returns dlock.ErrNotHeld; unlocking a lost lock returns
 // the *dlock.LostError.
 func (lk *hold) Unlock(ctx context.Context) error {
-	if lk.kind != driver.HoldLock {
+	if lk.Kind() != driver.HoldLock {
 		return lk.unlockHold(ctx)
 	}
 	lk.unlockMu.Lock()
@@ -186,7 +184,7 @@ func (lk *hold) closeRelease(ctx context.Context) error {
 		return nil
 	}
 	lk.end(driver.ErrReleasedByClose)
-	if lk.kind != driver.HoldLock {
+	if lk.Kind() != driver.HoldLock {
 		return lk.releaseHold(ctx, false)
 	}
 	args := []any{lk.tokenArg, lk.ownerArg, "0"}
@@ -239,7 +237,7 @@ func (lk *hold) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	script, args := ttlScript, []any{lk.tokenArg, lk.ownerArg}
-	if lk.kind != driver.HoldLock {
+	if lk.Kind() != driver.HoldLock {
 		script, args = holdTTLScript, args[:1]
 	}
 	n, err := script.Run(ctx, lk.l.send, lk.leaseKeys(), args...).Int64()

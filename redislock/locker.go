@@ -179,7 +179,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	if err != nil {
 		return nil, o, err
 	}
-	lk := l.newLock(key, k, driver.NewToken(), o.OwnerIn(ctx), o.Owner != "", o.TTL)
+	lk := l.newLock(driver.HoldLock, key, k, driver.NewToken(), o.OwnerIn(ctx), o.Owner != "", o.TTL)
 	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
 	lk.ack = ackOf(o)
 	if err := l.tables.Locks.Reserve(lk, wait); err != nil {
@@ -189,9 +189,9 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	return lk, o, nil
 }
 
-func (l *Locker) newLock(key string, k redisnode.Keys, token, owner string, byOption bool, ttl time.Duration) *hold {
+func (l *Locker) newLock(hk driver.HoldKind, key string, k redisnode.Keys, token, owner string, byOption bool, ttl time.Duration) *hold {
 	lk := &hold{l: l, keys: k, token: token, owner: owner, ttl: ttl}
-	lk.Init(key, owner, byOption)
+	lk.Init(hk, key, owner, byOption)
 	// Pointers into lk, which go-redis writes as the strings they point
 	// to: boxing them allocates nothing, where boxing a string would.
 	for i, s := range lk.keys.Ptrs() {
@@ -231,7 +231,7 @@ func (l *Locker) acquired(ctx context.Context, lk *hold) (*hold, error) {
 // acknowledgement (see WithReplicaAck), a lock taken but not acknowledged
 // is given back, and the attempt fails with ErrNotReplicated.
 func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
-	if lk.kind != driver.HoldLock {
+	if lk.Kind() != driver.HoldLock {
 		return l.attemptHold(ctx, lk, mode, claim, n)
 	}
 	l.tables.Locks.Attempted(lk)
@@ -323,7 +323,7 @@ func (l *Locker) giveBack(ctx context.Context, lk *hold, by time.Time) error {
 	r := l.reqs.get(rctx, l.client)
 	r.cancel = cancel
 	r.keys = lk.keyArgs[:]
-	if lk.kind != driver.HoldLock {
+	if lk.Kind() != driver.HoldLock {
 		r.script, r.args = holdReleaseScript, append(r.argBuf[:0], lk.tokenArg, "1")
 	} else {
 		r.script, r.args = releaseScript, append(r.argBuf[:0], lk.tokenArg, lk.ownerArg, "1")
@@ -343,7 +343,7 @@ func (l *Locker) giveBack(ctx context.Context, lk *hold, by time.Time) error {
 func (l *Locker) giveBackNow(ctx context.Context, lk *hold) {
 	rctx, cancel := context.WithTimeout(ctx, giveBackTimeout)
 	defer cancel()
-	if lk.kind != driver.HoldLock {
+	if lk.Kind() != driver.HoldLock {
 		holdReleaseScript.Run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, "1")
 		return
 	}

@@ -24,7 +24,6 @@ type hold struct {
 	keys         redisnode.Keys
 	keyArgs      []any // the keys of the scripts, boxed once
 	scripts      *scriptSet
-	kind         driver.HoldKind // a lock, or a read or write hold
 	token        string
 	fence        uint64
 	ttl          time.Duration // the lease asked for
@@ -34,9 +33,8 @@ type hold struct {
 	acquiring *round // the attempt that took the lock, whose slowest nodes may still answer
 	answered  []bool // by node: it answered the acquisition
 
-	unlockMu   sync.Mutex // serialises Unlock
-	unknown    bool       // a release was sent whose outcome is unknown; under unlockMu
-	downgraded bool       // a write hold that became a read hold; under unlockMu
+	unlockMu sync.Mutex // serialises Unlock
+	unknown  bool       // a release was sent whose outcome is unknown; under unlockMu
 }
 
 var _ dlock.Lock = (*hold)(nil)
@@ -53,13 +51,13 @@ func (lk *hold) lose(cause error) error { return lk.table().Lose(lk, cause) }
 
 // table is the table that lk lives in: the locks', or the read-write
 // holds'.
-func (lk *hold) table() *driver.Table[*hold] { return lk.l.tables.Of(lk.kind) }
+func (lk *hold) table() *driver.Table[*hold] { return lk.l.tables.Of(lk.Kind()) }
 
 // leaseArg is the TTL argument, in ms, of lease.lua's refresh for a lease
 // of ms: negative for a hold, which tells refresh to renew a member of a
 // read-write lock's set.
 func (lk *hold) leaseArg(ms int64) int64 {
-	if lk.kind != driver.HoldLock {
+	if lk.Kind() != driver.HoldLock {
 		return -ms
 	}
 	return ms

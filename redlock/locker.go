@@ -193,7 +193,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	}
 	owner := o.OwnerIn(ctx)
 	lk := &hold{l: l, keys: k, keyArgs: k.Args(), scripts: lockScripts, token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
-	lk.Init(key, owner, o.Owner != "")
+	lk.Init(driver.HoldLock, key, owner, o.Owner != "")
 	if err := l.tables.Locks.Reserve(lk, wait); err != nil {
 		return nil, o, err
 	}
@@ -250,8 +250,8 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, q *queueing) result {
 	if q != nil {
 		args[3], args[4], args[5], args[6] = "1", q.score, q.claim.Milliseconds(), q.attempt
 	}
-	if lk.kind != driver.HoldLock {
-		args = append(args, lk.kind.Letter())
+	if lk.Kind() != driver.HoldLock {
+		args = append(args, lk.Kind().Letter())
 	}
 	q2 := l.quorum
 	n := len(l.nodes)
@@ -374,8 +374,8 @@ func (l *Locker) giveBack(ctx context.Context, lk *hold, nodes []*node, q *queue
 	if q != nil {
 		args = []any{lk.token, lk.Owner(), releaseRequeue, q.score, q.claim.Milliseconds(), q.attempt, l.sub, time.Now().UnixMicro()}
 	}
-	if lk.kind != driver.HoldLock {
-		args = append(args, lk.kind.Letter())
+	if lk.Kind() != driver.HoldLock {
+		args = append(args, lk.Kind().Letter())
 	}
 	var wg sync.WaitGroup
 	for _, nd := range nodes {
