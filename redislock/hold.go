@@ -68,12 +68,7 @@ func (lk *hold) table() *driver.Table[*hold] { return lk.l.tables.Of(lk.Kind()) 
 
 // leaseArg is the TTL argument of refresh.lua for a lease of ttl: negative
 // for a hold, which tells refresh.lua to renew a member of a set.
-func (lk *hold) leaseArg(ttl time.Duration) int64 {
-	if lk.Kind() != driver.HoldLock {
-		return -ttl.Milliseconds()
-	}
-	return ttl.Milliseconds()
-}
+func (lk *hold) leaseArg(ttl time.Duration) int64 { return lk.store.renewSign * ttl.Milliseconds() }
 
 // prepareHold validates a call for a hold of kind k and reserves its place
 // in the kind's table. A waiting call (wait) must call Leave on that table
@@ -218,18 +213,6 @@ func (lk *hold) unlockHold(ctx context.Context) error {
 		return nil
 	}
 	return lk.lose(dlock.ErrOwnershipLost)
-}
-
-// releaseHold deletes a hold whose handle has ended (Close).
-func (lk *hold) releaseHold(ctx context.Context, giveUp bool) error {
-	arg := "0"
-	if giveUp {
-		arg = "1"
-	}
-	if err := holdReleaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, arg).Err(); err != nil {
-		return lk.Wrap("unlock", err)
-	}
-	return nil
 }
 
 // Downgrade turns a write lock into a read lock in one round trip, with

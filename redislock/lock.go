@@ -63,6 +63,7 @@ type hold struct {
 	// to lk's own strings.
 	keyArgs            [6]any
 	tokenArg, ownerArg any
+	store              *store // how it lives in Redis, by its kind
 
 	unlockMu sync.Mutex // serialises Unlock, so that a second Unlock sees the first
 	unknown  bool       // a release was sent whose outcome is unknown; under unlockMu
@@ -184,17 +185,7 @@ func (lk *hold) closeRelease(ctx context.Context) error {
 		return nil
 	}
 	lk.end(driver.ErrReleasedByClose)
-	if lk.Kind() != driver.HoldLock {
-		return lk.releaseHold(ctx, false)
-	}
-	args := []any{lk.tokenArg, lk.ownerArg, "0"}
-	if lk.Owner() == "" {
-		args = args[:1]
-	}
-	if err := releaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], args...).Err(); err != nil {
-		return lk.Wrap("unlock", err)
-	}
-	return nil
+	return lk.Wrap("unlock", lk.store.release.Run(ctx, lk.l.send, lk.keyArgs[:], lk.args(nil, "0")...).Err())
 }
 
 // Refresh sets the remaining lease to ttl (for an owner's lock: extends the
@@ -236,11 +227,7 @@ func (lk *hold) TTL(ctx context.Context) (time.Duration, error) {
 	if err := lk.Check("ttl"); err != nil {
 		return 0, err
 	}
-	script, args := ttlScript, []any{lk.tokenArg, lk.ownerArg}
-	if lk.Kind() != driver.HoldLock {
-		script, args = holdTTLScript, args[:1]
-	}
-	n, err := script.Run(ctx, lk.l.send, lk.leaseKeys(), args...).Int64()
+	n, err := lk.store.ttl.Run(ctx, lk.l.send, lk.leaseKeys(), lk.args(nil)...).Int64()
 	if err != nil {
 		return 0, lk.Wrap("ttl", err)
 	}

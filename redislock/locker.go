@@ -190,7 +190,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 }
 
 func (l *Locker) newLock(hk driver.HoldKind, key string, k redisnode.Keys, token, owner string, byOption bool, ttl time.Duration) *hold {
-	lk := &hold{l: l, keys: k, token: token, owner: owner, ttl: ttl}
+	lk := &hold{l: l, keys: k, token: token, owner: owner, ttl: ttl, store: storeOf(hk)}
 	lk.Init(hk, key, owner, byOption)
 	// Pointers into lk, which go-redis writes as the strings they point
 	// to: boxing them allocates nothing, where boxing a string would.
@@ -323,11 +323,7 @@ func (l *Locker) giveBack(ctx context.Context, lk *hold, by time.Time) error {
 	r := l.reqs.get(rctx, l.client)
 	r.cancel = cancel
 	r.keys = lk.keyArgs[:]
-	if lk.Kind() != driver.HoldLock {
-		r.script, r.args = holdReleaseScript, append(r.argBuf[:0], lk.tokenArg, "1")
-	} else {
-		r.script, r.args = releaseScript, append(r.argBuf[:0], lk.tokenArg, lk.ownerArg, "1")
-	}
+	r.script, r.args = lk.store.release, lk.args(r.argBuf[:0], "1")
 	if by.After(time.Now().Add(giveBackTimeout)) {
 		by = time.Now().Add(giveBackTimeout)
 	}
@@ -343,11 +339,7 @@ func (l *Locker) giveBack(ctx context.Context, lk *hold, by time.Time) error {
 func (l *Locker) giveBackNow(ctx context.Context, lk *hold) {
 	rctx, cancel := context.WithTimeout(ctx, giveBackTimeout)
 	defer cancel()
-	if lk.Kind() != driver.HoldLock {
-		holdReleaseScript.Run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, "1")
-		return
-	}
-	releaseScript.Run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "1")
+	lk.store.release.Run(rctx, l.client, lk.keyArgs[:], lk.args(nil, "1")...)
 }
 
 // backend names the driver in the events of dlock.WithObserver.
