@@ -74,7 +74,11 @@ type hold struct {
 	renewTTL  time.Duration
 }
 
-var _ dlock.Lock = (*hold)(nil)
+var (
+	_ dlock.Lock        = (*hold)(nil)
+	_ driver.Lapser     = (*hold)(nil)
+	_ driver.Downgrader = (*hold)(nil)
+)
 
 // setDeadline sets the local deadline of a lease of ttl that the command
 // sent at sent set, before the lock is watched.

@@ -5,10 +5,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 )
-
-var _ driver.Lapser = (*hold)(nil)
 
 // UnlockAfter lets the lock lapse d from now instead of deleting it (see
 // [driver.Lapser]): a token-checked PEXPIRE of d, rounded up to a whole

@@ -37,7 +37,11 @@ type hold struct {
 	unknown  bool       // a release was sent whose outcome is unknown; under unlockMu
 }
 
-var _ dlock.Lock = (*hold)(nil)
+var (
+	_ dlock.Lock        = (*hold)(nil)
+	_ driver.Lapser     = (*hold)(nil)
+	_ driver.Downgrader = (*hold)(nil)
+)
 
 // Token returns the random value that identifies this acquisition.
 func (lk *hold) Token() string { return lk.token }
