@@ -35,6 +35,8 @@ type Hold struct {
 	byOption   bool // the owner came from dlock.WithOwner, not from the context
 	state      atomic.Int32
 	kind       atomic.Uint32 // a HoldKind; HoldRead once a write hold is downgraded
+	token      string
+	fence      uint64
 
 	ending sync.Mutex // serialises Table.End, and the events of the hold
 	obs    *observed  // the acquisition, for the Locker's observer; nil without one
@@ -50,6 +52,24 @@ func (h *Hold) Init(k HoldKind, key, owner string, byOption bool) {
 	h.key, h.owner, h.byOption = key, owner, byOption && owner != ""
 	h.kind.Store(uint32(k))
 }
+
+// Token returns the random value that identifies the acquisition.
+func (h *Hold) Token() string { return h.token }
+
+// SetToken sets the token, before the hold is added to its table.
+func (h *Hold) SetToken(token string) { h.token = token }
+
+// TokenRef returns the token's address, for a driver that boxes it once
+// as a command argument: nothing may write through it.
+func (h *Hold) TokenRef() *string { return &h.token }
+
+// Fence returns the fencing token of the acquisition, which the driver
+// documents.
+func (h *Hold) Fence() uint64 { return h.fence }
+
+// SetFence sets the fence, before the hold is added to its table (or,
+// for a grant, before the waiter returns it).
+func (h *Hold) SetFence(fence uint64) { h.fence = fence }
 
 // Kind returns what the hold holds now: the kind it was acquired as, but
 // HoldRead for a write hold that Downgraded made a read hold.

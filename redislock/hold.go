@@ -186,7 +186,7 @@ func (l *Locker) attemptHold(ctx context.Context, lk *hold, mode attemptMode, cl
 	if r < 0 {
 		return false, time.Duration(-1-r) * time.Millisecond, nil
 	}
-	lk.fence = uint64(r)
+	lk.SetFence(uint64(r))
 	lk.setDeadline(sent, lk.ttl)
 	return true, 0, nil
 }

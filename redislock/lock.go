@@ -49,9 +49,7 @@ type hold struct {
 	driver.Lease // the lease, as the watchdog keeps it
 	l            *Locker
 	keys         redisnode.Keys
-	token        string
-	owner        string // the owner, as Owner() returns it; ownerArg points here
-	fence        uint64
+	owner        string        // the owner, as Owner() returns it; ownerArg points here
 	fenced       bool          // the acquisition asked for a fence
 	limit        int32         // a permit's semaphore limit, for its attempts
 	renew        bool          // the watchdog renews it
@@ -96,12 +94,6 @@ func (lk *hold) leaseKeys() []any {
 	}
 	return []any{lk.keyArgs[0], lk.keyArgs[2]}
 }
-
-// Token returns the random value that identifies this acquisition.
-func (lk *hold) Token() string { return lk.token }
-
-// Fence returns the fencing token of this acquisition.
-func (lk *hold) Fence() uint64 { return lk.fence }
 
 // end ends the handle once; see driver.Table.End.
 func (lk *hold) end(err error) bool { return lk.table().End(lk, err) }

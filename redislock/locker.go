@@ -190,14 +190,15 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 }
 
 func (l *Locker) newLock(hk driver.HoldKind, key string, k redisnode.Keys, token, owner string, byOption bool, ttl time.Duration) *hold {
-	lk := &hold{l: l, keys: k, token: token, owner: owner, ttl: ttl, store: storeOf(hk)}
+	lk := &hold{l: l, keys: k, owner: owner, ttl: ttl, store: storeOf(hk)}
 	lk.Init(hk, key, owner, byOption)
+	lk.SetToken(token)
 	// Pointers into lk, which go-redis writes as the strings they point
 	// to: boxing them allocates nothing, where boxing a string would.
 	for i, s := range lk.keys.Ptrs() {
 		lk.keyArgs[i] = s
 	}
-	lk.tokenArg, lk.ownerArg = &lk.token, &lk.owner
+	lk.tokenArg, lk.ownerArg = lk.TokenRef(), &lk.owner
 	return lk
 }
 
@@ -217,7 +218,7 @@ func (l *Locker) acquired(ctx context.Context, lk *hold) (*hold, error) {
 	// for a waiter's grant, which lasts only its claim window.
 	l.watchdog.AddUntil(lk, lk.deadline, lk.ttl, lk.renew)
 	if l.log.Enabled(ctx, slog.LevelDebug) {
-		l.log.DebugContext(ctx, "acquired", "key", lk.Key(), "fence", lk.fence, "ttl", lk.ttl)
+		l.log.DebugContext(ctx, "acquired", "key", lk.Key(), "fence", lk.Fence(), "ttl", lk.ttl)
 	}
 	return lk, nil
 }
@@ -255,7 +256,7 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim 
 		switch err = l.process(ctx, deadline, p, set, lk); {
 		case err == redis.Nil:
 			err = nil
-		case err == nil && set.Val() != lk.token:
+		case err == nil && set.Val() != lk.Token():
 			return false, 0, nil
 		}
 	case mode == modeTry && lk.Owner() == "":
@@ -278,7 +279,7 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim 
 	if r < 0 {
 		return false, time.Duration(-1-r) * time.Millisecond, nil
 	}
-	lk.fence = uint64(r)
+	lk.SetFence(uint64(r))
 	lk.setDeadline(sent, lk.ttl)
 	return true, 0, nil
 }

@@ -162,7 +162,7 @@ func (l *Locker) attemptAll(ctx context.Context, locks []*hold) error {
 		return &dlock.NotAcquiredError{Key: locks[i-1].Key(), RetryAfter: time.Duration(-1-r) * time.Millisecond}
 	}
 	for i, lk := range locks {
-		lk.fence = uint64(reply[1+i])
+		lk.SetFence(uint64(reply[1+i]))
 		lk.setDeadline(sent, lk.ttl)
 	}
 	return nil

@@ -24,8 +24,6 @@ type hold struct {
 	keys         redisnode.Keys
 	keyArgs      []any // the keys of the scripts, boxed once
 	scripts      *scriptSet
-	token        string
-	fence        uint64
 	ttl          time.Duration // the lease asked for
 	renew        bool          // the watchdog renews it
 	deadline     time.Time     // the local deadline when acquired
@@ -42,12 +40,6 @@ var (
 	_ driver.Lapser     = (*hold)(nil)
 	_ driver.Downgrader = (*hold)(nil)
 )
-
-// Token returns the random value that identifies this acquisition.
-func (lk *hold) Token() string { return lk.token }
-
-// Fence returns the fencing token of this acquisition.
-func (lk *hold) Fence() uint64 { return lk.fence }
 
 func (lk *hold) end(err error) bool { return lk.table().End(lk, err) }
 
@@ -152,7 +144,7 @@ func (l *Locker) release(ctx context.Context, lk *hold) (tally, error) {
 					defer l.bg.Done()
 					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.nodeTimeout(lk.ttl))
 					defer cancel()
-					lk.scripts.release.Run(rctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), releasePlain, 0, 0, 0, "", now)
+					lk.scripts.release.Run(rctx, nd.send, lk.keyArgs, lk.Token(), lk.Owner(), releasePlain, 0, 0, 0, "", now)
 				}()
 				return reply{skipped: true}
 			}
@@ -160,7 +152,7 @@ func (l *Locker) release(ctx context.Context, lk *hold) (tally, error) {
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.nodeTimeout(lk.ttl))
 			defer cancel()
 		}
-		v, err := lk.scripts.release.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), releasePlain, 0, 0, 0, "", now).Int64()
+		v, err := lk.scripts.release.Run(ctx, nd.send, lk.keyArgs, lk.Token(), lk.Owner(), releasePlain, 0, 0, 0, "", now).Int64()
 		return reply{n: v, err: err}
 	}
 	enough := func(got []reply) bool {
@@ -225,7 +217,7 @@ func (lk *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	defer l.calls.leave()
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := refreshScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), lk.leaseArg(ttl.Milliseconds())).Int64()
+		v, err := refreshScript.Run(ctx, nd.send, lk.keyArgs, lk.Token(), lk.Owner(), lk.leaseArg(ttl.Milliseconds())).Int64()
 		return reply{n: v, err: err}
 	}
 	sent := time.Now()
@@ -263,7 +255,7 @@ func (lk *hold) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	defer l.calls.leave()
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := lk.scripts.ttl.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner()).Int64()
+		v, err := lk.scripts.ttl.Run(ctx, nd.send, lk.keyArgs, lk.Token(), lk.Owner()).Int64()
 		return reply{n: v, err: err}
 	}
 	got, rd := l.fanout(ctx, l.nodes, l.nodeTimeout(lk.ttl), send, nil, nil)
@@ -299,7 +291,7 @@ func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*hold]) []err
 	argv := make([]any, 0, 3*len(batch))
 	for _, r := range batch {
 		keys = append(keys, r.Lock.keys.Lock, r.Lock.keys.Holds)
-		argv = append(argv, r.Lock.token, r.Lock.Owner(), r.Lock.leaseArg(r.TTL.Milliseconds()))
+		argv = append(argv, r.Lock.Token(), r.Lock.Owner(), r.Lock.leaseArg(r.TTL.Milliseconds()))
 	}
 	send := func(ctx context.Context, nd *node) reply {
 		s, err := renewScript.Run(ctx, nd.send, keys, argv...).Text()

@@ -91,8 +91,9 @@ func (l *Locker) prepareHold(ctx context.Context, k driver.HoldKind, key string,
 	}
 	owner := o.OwnerIn(ctx)
 	lk := &hold{l: l, keys: keys, keyArgs: keys.Args(), scripts: rwScripts,
-		token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
+		ttl: o.TTL, renew: o.AutoRenew}
 	lk.Init(k, key, owner, o.Owner != "")
+	lk.SetToken(driver.NewToken())
 	if k == driver.HoldWrite && owner == "" {
 		// This Locker's own read hold would make the writer wait on
 		// itself: say so rather than ErrAlreadyHeld.
@@ -167,7 +168,7 @@ func (lk *hold) Downgrade(ctx context.Context) error {
 	}
 	defer l.calls.leave()
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := downgradeScript.Run(ctx, nd.send, lk.keyArgs, lk.token).Int64()
+		v, err := downgradeScript.Run(ctx, nd.send, lk.keyArgs, lk.Token()).Int64()
 		if err == nil && v < 0 {
 			v = 1 // a read hold already: an earlier Downgrade whose reply was lost
 		}
