@@ -101,15 +101,15 @@ func kindLetter(k driver.HoldKind) string {
 // nobody renews or releases beyond its lease.
 func (l *Locker) attempt(ctx context.Context, h *hold, o dlock.Options, limit int, waiter string, waitFor time.Duration, grant string) (time.Duration, error) {
 	h.tbl.Attempted(h)
-	h.token = driver.NewToken()
+	h.SetToken(driver.NewToken())
 	sent := time.Now()
 	var fence, retryMS int64
 	err := l.pool.QueryRow(ctx, l.sql.acquire,
-		h.name, h.token, kindLetter(h.Kind()), h.owner, o.TTL.Milliseconds(), limit, waiter, waitFor.Milliseconds(), grant).Scan(&fence, &retryMS)
+		h.name, h.Token(), kindLetter(h.Kind()), h.owner, o.TTL.Milliseconds(), limit, waiter, waitFor.Milliseconds(), grant).Scan(&fence, &retryMS)
 	if err != nil {
 		// The grant's hold, when there is one, is not this attempt's to
 		// give back: the next attempt or the waiter's leaving hands it on.
-		l.giveBack(h.name, h.token)
+		l.giveBack(h.name, h.Token())
 		return 0, err
 	}
 	if fence == 0 && retryMS < 0 {
@@ -119,7 +119,7 @@ func (l *Locker) attempt(ctx context.Context, h *hold, o dlock.Options, limit in
 		return max(time.Duration(retryMS)*time.Millisecond, 1), nil
 	}
 	if retryMS == -2 { // the hold a release granted, renewed by this attempt
-		h.token = grant
+		h.SetToken(grant)
 	}
 	return 0, l.held(h, uint64(fence), sent, o)
 }
@@ -127,9 +127,9 @@ func (l *Locker) attempt(ctx context.Context, h *hold, o dlock.Options, limit in
 // held makes h a hold with fence whose lease began at start, and watches
 // it; when the Locker closed meanwhile, it gives the row back.
 func (l *Locker) held(h *hold, fence uint64, start time.Time, o dlock.Options) error {
-	h.fence = fence
+	h.SetFence(fence)
 	if err := h.tbl.Add(h); err != nil { // closed meanwhile: give it back
-		l.giveBack(h.name, h.token)
+		l.giveBack(h.name, h.Token())
 		return err
 	}
 	l.wd.Add(h, start, o.TTL, o.AutoRenew)
@@ -256,7 +256,7 @@ func (l *Locker) wait(ctx context.Context, h *hold, o dlock.Options, limit int) 
 			// held, with no statement; else the next attempt takes it,
 			// renewed.
 			if w.fence > 0 && !since.IsZero() && time.Since(since) < o.TTL/2 {
-				h.token = grant
+				h.SetToken(grant)
 				if err := l.held(h, w.fence, since, o); err != nil {
 					return nil, h.Wrap("lock", err)
 				}
