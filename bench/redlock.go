@@ -193,11 +193,7 @@ func measureRedlock(ctx context.Context, cfg config) (*redlockRun, error) {
 		admins []*goredislib.Client
 	)
 	for i := range redlockNodes {
-		d := filepath.Join(dir, fmt.Sprint(i))
-		if err := os.Mkdir(d, 0o700); err != nil {
-			return nil, err
-		}
-		srv, err := redistest.New(d, redistest.Config{})
+		srv, err := redistest.New(filepath.Join(dir, fmt.Sprint(i)), redistest.Config{})
 		if err != nil {
 			return nil, err
 		}
