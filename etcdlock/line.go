@@ -64,7 +64,7 @@ func (l *Locker) inLine(ctx, actx context.Context, c call, h *hold, ls *lease) (
 	defer stopLimit()
 	p, q := l.rangeOf(c.key), l.lineOf(c.key)
 	pEnd, qEnd := clientv3.GetPrefixRangeEnd(p), clientv3.GetPrefixRangeEnd(q)
-	token := driver.NewToken()
+	token := l.tokenFor(c, ls, p, q)
 	name, qname := p+token, q+token
 	var qrev int64 // the create revision of our key in the line; 0: not in line
 	// leave takes our key out of the line, when it is there, and returns

@@ -37,6 +37,8 @@ type Locker struct {
 
 	tables driver.Tables[*hold] // this Locker's holds, by kind
 
+	deleting deleting // the keys whose delete is under way (see names.go)
+
 	mu       sync.Mutex
 	shared   *lease        // the session of renewed locks with the default TTL
 	starting *sessionStart // the start of the session under way, if any
@@ -442,7 +444,7 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 	}
 	p := l.rangeOf(c.key)
 	end := clientv3.GetPrefixRangeEnd(p)
-	token := driver.NewToken()
+	token := l.tokenFor(c, ls, p)
 	name := p + token
 	put := clientv3.OpPut(name, c.owner, clientv3.WithLease(ls.id))
 	get := clientv3.OpGet(p, clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
