@@ -107,8 +107,13 @@ func escape(key string) string {
 	if !strings.ContainsAny(key, "%/") {
 		return key
 	}
-	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(key)
+	return escaper.Replace(key)
 }
+
+// escaper writes '%' and '/' in a key as %25 and %2F. A Replacer is safe
+// for concurrent use and builds its tables on first use: one for the
+// package, not one per call.
+var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // TryLock makes one attempt to acquire key. See [dlock.Locker.TryLock].
 // When etcd does not answer within RequestTimeout, it returns the

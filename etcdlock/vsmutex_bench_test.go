@@ -57,7 +57,7 @@ func parallel(b *testing.B, g int, cycle func(key string) error) {
 	b.Helper()
 	keys := make([]string, g)
 	for i := range keys {
-		keys[i] = b.Name() + ":" + strconv.Itoa(i)
+		keys[i] = "vsmutex:" + strconv.Itoa(g) + ":" + strconv.Itoa(i)
 		if err := cycle(keys[i]); err != nil {
 			b.Fatal(err)
 		}
