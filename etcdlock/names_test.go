@@ -15,11 +15,12 @@ import (
 )
 
 // faultyKV fails a client's calls on demand: the next Txn (done, its
-// reply lost), and every DeleteRange while deletes are held back; it
-// counts the deletes that reached etcd. Its errors are ones the etcd
-// client does not retry.
+// reply lost; or failTxn: not sent), and every DeleteRange while deletes
+// are held back; it counts the deletes that reached etcd. Its errors are
+// ones the etcd client does not retry.
 type faultyKV struct {
 	dropTxn   atomic.Bool
+	failTxn   atomic.Bool
 	noDeletes atomic.Bool
 	deleted   atomic.Int64
 }
@@ -27,6 +28,9 @@ type faultyKV struct {
 func (f *faultyKV) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	switch method {
 	case "/etcdserverpb.KV/Txn":
+		if f.failTxn.CompareAndSwap(true, false) {
+			return status.Error(codes.Unavailable, "faultyKV: not sent")
+		}
 		if f.dropTxn.CompareAndSwap(true, false) {
 			if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
 				return err
