@@ -143,6 +143,10 @@ func (l *Locker) inLine(ctx, actx context.Context, c call, h *hold, ls *lease) (
 				return nil, e
 			}
 			lastErr = err
+			// The wake-up that led here is spent: try again after the
+			// retry delay, not at the next event, which may never come.
+			stop()
+			watch, watched = nil, ""
 		case resp.Succeeded:
 			h.token, h.name, h.rev, h.fence = token, name, resp.Header.Revision, resp.Header.Revision
 			if qrev != 0 && !mine {
