@@ -90,6 +90,16 @@ func (l *Locker) inLine(ctx, actx context.Context, c call, h *hold, ls *lease) (
 	readHolds := clientv3.OpGet(p, clientv3.WithRange(pEnd), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	for {
 		h.tbl.Attempted(h)
+		// A name whose delete is pending after a failed attempt is not
+		// written again: the delete, landing later, would take it.
+		if l.deleting.any(name) {
+			token = driver.NewToken()
+			name = p + token
+			put = clientv3.OpPut(name, c.owner, clientv3.WithLease(ls.id))
+		}
+		if qrev == 0 && l.deleting.any(qname) {
+			qname = q + driver.NewToken()
+		}
 		var (
 			mine bool // our owner holds the lock alone
 			txn  clientv3.Txn
