@@ -28,6 +28,7 @@ func BenchmarkUncontended(b *testing.B) {
 		release := redis.NewScript(rawRelease)
 		key := "bench:floor"
 		b.ReportAllocs()
+		cpu := cpuTime()
 		for b.Loop() {
 			token := driver.NewToken()
 			ok, err := c.SetNX(ctx, key, token, 10*time.Second).Result()
@@ -38,6 +39,7 @@ func BenchmarkUncontended(b *testing.B) {
 				b.Fatalf("release: %v %v", n, err)
 			}
 		}
+		reportCPU(b, cpu)
 		b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "rtt/op")
 	})
 	for _, bc := range []struct {
@@ -59,6 +61,7 @@ func BenchmarkUncontended(b *testing.B) {
 			defer l.Close()
 			key := "bench:" + bc.name
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for b.Loop() {
 				lk, err := l.TryLock(ctx, key)
 				if err != nil {
@@ -68,9 +71,16 @@ func BenchmarkUncontended(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, cpu)
 			b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "rtt/op")
 		})
 	}
+}
+
+// reportCPU reports the CPU time this process (the client) spent per
+// operation since cpu: on a loaded machine a steadier figure than ns/op.
+func reportCPU(b *testing.B, cpu time.Duration) {
+	b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
 }
 
 // BenchmarkHandoff is a hot key: n contenders, each on a Locker of its own
@@ -189,6 +199,8 @@ func BenchmarkUncontendedParallel(b *testing.B) {
 		release := redis.NewScript(rawRelease)
 		b.SetParallelism(32)
 		b.ReportAllocs()
+		cpu := cpuTime()
+		defer func() { reportCPU(b, cpu) }()
 		b.RunParallel(func(pb *testing.PB) {
 			key := fmt.Sprint("bench:pfloor:", seq.Add(1))
 			for pb.Next() {
@@ -212,6 +224,8 @@ func BenchmarkUncontendedParallel(b *testing.B) {
 		defer l.Close()
 		b.SetParallelism(32)
 		b.ReportAllocs()
+		cpu := cpuTime()
+		defer func() { reportCPU(b, cpu) }()
 		b.RunParallel(func(pb *testing.PB) {
 			key := fmt.Sprint("bench:pdlock:", seq.Add(1))
 			for pb.Next() {
