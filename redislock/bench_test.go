@@ -217,7 +217,10 @@ func BenchmarkUncontendedParallel(b *testing.B) {
 		})
 	})
 	b.Run("dlock", func(b *testing.B) {
-		l, err := New(shared.Client(b))
+		hook := &counter{}
+		c := shared.Client(b)
+		c.AddHook(hook)
+		l, err := New(c)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -225,7 +228,10 @@ func BenchmarkUncontendedParallel(b *testing.B) {
 		b.SetParallelism(32)
 		b.ReportAllocs()
 		cpu := cpuTime()
-		defer func() { reportCPU(b, cpu) }()
+		defer func() {
+			reportCPU(b, cpu)
+			b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "rtt/op")
+		}()
 		b.RunParallel(func(pb *testing.PB) {
 			key := fmt.Sprint("bench:pdlock:", seq.Add(1))
 			for pb.Next() {
