@@ -2,7 +2,6 @@ package driver
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -93,7 +92,7 @@ func (h *Hold) Err() error {
 func (h *Hold) Check(op string) error {
 	switch h.State() {
 	case Released:
-		return &dlock.KeyError{Op: op, Key: h.key, Err: dlock.ErrNotHeld}
+		return Wrap(op, h.key, dlock.ErrNotHeld)
 	case Lost:
 		return h.Err()
 	}
@@ -106,7 +105,7 @@ func (h *Hold) Check(op string) error {
 // dlock.ErrInvalidOption, or Check's.
 func (h *Hold) CheckDowngrade(writer bool) error {
 	if !writer {
-		return &dlock.KeyError{Op: "downgrade", Key: h.key, Err: fmt.Errorf("%w: not a write lock", dlock.ErrInvalidOption)}
+		return Invalid("downgrade", h.key, "not a write lock")
 	}
 	return h.Check("downgrade")
 }

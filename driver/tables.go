@@ -68,7 +68,7 @@ func (ts *Tables[H]) UnlockRW(ctx context.Context, key string, read bool, reads 
 		return err
 	}
 	if reads(h) != read {
-		return &dlock.KeyError{Op: "unlock", Key: key, Err: dlock.ErrNotHeld}
+		return Wrap("unlock", key, dlock.ErrNotHeld)
 	}
 	return h.Unlock(ctx)
 }

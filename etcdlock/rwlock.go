@@ -88,7 +88,7 @@ func (h *hold) Downgrade(ctx context.Context) error {
 		If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
 		Then(clientv3.OpPut(h.name, read, clientv3.WithIgnoreLease())).Commit()
 	if err != nil {
-		return &dlock.KeyError{Op: "downgrade", Key: h.Key(), Err: err}
+		return h.Wrap("downgrade", err)
 	}
 	if !resp.Succeeded {
 		h.lose(fmt.Errorf("%w: the etcd key of revision %d is gone", dlock.ErrOwnershipLost, h.rev))

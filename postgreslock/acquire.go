@@ -3,7 +3,6 @@ package postgreslock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/dlock-go/dlock"
@@ -15,17 +14,17 @@ import (
 // waits as Lock does.
 func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit int, wait bool, opts []dlock.Option) (_ dlock.Lock, err error) {
 	if err := driver.CheckKey(key); err != nil {
-		return nil, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+		return nil, driver.Wrap("lock", key, err)
 	}
 	o, err := l.opts.Apply(opts...)
 	if err == nil {
 		err = checkOptions(o)
 	}
 	if err != nil {
-		return nil, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+		return nil, driver.Wrap("lock", key, err)
 	}
 	if k == driver.HoldPermit && (limit < 1 || limit > dlock.MaxLimit) {
-		return nil, &dlock.KeyError{Op: "lock", Key: key, Err: fmt.Errorf("%w: limit %d is outside 1 to %d", dlock.ErrInvalidOption, limit, dlock.MaxLimit)}
+		return nil, driver.Invalid("lock", key, "limit %d is outside 1 to %d", limit, dlock.MaxLimit)
 	}
 	if err := driver.Ended(ctx, key); err != nil {
 		return nil, err
@@ -60,7 +59,7 @@ func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit 
 	defer context.AfterFunc(l.ctx, func() { cancel(dlock.ErrClosed) })()
 	defer func() {
 		if err != nil && errors.Is(context.Cause(ctx), dlock.ErrClosed) {
-			err = &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
+			err = driver.Wrap("lock", key, dlock.ErrClosed)
 		}
 	}()
 	if !wait {
@@ -69,7 +68,7 @@ func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit 
 		err = done(err)
 		switch {
 		case err != nil:
-			return nil, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+			return nil, driver.Wrap("lock", key, err)
 		case busy > 0:
 			return nil, &dlock.NotAcquiredError{Key: key, RetryAfter: busy}
 		}
@@ -176,7 +175,7 @@ func (l *Locker) wait(ctx context.Context, h *hold, o dlock.Options, limit int) 
 	}
 	giveUp := func(cause error) error {
 		if cause == nil && lastErr != nil {
-			return &dlock.KeyError{Op: "lock", Key: h.Key(), Err: lastErr}
+			return h.Wrap("lock", lastErr)
 		}
 		return &dlock.NotAcquiredError{Key: h.Key(), RetryAfter: after, Err: cause}
 	}
@@ -199,7 +198,7 @@ func (l *Locker) wait(ctx context.Context, h *hold, o dlock.Options, limit int) 
 		case ctx.Err() != nil:
 			return nil, giveUp(context.Cause(ctx))
 		case errors.Is(err, dlock.ErrUpgrade):
-			return nil, &dlock.KeyError{Op: "lock", Key: h.Key(), Err: err}
+			return nil, h.Wrap("lock", err)
 		case err != nil:
 			lastErr = err
 			l.opts.Logger.DebugContext(ctx, "attempt failed, waiting on", "key", h.Key(), "error", err)

@@ -81,7 +81,7 @@ func (h *hold) release(ctx context.Context, why error) error {
 	err = done(err)
 	switch {
 	case err != nil:
-		err = &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
+		err = h.Wrap("unlock", err)
 		h.tbl.End(h, fmt.Errorf("%w: %w", why, err))
 		return err
 	case !deleted:
@@ -104,13 +104,13 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	if ttl < time.Millisecond {
-		return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: fmt.Errorf("%w: %v is below 1ms", dlock.ErrInvalidTTL, ttl)}
+		return h.Wrap("refresh", fmt.Errorf("%w: %v is below 1ms", dlock.ErrInvalidTTL, ttl))
 	}
 	sent := time.Now()
 	tag, err := h.l.pool.Exec(ctx, h.l.sql.refresh, h.name, h.token, ttl.Milliseconds())
 	if err != nil {
 		h.l.wd.Refreshed(h, sent, ttl, false)
-		return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
+		return h.Wrap("refresh", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
@@ -130,7 +130,7 @@ func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
 	case err != nil:
-		return 0, &dlock.KeyError{Op: "ttl", Key: h.Key(), Err: err}
+		return 0, h.Wrap("ttl", err)
 	}
 	return time.Duration(max(ms, 0)) * time.Millisecond, nil
 }
@@ -152,7 +152,7 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	tag, err := h.l.pool.Exec(ctx, h.l.sql.refresh, h.name, h.token, ms)
 	switch {
 	case err != nil:
-		return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
+		return h.Wrap("unlock", err)
 	case tag.RowsAffected() == 0:
 		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
 	}
@@ -179,7 +179,7 @@ func (h *hold) Downgrade(ctx context.Context) error {
 	err = done(err)
 	switch {
 	case err != nil:
-		return &dlock.KeyError{Op: "downgrade", Key: h.Key(), Err: fmt.Errorf("the outcome is unknown: %w", err)}
+		return h.Wrap("downgrade", fmt.Errorf("the outcome is unknown: %w", err))
 	case tag.RowsAffected() == 0:
 		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
 	}

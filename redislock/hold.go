@@ -85,23 +85,23 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 	}
 	tbl := l.tables.Of(k)
 	if tbl.Closed() {
-		return nil, dlock.Options{}, &dlock.KeyError{Op: op, Key: key, Err: dlock.ErrClosed}
+		return nil, dlock.Options{}, driver.Wrap(op, key, dlock.ErrClosed)
 	}
 	o, err := l.opts.Apply(opts...)
 	if err != nil {
-		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
+		return nil, o, driver.Wrap(op, key, err)
 	}
 	if err := checkAck(l.client, o); err != nil {
-		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
+		return nil, o, driver.Wrap(op, key, err)
 	}
 	if k == driver.HoldPermit {
 		if err := driver.CheckLimit(limit); err != nil {
-			return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
+			return nil, o, driver.Wrap(op, key, err)
 		}
 	}
 	keys, err := redisnode.In(o.Prefix, nsOf(k), key)
 	if err != nil {
-		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
+		return nil, o, driver.Wrap(op, key, err)
 	}
 	if err := driver.Ended(ctx, key); err != nil {
 		return nil, o, err
@@ -122,7 +122,7 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 		// This Locker's own read hold would make the writer wait on
 		// itself: say so rather than ErrAlreadyHeld.
 		if h, err := tbl.Find(dlock.ContextWithOwner(ctx, ""), key); err == nil && h.kind == driver.HoldRead {
-			return nil, o, &dlock.KeyError{Op: op, Key: key, Err: dlock.ErrUpgrade}
+			return nil, o, driver.Wrap(op, key, dlock.ErrUpgrade)
 		}
 	}
 	if err := tbl.Reserve(lk, wait); err != nil {
@@ -184,7 +184,7 @@ func (l *Locker) attemptHold(ctx context.Context, lk *hold, mode attemptMode, cl
 		upgrade := redis.HasErrorPrefix(err, "DLOCK_UPGRADE")
 		err = l.failed(ctx, lk, mode, deadline, taken, err) // the reply was lost, or a waiter leaves its queue
 		if upgrade {
-			err = &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: dlock.ErrUpgrade}
+			err = lk.Wrap("lock", dlock.ErrUpgrade)
 		}
 		return false, 0, err
 	}
@@ -211,7 +211,7 @@ func (lk *hold) unlockHold(ctx context.Context) error {
 	}
 	n, err := holdReleaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, "0").Int64()
 	if err != nil {
-		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
+		return lk.Wrap("unlock", err)
 	}
 	if n == 1 || time.Now().Before(lk.l.watchdog.Deadline(lk)) {
 		lk.end(dlock.ErrNotHeld)
@@ -227,7 +227,7 @@ func (lk *hold) releaseHold(ctx context.Context, giveUp bool) error {
 		arg = "1"
 	}
 	if err := holdReleaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, arg).Err(); err != nil {
-		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
+		return lk.Wrap("unlock", err)
 	}
 	return nil
 }
@@ -245,7 +245,7 @@ func (lk *hold) Downgrade(ctx context.Context) error {
 	}
 	n, err := downgradeScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg).Int64()
 	if err != nil {
-		return &dlock.KeyError{Op: "downgrade", Key: lk.Key(), Err: err}
+		return lk.Wrap("downgrade", err)
 	}
 	if n == 0 {
 		return lk.lose(dlock.ErrOwnershipLost)

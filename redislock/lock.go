@@ -149,7 +149,7 @@ func (lk *hold) Unlock(ctx context.Context) error {
 	n, err := release.Int64()
 	if err != nil {
 		lk.unknown = true
-		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
+		return lk.Wrap("unlock", err)
 	}
 	return lk.released(n, began)
 }
@@ -172,7 +172,7 @@ func (lk *hold) released(n int64, began time.Time) error {
 	case n == releaseGone || n == releaseTaken:
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
-	return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: fmt.Errorf("unexpected reply %d", n)}
+	return lk.Wrap("unlock", fmt.Errorf("unexpected reply %d", n))
 }
 
 // closeRelease is Close's release of lk: it ends the handle first, so
@@ -194,7 +194,7 @@ func (lk *hold) closeRelease(ctx context.Context) error {
 		args = args[:1]
 	}
 	if err := releaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], args...).Err(); err != nil {
-		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
+		return lk.Wrap("unlock", err)
 	}
 	return nil
 }
@@ -206,7 +206,7 @@ func (lk *hold) closeRelease(ctx context.Context) error {
 // counts on is the shorter of the old one and the new.
 func (lk *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < dlock.MinTTL {
-		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL)}
+		return lk.Wrap("refresh", fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL))
 	}
 	if err := lk.Check("refresh"); err != nil {
 		return err
@@ -224,7 +224,7 @@ func (lk *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		// Redis may have applied it: the lease is the shorter of the two.
 		lk.l.watchdog.Refreshed(lk, sent, ttl, false)
-		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: err}
+		return lk.Wrap("refresh", err)
 	}
 	if n == 0 {
 		return lk.lose(dlock.ErrOwnershipLost)
@@ -244,7 +244,7 @@ func (lk *hold) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	n, err := script.Run(ctx, lk.l.send, lk.leaseKeys(), args...).Int64()
 	if err != nil {
-		return 0, &dlock.KeyError{Op: "ttl", Key: lk.Key(), Err: err}
+		return 0, lk.Wrap("ttl", err)
 	}
 	if n < 0 {
 		return 0, lk.lose(dlock.ErrOwnershipLost)

@@ -155,15 +155,11 @@ func (l *Locker) close(release bool) error {
 	}
 	close(l.quit)
 	l.notify.Interrupt()
-	var errs []error
-	for _, lk := range all {
-		if release {
-			ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
-			if err := lk.closeRelease(ctx); err != nil {
-				errs = append(errs, err)
-			}
-			cancel()
-		} else {
+	var err error
+	if release {
+		err = driver.ReleaseAll(all, func(ctx context.Context, lk *hold) error { return lk.closeRelease(ctx) })
+	} else {
+		for _, lk := range all {
 			lk.lose(fmt.Errorf("%w: the Locker was orphaned", dlock.ErrOwnershipLost))
 		}
 	}
@@ -171,7 +167,7 @@ func (l *Locker) close(release bool) error {
 	l.watchdog.Stop()
 	l.notify.Stop()
 	l.reqs.close() // and the requests their callers left, with their give-backs
-	return errors.Join(errs...)
+	return err
 }
 
 // prepare validates a call and reserves its place in the table of holds
@@ -303,7 +299,7 @@ func (l *Locker) failed(ctx context.Context, lk *hold, mode attemptMode, deadlin
 			err = errors.Join(err, gerr)
 		}
 	}
-	return &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: err}
+	return lk.Wrap("lock", err)
 }
 
 // requestTimeout bounds each request of an acquisition of lk: see

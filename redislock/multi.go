@@ -67,16 +67,16 @@ func (l *Locker) TryLockMulti(ctx context.Context, keys []string, opts ...dlock.
 		}
 		locks = append(locks, lk)
 		if o.Fair || ackOf(o).n > 0 {
-			return fail(&dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrNotTogether}, false)
+			return fail(driver.Wrap("lock", key, dlock.ErrNotTogether), false)
 		}
 		for _, k := range keys[:i] {
 			if k == key {
-				return fail(&dlock.KeyError{Op: "lock", Key: key, Err: fmt.Errorf("%w: %q twice", dlock.ErrInvalidKey, key)}, false)
+				return fail(driver.Wrap("lock", key, fmt.Errorf("%w: %q twice", dlock.ErrInvalidKey, key)), false)
 			}
 		}
 	}
 	if !l.together(locks) {
-		return fail(&dlock.KeyError{Op: "lock", Key: keys[0], Err: dlock.ErrNotTogether}, false)
+		return fail(driver.Wrap("lock", keys[0], dlock.ErrNotTogether), false)
 	}
 	if err := l.attemptAll(ctx, locks); err != nil {
 		return fail(err, true)
@@ -155,7 +155,7 @@ func (l *Locker) attemptAll(ctx context.Context, locks []*hold) error {
 			}
 			err = errors.Join(append([]error{err}, gerrs...)...)
 		}
-		return &dlock.KeyError{Op: "lock", Key: first.Key(), Err: err}
+		return first.Wrap("lock", err)
 	}
 	if i := reply[0]; i > 0 {
 		r := reply[1]
@@ -223,7 +223,7 @@ func (l *Locker) UnlockMulti(ctx context.Context, locks []dlock.Lock) error {
 	for i, lk := range live {
 		if err != nil {
 			lk.unknown = true
-			errs = append(errs, &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err})
+			errs = append(errs, lk.Wrap("unlock", err))
 		} else if rerr := lk.released(reply[i], began); rerr != nil {
 			errs = append(errs, rerr)
 		}

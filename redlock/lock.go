@@ -212,7 +212,7 @@ func (lk *hold) closeRelease(ctx context.Context) error {
 // confirmed; when a majority no longer has the hold, the lock is lost.
 func (lk *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < dlock.MinTTL {
-		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL)}
+		return lk.Wrap("refresh", fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL))
 	}
 	if err := lk.Check("refresh"); err != nil {
 		return err

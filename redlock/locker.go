@@ -174,20 +174,13 @@ func (l *Locker) Close() error {
 	}
 	close(l.quit)
 	l.notify.Interrupt()
-	var errs []error
-	for _, lk := range all {
-		ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
-		if err := lk.closeRelease(ctx); err != nil {
-			errs = append(errs, err)
-		}
-		cancel()
-	}
+	err := driver.ReleaseAll(all, func(ctx context.Context, lk *hold) error { return lk.closeRelease(ctx) })
 	l.tables.Wait()
 	l.watchdog.Stop()
 	l.notify.Stop()
 	l.calls.close()
 	l.bg.Wait()
-	return errors.Join(errs...)
+	return err
 }
 
 // prepare validates a call and reserves its place in the table of holds.
@@ -337,7 +330,7 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, q *queueing) result {
 		}()
 	}
 	if upgrade {
-		return result{err: &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: dlock.ErrUpgrade}}
+		return result{err: lk.Wrap("lock", dlock.ErrUpgrade)}
 	}
 	if err := ctx.Err(); err != nil {
 		return result{err: &dlock.NotAcquiredError{Key: lk.Key(), Err: err}, busy: true}
@@ -361,7 +354,7 @@ func (l *Locker) noQuorum(op, key string, answered int, errs []error) error {
 	if len(errs) > 0 {
 		err = fmt.Errorf("%w: %w", err, errors.Join(errs...))
 	}
-	return &dlock.KeyError{Op: op, Key: key, Err: err}
+	return driver.Wrap(op, key, err)
 }
 
 // giveBackTimeout bounds a give-back: what it could not undo expires with

@@ -76,15 +76,15 @@ func (l *Locker) WUnlock(ctx context.Context, key string) error {
 // l.tables.RW.Leave when it returns, if prepareHold did not fail.
 func (l *Locker) prepareHold(ctx context.Context, k driver.HoldKind, key string, opts []dlock.Option, wait bool) (*hold, dlock.Options, error) {
 	if l.tables.RW.Closed() {
-		return nil, dlock.Options{}, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
+		return nil, dlock.Options{}, driver.Wrap("lock", key, dlock.ErrClosed)
 	}
 	o, err := l.opts.Apply(opts...)
 	if err != nil {
-		return nil, o, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+		return nil, o, driver.Wrap("lock", key, err)
 	}
 	keys, err := redisnode.In(o.Prefix, ":rw:", key)
 	if err != nil {
-		return nil, o, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+		return nil, o, driver.Wrap("lock", key, err)
 	}
 	if err := driver.Ended(ctx, key); err != nil {
 		return nil, o, err
@@ -97,7 +97,7 @@ func (l *Locker) prepareHold(ctx context.Context, k driver.HoldKind, key string,
 		// This Locker's own read hold would make the writer wait on
 		// itself: say so rather than ErrAlreadyHeld.
 		if h, err := l.tables.RW.Find(dlock.ContextWithOwner(ctx, ""), key); err == nil && h.reads() {
-			return nil, o, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrUpgrade}
+			return nil, o, driver.Wrap("lock", key, dlock.ErrUpgrade)
 		}
 	}
 	if err := l.tables.RW.Reserve(lk, wait); err != nil {
