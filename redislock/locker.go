@@ -83,7 +83,8 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	return l, nil
 }
 
-// TryLock makes one attempt to acquire key: one round trip to Redis. Unless
+// TryLock makes one attempt to acquire key: one round trip to Redis (two
+// when a bare SET finds the lock busy, see below). Unless
 // the call is fenced, fair or has an owner, the attempt is the bare
 // SET key token NX PX ttl of the single-instance algorithm; when it finds
 // the lock busy, a GET asks whether the token there is its own (a SET the
