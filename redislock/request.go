@@ -81,6 +81,8 @@ type sender struct {
 	left   sync.WaitGroup // the abandoned requests that began before close
 
 	free sync.Pool // of *request
+
+	started atomic.Int32 // workers started, for the tests
 }
 
 // The states of a request.
@@ -222,6 +224,7 @@ func (s *sender) dispatch(r *request) {
 		s.run(r)
 		return
 	}
+	s.started.Add(1)
 	go s.work(r)
 }
 

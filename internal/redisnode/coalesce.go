@@ -121,6 +121,37 @@ func (c *Coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 	return cmd.Err()
 }
 
+// Idle reports whether no send is on the wire.
+func (c *Coalescer) Idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.flushing == 0
+}
+
+// Alone is a Processor that sends each command alone, with its caller's
+// context: as a flush of c when one is free, else straight through c's
+// client. A client with ContextTimeoutEnabled then bounds the command by
+// the context's deadline, which a pipeline of c, nobody's in particular,
+// does not carry.
+type Alone struct{ c *Coalescer }
+
+// Alone returns c's Alone.
+func (c *Coalescer) Alone() Alone { return Alone{c} }
+
+// Process sends cmd alone and waits for its reply. The error is cmd's.
+func (a Alone) Process(ctx context.Context, cmd redis.Cmder) error {
+	c := a.c
+	c.mu.Lock()
+	if c.flushing < MaxFlushes && len(c.queue) == 0 {
+		c.flushing++
+		c.mu.Unlock()
+		c.flush(ctx, cmd, nil)
+		return cmd.Err()
+	}
+	c.mu.Unlock()
+	return c.client.Process(ctx, cmd)
+}
+
 // take empties the queue into a batch to send. Called with c.mu held.
 func (c *Coalescer) take() []*pending {
 	queue := c.queue
