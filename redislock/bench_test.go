@@ -43,16 +43,21 @@ func BenchmarkUncontended(b *testing.B) {
 		b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "rtt/op")
 	})
 	for _, bc := range []struct {
-		name string
-		opts []dlock.Option
+		name    string
+		opts    []dlock.Option
+		bounded bool // the client's ContextTimeoutEnabled
 	}{
-		{"dlock", nil},
-		{"dlock-lease", []dlock.Option{dlock.WithLease(10 * time.Second)}},
-		{"dlock-owner", []dlock.Option{dlock.WithOwner("bench")}},
+		{"dlock", nil, false},
+		{"dlock-bounded", nil, true},
+		{"dlock-lease", []dlock.Option{dlock.WithLease(10 * time.Second)}, false},
+		{"dlock-owner", []dlock.Option{dlock.WithOwner("bench")}, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			hook := &counter{}
-			c := shared.Client(b)
+			o := shared.Options()
+			o.ContextTimeoutEnabled = bc.bounded
+			c := redis.NewClient(o)
+			defer c.Close()
 			c.AddHook(hook)
 			l, err := New(c, bc.opts...)
 			if err != nil {
