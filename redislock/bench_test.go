@@ -221,36 +221,46 @@ func BenchmarkUncontendedParallel(b *testing.B) {
 			}
 		})
 	})
-	b.Run("dlock", func(b *testing.B) {
-		hook := &counter{}
-		c := shared.Client(b)
-		c.AddHook(hook)
-		l, err := New(c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer l.Close()
-		b.SetParallelism(32)
-		b.ReportAllocs()
-		cpu := cpuTime()
-		defer func() {
-			reportCPU(b, cpu)
-			b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "rtt/op")
-		}()
-		b.RunParallel(func(pb *testing.PB) {
-			key := fmt.Sprint("bench:pdlock:", seq.Add(1))
-			for pb.Next() {
-				lk, err := l.TryLock(ctx, key)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if err := lk.Unlock(ctx); err != nil {
-					b.Error(err)
-					return
-				}
+	for _, bc := range []struct {
+		name string
+		par  int // goroutines per GOMAXPROCS
+	}{{"dlock", 32}, {"dlock-8", 4}} { // 64 and 8 goroutines on 2 cores
+		b.Run(bc.name, func(b *testing.B) { benchParallel(b, bc.par, &seq) })
+	}
+}
+
+// benchParallel is BenchmarkUncontendedParallel's dlock part, from par
+// goroutines per GOMAXPROCS.
+func benchParallel(b *testing.B, par int, seq *atomic.Int64) {
+	ctx := context.Background()
+	hook := &counter{}
+	c := shared.Client(b)
+	c.AddHook(hook)
+	l, err := New(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	b.SetParallelism(par)
+	b.ReportAllocs()
+	cpu := cpuTime()
+	defer func() {
+		reportCPU(b, cpu)
+		b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "rtt/op")
+	}()
+	b.RunParallel(func(pb *testing.PB) {
+		key := fmt.Sprint("bench:pdlock:", seq.Add(1))
+		for pb.Next() {
+			lk, err := l.TryLock(ctx, key)
+			if err != nil {
+				b.Error(err)
+				return
 			}
-		})
+			if err := lk.Unlock(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
 	})
 }
 
