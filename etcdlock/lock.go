@@ -33,7 +33,6 @@ type hold struct {
 	driver.Hold // the key, the owner, the state, Done and Err
 	l           *Locker
 	tbl         *driver.Table[*hold] // the Locker's table of the hold's kind
-	kind        kind
 	token       string
 	name        string // the etcd key
 	rev         int64  // its create revision
@@ -71,7 +70,7 @@ var _ dlock.Lock = (*hold)(nil)
 // newHold returns a pending lock of key for the owner of c.
 func newHold(l *Locker, c call) *hold {
 	h := &hold{l: l, tbl: &l.tables.Locks, val: c.owner}
-	h.Init(c.key, c.owner, c.ownerByOption)
+	h.Init(c.kind, c.key, c.owner, c.ownerByOption)
 	return h
 }
 

@@ -213,7 +213,7 @@ func (l *Locker) newHoldOf(ctx context.Context, c call) (*hold, error) {
 	if c.kind == driver.HoldLock {
 		return h, nil
 	}
-	h.kind, h.tbl, h.token = c.kind, l.tables.Of(c.kind), driver.NewToken()
+	h.tbl, h.token = l.tables.Of(c.kind), driver.NewToken()
 	switch {
 	case c.kind == driver.HoldPermit:
 		if err := driver.CheckLimit(c.limit); err != nil {
@@ -223,12 +223,12 @@ func (l *Locker) newHoldOf(ctx context.Context, c call) (*hold, error) {
 			// A Locker may hold many permits of a key: each is a holder
 			// of its own in the table, found by Release as a WithOwner
 			// hold is.
-			h.Init(c.key, h.token, true)
+			h.Init(c.kind, c.key, h.token, true)
 		}
 	case c.kind == driver.HoldWrite && c.owner == "":
 		// This Locker's own read lock would make the writer wait on
 		// itself: say so rather than ErrAlreadyHeld.
-		if r, err := h.tbl.Find(ctx, c.key); err == nil && r.reads() {
+		if r, err := h.tbl.Find(ctx, c.key); err == nil && r.Reads() {
 			return nil, driver.Wrap("lock", c.key, dlock.ErrUpgrade)
 		}
 	}

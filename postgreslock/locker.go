@@ -153,8 +153,9 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 }
 
 // Lock waits for key until it holds it, ctx ends, the WithWait limit
-// passes or the retry strategy gives up. A release wakes the longest
-// waiter through the Locker's LISTEN session; a fallback attempt comes
+// passes or the retry strategy gives up. A release hands the lock to the
+// longest waiter and wakes it through its Locker's LISTEN session (see
+// the package's notes on waiting); a fallback attempt comes
 // at the latest when the holder's lease would run out, and at most a
 // third of the TTL after the last. With dlock.WithNotify(false) waiters
 // poll at the retry strategy's pace.

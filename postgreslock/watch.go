@@ -39,7 +39,7 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 		defer stop()
 		defer func() {
 			c, cancel := context.WithTimeout(context.Background(), time.Second)
-			l.pool.Exec(c, l.sql.leave, name, id)
+			l.pool.Exec(c, l.sql.leave, name, id, "")
 			cancel()
 		}()
 		register := func() bool {

@@ -64,16 +64,11 @@ var (
 )
 
 // table is the table that lk lives in.
-func (lk *hold) table() *driver.Table[*hold] { return lk.l.tables.Of(lk.kind) }
+func (lk *hold) table() *driver.Table[*hold] { return lk.l.tables.Of(lk.Kind()) }
 
 // leaseArg is the TTL argument of refresh.lua for a lease of ttl: negative
 // for a hold, which tells refresh.lua to renew a member of a set.
-func (lk *hold) leaseArg(ttl time.Duration) int64 {
-	if lk.kind != driver.HoldLock {
-		return -ttl.Milliseconds()
-	}
-	return ttl.Milliseconds()
-}
+func (lk *hold) leaseArg(ttl time.Duration) int64 { return lk.store.renewSign * ttl.Milliseconds() }
 
 // prepareHold validates a call for a hold of kind k and reserves its place
 // in the kind's table. A waiting call (wait) must call Leave on that table
@@ -113,15 +108,15 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 		// holder in the table, found by Release as a WithOwner hold is.
 		holder, byOption = token, true
 	}
-	lk := l.newLock(key, keys, token, holder, byOption, o.TTL)
+	lk := l.newLock(k, key, keys, token, holder, byOption, o.TTL)
 	lk.ownerArg = owner
-	lk.kind, lk.limit = k, int32(limit)
+	lk.limit = int32(limit)
 	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
 	lk.ack = ackOf(o)
 	if k == driver.HoldWrite && owner == "" {
 		// This Locker's own read hold would make the writer wait on
 		// itself: say so rather than ErrAlreadyHeld.
-		if h, err := tbl.Find(dlock.ContextWithOwner(ctx, ""), key); err == nil && h.kind == driver.HoldRead {
+		if h, err := tbl.Find(dlock.ContextWithOwner(ctx, ""), key); err == nil && h.Reads() {
 			return nil, o, driver.Wrap(op, key, dlock.ErrUpgrade)
 		}
 	}
@@ -174,7 +169,7 @@ func (l *Locker) attemptHold(ctx context.Context, lk *hold, mode attemptMode, cl
 		p = ack
 	}
 	r, err := l.run(ctx, deadline, p, holdAcquireScript, lk.keyArgs[:], []any{lk.tokenArg, lk.ttl.Milliseconds(), lk.ownerArg,
-		int(mode), claim.Milliseconds(), n, fenced, l.sub, lk.kind.Letter(), lk.limit}, lk).Int64()
+		int(mode), claim.Milliseconds(), n, fenced, l.sub, lk.Kind().Letter(), lk.limit}, lk).Int64()
 	taken := false // but not where a failover would keep it
 	if err == nil && r >= 0 && ack != nil {
 		err = ack.check()
@@ -191,7 +186,7 @@ func (l *Locker) attemptHold(ctx context.Context, lk *hold, mode attemptMode, cl
 	if r < 0 {
 		return false, time.Duration(-1-r) * time.Millisecond, nil
 	}
-	lk.fence = uint64(r)
+	lk.SetFence(uint64(r))
 	lk.setDeadline(sent, lk.ttl)
 	return true, 0, nil
 }
@@ -220,18 +215,6 @@ func (lk *hold) unlockHold(ctx context.Context) error {
 	return lk.lose(dlock.ErrOwnershipLost)
 }
 
-// releaseHold deletes a hold whose handle has ended (Close).
-func (lk *hold) releaseHold(ctx context.Context, giveUp bool) error {
-	arg := "0"
-	if giveUp {
-		arg = "1"
-	}
-	if err := holdReleaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, arg).Err(); err != nil {
-		return lk.Wrap("unlock", err)
-	}
-	return nil
-}
-
 // Downgrade turns a write lock into a read lock in one round trip, with
 // the same token, fence and lease (see driver.Downgrader). On any other
 // handle it returns an error matching dlock.ErrInvalidOption. A Downgrade
@@ -240,7 +223,7 @@ func (lk *hold) releaseHold(ctx context.Context, giveUp bool) error {
 func (lk *hold) Downgrade(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if err := lk.CheckDowngrade(lk.kind == driver.HoldWrite && !lk.downgraded); err != nil {
+	if err := lk.CheckDowngrade(); err != nil {
 		return err
 	}
 	n, err := downgradeScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg).Int64()
@@ -250,13 +233,6 @@ func (lk *hold) Downgrade(ctx context.Context) error {
 	if n == 0 {
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
-	lk.downgraded = true // 1, or -1: an earlier Downgrade of ours whose reply was lost
+	lk.Downgraded() // 1, or -1: an earlier Downgrade of ours whose reply was lost
 	return nil
-}
-
-// reads reports whether lk is a read hold now.
-func (lk *hold) reads() bool {
-	lk.unlockMu.Lock()
-	defer lk.unlockMu.Unlock()
-	return lk.kind == driver.HoldRead || lk.downgraded
 }

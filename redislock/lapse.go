@@ -5,10 +5,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 )
-
-var _ driver.Lapser = (*hold)(nil)
 
 // UnlockAfter lets the lock lapse d from now instead of deleting it: one
 // round trip, a token-checked PEXPIRE (lapse.lua). See [driver.Lapser].

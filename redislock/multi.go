@@ -162,7 +162,7 @@ func (l *Locker) attemptAll(ctx context.Context, locks []*hold) error {
 		return &dlock.NotAcquiredError{Key: locks[i-1].Key(), RetryAfter: time.Duration(-1-r) * time.Millisecond}
 	}
 	for i, lk := range locks {
-		lk.fence = uint64(reply[1+i])
+		lk.SetFence(uint64(reply[1+i]))
 		lk.setDeadline(sent, lk.ttl)
 	}
 	return nil
@@ -179,7 +179,7 @@ func (l *Locker) UnlockMulti(ctx context.Context, locks []dlock.Lock) error {
 	own := make([]*hold, 0, len(locks))
 	for _, x := range locks {
 		lk, ok := x.(*hold)
-		if !ok || lk.l != l || lk.kind != driver.HoldLock || lk.ack.n > 0 || len(own) > 0 && lk.Owner() != own[0].Owner() {
+		if !ok || lk.l != l || lk.Kind() != driver.HoldLock || lk.ack.n > 0 || len(own) > 0 && lk.Owner() != own[0].Owner() {
 			return unlockEach(ctx, locks)
 		}
 		own = append(own, lk)

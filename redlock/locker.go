@@ -192,8 +192,9 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 		return nil, o, err
 	}
 	owner := o.OwnerIn(ctx)
-	lk := &hold{l: l, keys: k, keyArgs: k.Args(), scripts: lockScripts, token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
-	lk.Init(key, owner, o.Owner != "")
+	lk := &hold{l: l, keys: k, keyArgs: k.Args(), scripts: lockScripts, ttl: o.TTL, renew: o.AutoRenew}
+	lk.Init(driver.HoldLock, key, owner, o.Owner != "")
+	lk.SetToken(driver.NewToken())
 	if err := l.tables.Locks.Reserve(lk, wait); err != nil {
 		return nil, o, err
 	}
@@ -210,7 +211,7 @@ func (l *Locker) acquired(ctx context.Context, lk *hold) error {
 	}
 	l.watchdog.AddUntil(lk, lk.deadline, lk.ttl, lk.renew)
 	if l.log.Enabled(context.Background(), slog.LevelDebug) {
-		l.log.Debug("acquired", "key", lk.Key(), "fence", lk.fence, "ttl", lk.ttl)
+		l.log.Debug("acquired", "key", lk.Key(), "fence", lk.Fence(), "ttl", lk.ttl)
 	}
 	return nil
 }
@@ -246,12 +247,12 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, q *queueing) result {
 		q = &c
 	}
 	ttl := lk.ttl
-	args := []any{lk.token, ttl.Milliseconds(), lk.Owner(), "0", 0, 0, 0, l.sub, time.Now().UnixMicro()}
+	args := []any{lk.Token(), ttl.Milliseconds(), lk.Owner(), "0", 0, 0, 0, l.sub, time.Now().UnixMicro()}
 	if q != nil {
 		args[3], args[4], args[5], args[6] = "1", q.score, q.claim.Milliseconds(), q.attempt
 	}
-	if lk.kind != driver.HoldLock {
-		args = append(args, lk.kind.Letter())
+	if lk.Kind() != driver.HoldLock {
+		args = append(args, lk.Kind().Letter())
 	}
 	q2 := l.quorum
 	n := len(l.nodes)
@@ -370,12 +371,12 @@ func (l *Locker) giveBack(ctx context.Context, lk *hold, nodes []*node, q *queue
 	if len(nodes) == 0 {
 		return
 	}
-	args := []any{lk.token, lk.Owner(), releaseGiveUp, 0, 0, 0, "", time.Now().UnixMicro()}
+	args := []any{lk.Token(), lk.Owner(), releaseGiveUp, 0, 0, 0, "", time.Now().UnixMicro()}
 	if q != nil {
-		args = []any{lk.token, lk.Owner(), releaseRequeue, q.score, q.claim.Milliseconds(), q.attempt, l.sub, time.Now().UnixMicro()}
+		args = []any{lk.Token(), lk.Owner(), releaseRequeue, q.score, q.claim.Milliseconds(), q.attempt, l.sub, time.Now().UnixMicro()}
 	}
-	if lk.kind != driver.HoldLock {
-		args = append(args, lk.kind.Letter())
+	if lk.Kind() != driver.HoldLock {
+		args = append(args, lk.Kind().Letter())
 	}
 	var wg sync.WaitGroup
 	for _, nd := range nodes {

@@ -53,7 +53,7 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc = c.Client(t) // go-redis reads the new topology in its own time (60s)
-	if err := poll(ctx, func() error { return cc.Set(ctx, "k", "w", 0).Err() }); err != nil {
+	if err := Poll(ctx, func() error { return cc.Set(ctx, "k", "w", 0).Err() }); err != nil {
 		t.Fatalf("writes after the failovers: %v", err)
 	}
 	if _, err := NewCluster(t.TempDir(), 1, 2); err == nil || errors.Is(err, context.Canceled) {
