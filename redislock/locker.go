@@ -332,7 +332,7 @@ func (l *Locker) set(ctx context.Context, deadline time.Time, p redisnode.Proces
 	case err != nil:
 		return false, err
 	default:
-		return get.Val() != lk.token, nil
+		return get.Val() != lk.Token(), nil
 	}
 }
 
