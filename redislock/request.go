@@ -124,7 +124,8 @@ type request struct {
 	left    bool   // counted in the sender's left
 
 	// expire closes ctx.done at the deadline of a request sent by its
-	// caller; a request whose expire fired is not reused (spent).
+	// caller (nil until one is); a request whose expire fired is not
+	// reused (spent).
 	expire *time.Timer
 	spent  bool
 
@@ -175,13 +176,7 @@ func (s *sender) init(direct *redisnode.Coalescer) {
 	s.free.New = func() any {
 		t := time.NewTimer(time.Hour)
 		t.Stop()
-		r := &request{answered: make(chan struct{}, 1), timer: t, ctx: reqContext{done: make(chan struct{})}}
-		r.expire = time.AfterFunc(time.Hour, func() {
-			r.ctx.err = context.DeadlineExceeded
-			close(r.ctx.done)
-		})
-		r.expire.Stop()
-		return r
+		return &request{answered: make(chan struct{}, 1), timer: t, ctx: reqContext{done: make(chan struct{})}}
 	}
 }
 
@@ -259,7 +254,14 @@ func (s *sender) send(r *request, deadline time.Time) error {
 // by deadline through its context (see sender).
 func (s *sender) sendAlone(r *request, deadline time.Time) {
 	r.p, r.ctx.deadline = s.alone, deadline
-	r.expire.Reset(time.Until(deadline))
+	if r.expire == nil { // made once per pooled request, by the first that needs it
+		r.expire = time.AfterFunc(time.Until(deadline), func() {
+			r.ctx.err = context.DeadlineExceeded
+			close(r.ctx.done)
+		})
+	} else {
+		r.expire.Reset(time.Until(deadline))
+	}
 	s.run(r)
 	<-r.answered
 	r.spent = !r.expire.Stop() // its done is closed, or about to be
