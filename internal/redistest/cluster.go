@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -50,13 +49,7 @@ func NewCluster(dir string, masters, replicas int) (_ *Cluster, err error) {
 			c.Close()
 		}
 	}()
-	start := func(name string) (*Server, error) {
-		d := filepath.Join(dir, name)
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
-		}
-		return New(d, ClusterNode)
-	}
+	start := func(name string) (*Server, error) { return New(filepath.Join(dir, name), ClusterNode) }
 	for i := range masters {
 		s, err := start("m" + strconv.Itoa(i))
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -49,15 +48,8 @@ func NewSentinel(dir string, replicas, sentinels int) (_ *SentinelGroup, err err
 			g.Close() // what started, not the nil a failed return gives
 		}
 	}()
-	sub := func(name string) (string, error) {
-		d := filepath.Join(dir, name)
-		return d, os.MkdirAll(d, 0o700)
-	}
 	for i := range 1 + replicas {
-		d, err := sub("data" + strconv.Itoa(i))
-		if err != nil {
-			return nil, err
-		}
+		d := filepath.Join(dir, "data"+strconv.Itoa(i))
 		// A replica's first sync starts at once, not after the default 5s
 		// wait for other replicas.
 		cfg := Config{Extra: []string{"repl-diskless-sync-delay 0"}}
@@ -78,11 +70,7 @@ func NewSentinel(dir string, replicas, sentinels int) (_ *SentinelGroup, err err
 		"sentinel announce-ip 127.0.0.1",
 	}
 	for i := range sentinels {
-		d, err := sub("sentinel" + strconv.Itoa(i))
-		if err != nil {
-			return nil, err
-		}
-		s, err := New(d, Config{Sentinel: true, Extra: monitor})
+		s, err := New(filepath.Join(dir, "sentinel"+strconv.Itoa(i)), Config{Sentinel: true, Extra: monitor})
 		if err != nil {
 			return nil, err
 		}
