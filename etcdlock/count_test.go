@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/etcdlock/etcdtest"
 	"github.com/dlock-go/dlock/observe"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -111,7 +112,11 @@ func testUncontended(t *testing.T, cl *etcdtest.Cluster) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var counted rtts
-			var l dlock.Locker = newLocker(t, countedClient(t, cl, &counted), dlock.WithTTL(countTTL))
+			el := newLocker(t, countedClient(t, cl, &counted), dlock.WithTTL(countTTL))
+			// A hold that lives a second watches its key; a loaded machine
+			// can stretch a cycle that long, which this count is not about.
+			etcdlock.SetWatchAfter(el, time.Hour)
+			var l dlock.Locker = el
 			ctx := context.Background()
 			key := "count:uncontended:" + tc.name
 			cycle := func() {
@@ -175,6 +180,10 @@ func handoff(t *testing.T, cl *etcdtest.Cluster, n int) (rtt, revs float64) {
 	waiters := make([]dlock.Locker, n)
 	for i := range waiters {
 		waiters[i] = newLocker(t, cli, dlock.WithTTL(countTTL), dlock.WithObserver(&rec))
+		// A hold that outlives watchAfter watches its key (2 more round
+		// trips): not a cost of the hand-off, and one a loaded machine can
+		// add by delaying a waiter between its Lock and its Unlock.
+		etcdlock.SetWatchAfter(waiters[i].(*etcdlock.Locker), time.Hour)
 		lk, err := waiters[i].TryLock(ctx, key+":warm") // starts the session
 		if err != nil {
 			t.Fatal(err)

@@ -20,3 +20,7 @@ func (l *Locker) BaseOf(k dlock.Kind, key string) string {
 	kd, _ := driver.HoldKindOf(k)
 	return l.baseOf(kd, key)
 }
+
+// SetWatchAfter sets how long the holds of l live before they watch their
+// key (a second by default).
+func SetWatchAfter(l *Locker, d time.Duration) { l.watchAfter = d }

@@ -39,6 +39,8 @@ type Locker struct {
 
 	deleting deleting // the keys whose delete is under way (see names.go)
 
+	watchAfter time.Duration // how long a hold lives before it watches its key
+
 	mu       sync.Mutex
 	shared   *lease        // the session of renewed locks with the default TTL
 	starting *sessionStart // the start of the session under way, if any
@@ -78,7 +80,7 @@ func New(client *clientv3.Client, opts ...dlock.Option) (*Locker, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel}
+	l := &Locker{cli: client, opts: o, ctx: ctx, cancel: cancel, watchAfter: watchAfter}
 	l.tables.Init("etcd", o, (*hold).detach)
 	return l, nil
 }

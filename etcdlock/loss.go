@@ -33,7 +33,7 @@ func (h *hold) attach(ls *lease) {
 		return
 	}
 	h.followLease(ls)
-	h.watchTimer = time.AfterFunc(watchAfter, h.startWatch)
+	h.watchTimer = time.AfterFunc(h.l.watchAfter, h.startWatch)
 }
 
 // followLease makes h end with ls; h.mu is held.
