@@ -487,7 +487,7 @@ func runPostgres(ctx context.Context, cfg config, file string) error {
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(&b, "## PostgreSQL\n\n")
 	fmt.Fprintf(&b, "Written by `cd bench && go run . -postgres RESULTS.md` on %s; the other sections are not from this run.\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(&b, "One PostgreSQL %s server started by `postgreslock/pgtest` on loopback, fsync on (synchronous_commit on; dlock's releases and waiter registrations turn it off for their own transaction, its acquisitions and renewals wait for the flush), %d cores (GOMAXPROCS %d), load average %s at the end. ",
+	fmt.Fprintf(&b, "One PostgreSQL %s server started by `postgreslock/pgtest` on loopback, fsync on (synchronous_commit on; dlock's releases that hand the lock to nobody and its waiter registrations turn it off for their own transaction; its acquisitions, renewals and releases that hand the lock to a waiter wait for the flush), %d cores (GOMAXPROCS %d), load average %s at the end. ",
 		version, runtime.NumCPU(), runtime.GOMAXPROCS(0), strings.Join(strings.Fields(string(load))[:3], " "))
 	fmt.Fprintf(&b, "cirello.io/pglock v1.16.0 runs over pgx's database/sql driver (its `New` takes lib/pq only, so `UnsafeNew`), lease %v, heartbeat every %v; every lease here is %v.\n\n", e.ttl, e.ttl/3, e.ttl)
 	fmt.Fprintf(&b, "- **Uncontended**: each goroutine takes and releases a key of its own for %v (try, then release), %d repeats interleaved with the other systems; the median, and the min–max in brackets. The advisory lock keeps one pooled session per goroutine.\n", e.cycleD, repeats)

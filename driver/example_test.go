@@ -49,7 +49,7 @@ func (l *memLocker) TryLock(ctx context.Context, key string, opts ...dlock.Optio
 		return nil, &dlock.KeyError{Op: "lock", Key: key, Err: err}
 	}
 	lk := &memLock{l: l, token: driver.NewToken()}
-	lk.Init(key, o.OwnerIn(ctx), o.Owner != "")
+	lk.Init(driver.HoldLock, key, o.OwnerIn(ctx), o.Owner != "")
 	if err := l.table.Reserve(lk, false); err != nil {
 		return nil, err // ErrAlreadyHeld, ErrClosed
 	}

@@ -2,7 +2,6 @@ package driver
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -35,6 +34,9 @@ type Hold struct {
 	key, owner string
 	byOption   bool // the owner came from dlock.WithOwner, not from the context
 	state      atomic.Int32
+	kind       atomic.Uint32 // a HoldKind; HoldRead once a write hold is downgraded
+	token      string
+	fence      uint64
 
 	ending sync.Mutex // serialises Table.End, and the events of the hold
 	obs    *observed  // the acquisition, for the Locker's observer; nil without one
@@ -43,12 +45,43 @@ type Hold struct {
 	done   chan struct{} // made on the first call to Done
 }
 
-// Init prepares a pending hold of key for owner ("" for none); byOption
-// says that the owner came from dlock.WithOwner rather than from the
-// context, which lets Locker.Unlock without an owner find it.
-func (h *Hold) Init(key, owner string, byOption bool) {
+// Init prepares a pending hold of kind k on key for owner ("" for none);
+// byOption says that the owner came from dlock.WithOwner rather than from
+// the context, which lets Locker.Unlock without an owner find it.
+func (h *Hold) Init(k HoldKind, key, owner string, byOption bool) {
 	h.key, h.owner, h.byOption = key, owner, byOption && owner != ""
+	h.kind.Store(uint32(k))
 }
+
+// Token returns the random value that identifies the acquisition.
+func (h *Hold) Token() string { return h.token }
+
+// SetToken sets the token, before the hold is added to its table.
+func (h *Hold) SetToken(token string) { h.token = token }
+
+// TokenRef returns the token's address, for a driver that boxes it once
+// as a command argument: nothing may write through it.
+func (h *Hold) TokenRef() *string { return &h.token }
+
+// Fence returns the fencing token of the acquisition, which the driver
+// documents.
+func (h *Hold) Fence() uint64 { return h.fence }
+
+// SetFence sets the fence, before the hold is added to its table (or,
+// for a grant, before the waiter returns it).
+func (h *Hold) SetFence(fence uint64) { h.fence = fence }
+
+// Kind returns what the hold holds now: the kind it was acquired as, but
+// HoldRead for a write hold that Downgraded made a read hold.
+func (h *Hold) Kind() HoldKind { return HoldKind(h.kind.Load()) }
+
+// Reads reports whether the hold is a read hold: taken as one, or
+// downgraded.
+func (h *Hold) Reads() bool { return h.Kind() == HoldRead }
+
+// Downgraded records that the write hold became a read hold: Kind returns
+// HoldRead from now on.
+func (h *Hold) Downgraded() { h.kind.CompareAndSwap(uint32(HoldWrite), uint32(HoldRead)) }
 
 // Key returns the key the caller asked for.
 func (h *Hold) Key() string { return h.key }
@@ -93,20 +126,19 @@ func (h *Hold) Err() error {
 func (h *Hold) Check(op string) error {
 	switch h.State() {
 	case Released:
-		return &dlock.KeyError{Op: op, Key: h.key, Err: dlock.ErrNotHeld}
+		return Wrap(op, h.key, dlock.ErrNotHeld)
 	case Lost:
 		return h.Err()
 	}
 	return nil
 }
 
-// CheckDowngrade returns nil when a Downgrade may go ahead: writer says
-// that the handle is a write hold (and not downgraded yet), and the hold
-// is held. Else it returns the error of the Downgrade: one matching
-// dlock.ErrInvalidOption, or Check's.
-func (h *Hold) CheckDowngrade(writer bool) error {
-	if !writer {
-		return &dlock.KeyError{Op: "downgrade", Key: h.key, Err: fmt.Errorf("%w: not a write lock", dlock.ErrInvalidOption)}
+// CheckDowngrade returns nil when a Downgrade may go ahead: the hold is a
+// write hold, not downgraded yet, and held. Else it returns the error of
+// the Downgrade: one matching dlock.ErrInvalidOption, or Check's.
+func (h *Hold) CheckDowngrade() error {
+	if h.Kind() != HoldWrite {
+		return Invalid("downgrade", h.key, "not a write lock")
 	}
 	return h.Check("downgrade")
 }

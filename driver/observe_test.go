@@ -38,7 +38,7 @@ func TestObserveUnset(t *testing.T) {
 	}
 	allocs := testing.AllocsPerRun(100, func() {
 		f := &fake{}
-		f.Init("k", "", false)
+		f.Init(HoldLock, "k", "", false)
 		tb.Begin(ctx, f)
 		tb.Attempted(f)
 		tb.Waiting(f)

@@ -84,20 +84,20 @@ func (t *Table[H]) Reserve(h H, wait bool) error {
 	hd := h.hold()
 	if hd.owner != "" && !wait {
 		if t.Closed() {
-			return &dlock.KeyError{Op: "lock", Key: hd.key, Err: dlock.ErrClosed}
+			return Wrap("lock", hd.key, dlock.ErrClosed)
 		}
 		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.Closed() {
-		return &dlock.KeyError{Op: "lock", Key: hd.key, Err: dlock.ErrClosed}
+		return Wrap("lock", hd.key, dlock.ErrClosed)
 	}
 	if hd.owner == "" {
 		e := t.held[hd.key]
 		var zero H
 		if e.plain != zero {
-			return &dlock.KeyError{Op: "lock", Key: hd.key, Err: dlock.ErrAlreadyHeld}
+			return Wrap("lock", hd.key, dlock.ErrAlreadyHeld)
 		}
 		e.plain = h
 		t.held[hd.key] = e
@@ -138,7 +138,7 @@ func (t *Table[H]) add(h H) error {
 	defer t.mu.Unlock()
 	if t.Closed() {
 		t.remove(h)
-		return &dlock.KeyError{Op: "lock", Key: hd.key, Err: dlock.ErrClosed}
+		return Wrap("lock", hd.key, dlock.ErrClosed)
 	}
 	if hd.owner != "" {
 		e := t.held[hd.key]
@@ -226,7 +226,7 @@ func (t *Table[H]) Lose(h H, cause error) error {
 func (t *Table[H]) Find(ctx context.Context, key string) (H, error) {
 	var zero H
 	if t.Closed() {
-		return zero, &dlock.KeyError{Op: "unlock", Key: key, Err: dlock.ErrClosed}
+		return zero, Wrap("unlock", key, dlock.ErrClosed)
 	}
 	owner, ok := dlock.OwnerFrom(ctx)
 	t.mu.Lock()
@@ -240,7 +240,7 @@ func (t *Table[H]) Find(ctx context.Context, key string) (H, error) {
 			return e.owned[i], nil
 		}
 	}
-	return zero, &dlock.KeyError{Op: "unlock", Key: key, Err: dlock.ErrNotHeld}
+	return zero, Wrap("unlock", key, dlock.ErrNotHeld)
 }
 
 // Close marks the table closed, so that Reserve and Add refuse from now

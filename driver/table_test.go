@@ -27,7 +27,7 @@ func (f *fake) Refresh(context.Context, time.Duration) error { return nil }
 func (f *fake) TTL(context.Context) (time.Duration, error)   { return 0, nil }
 func newFake(key, owner string, byOption bool) *fake {
 	f := &fake{}
-	f.Init(key, owner, byOption)
+	f.Init(HoldLock, key, owner, byOption)
 	return f
 }
 func newTable(onEnd func(*fake)) *Table[*fake] {

@@ -60,15 +60,15 @@ func (ts *Tables[H]) Wait() {
 
 // UnlockRW is a driver's RUnlock (read) or WUnlock: it releases the hold
 // of key that Table.Find finds among the read-write holds, provided that
-// it is of that side, which reads reports of a hold. Else it returns an
-// error matching dlock.ErrNotHeld.
-func (ts *Tables[H]) UnlockRW(ctx context.Context, key string, read bool, reads func(H) bool) error {
+// it is of that side (see Hold.Reads). Else it returns an error matching
+// dlock.ErrNotHeld.
+func (ts *Tables[H]) UnlockRW(ctx context.Context, key string, read bool) error {
 	h, err := ts.RW.Find(ctx, key)
 	if err != nil {
 		return err
 	}
-	if reads(h) != read {
-		return &dlock.KeyError{Op: "unlock", Key: key, Err: dlock.ErrNotHeld}
+	if h.hold().Reads() != read {
+		return Wrap("unlock", key, dlock.ErrNotHeld)
 	}
 	return h.Unlock(ctx)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // Election is a leader election on one key of a [dlock.Locker]. Create it
@@ -41,7 +42,7 @@ func New(l dlock.Locker, key string, opts ...dlock.Option) (*Election, error) {
 		return nil, dlock.ErrNilClient
 	}
 	if key == "" || len(key) > dlock.MaxKeyLen {
-		return nil, &dlock.KeyError{Op: "election", Key: key, Err: fmt.Errorf("%w: a key has 1 to %d bytes", dlock.ErrInvalidKey, dlock.MaxKeyLen)}
+		return nil, driver.Wrap("election", key, fmt.Errorf("%w: a key has 1 to %d bytes", dlock.ErrInvalidKey, dlock.MaxKeyLen))
 	}
 	return &Election{locker: l, key: key, opts: opts}, nil
 }
@@ -60,7 +61,7 @@ func (e *Election) Key() string { return e.key }
 // even of one process, never share a hold.
 func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
 	if len(value) > MaxValueLen {
-		return nil, &dlock.KeyError{Op: "campaign", Key: e.key, Err: fmt.Errorf("%w: a value over %d bytes", dlock.ErrInvalidOption, MaxValueLen)}
+		return nil, driver.Invalid("campaign", e.key, "a value over %d bytes", MaxValueLen)
 	}
 	owner := ownerTag + newID() + ":" + value
 	opts := append(e.opts[:len(e.opts):len(e.opts)], dlock.WithOwner(owner), dlock.WithFencing(true))

@@ -3,7 +3,6 @@ package election
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/dlock-go/dlock"
@@ -63,7 +62,7 @@ func TryRun(ctx context.Context, l dlock.Locker, key string, holdAtLeast time.Du
 		return nil, dlock.ErrNilClient
 	}
 	if holdAtLeast < 0 {
-		return nil, &dlock.KeyError{Op: "run", Key: key, Err: fmt.Errorf("%w: negative hold %v", dlock.ErrInvalidOption, holdAtLeast)}
+		return nil, driver.Invalid("run", key, "negative hold %v", holdAtLeast)
 	}
 	if holdAtLeast > 0 {
 		opts = append(opts[:len(opts):len(opts)], leaseAtLeast(holdAtLeast))

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // ErrResigned is the cause of a leadership's context after Resign.
@@ -105,7 +106,7 @@ func (ld *Leadership) Resign(ctx context.Context) error {
 	ld.resigning = true
 	ld.mu.Unlock()
 	if again {
-		return &dlock.KeyError{Op: "resign", Key: ld.lk.Key(), Err: dlock.ErrNotHeld}
+		return driver.Wrap("resign", ld.lk.Key(), dlock.ErrNotHeld)
 	}
 	drained := make(chan struct{})
 	go func() {

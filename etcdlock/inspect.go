@@ -95,16 +95,16 @@ func leasesOf(kvs []*mvccpb.KeyValue) []clientv3.LeaseID {
 // leases all ran out between the two reads is reported free.
 func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
 	if l.tables.Locks.Closed() {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
+		return dlock.Info{}, driver.Wrap("inspect", key, dlock.ErrClosed)
 	}
 	if err := driver.CheckKey(key); err != nil {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, driver.Wrap("inspect", key, err)
 	}
 	p := l.rangeOf(key)
 	resp, err := l.cli.Get(ctx, p, clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(inspectLimit))
 	if err != nil {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, driver.Wrap("inspect", key, err)
 	}
 	info := dlock.Info{Key: key}
 	if len(resp.Kvs) == 0 {
@@ -112,7 +112,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
 	}
 	alive, err := l.describe(ctx, leaseTTLs{}, &info, resp.Kvs[0], int(resp.Count), leasesOf(resp.Kvs))
 	if err != nil {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, driver.Wrap("inspect", key, err)
 	}
 	if !alive {
 		return dlock.Info{Key: key}, nil
@@ -247,10 +247,10 @@ func unescape(s string) (string, bool) {
 // before that holder, seeing its key gone, revokes it.
 func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error) {
 	if l.tables.Locks.Closed() {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
+		return dlock.Info{}, driver.Wrap("inspect", key, dlock.ErrClosed)
 	}
 	if err := driver.CheckKey(key); err != nil {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, driver.Wrap("inspect", key, err)
 	}
 	p := l.rangeOf(key)
 	end := clientv3.GetPrefixRangeEnd(p)
@@ -258,10 +258,10 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 		resp, err := l.cli.Get(ctx, p, clientv3.WithRange(end),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(inspectLimit))
 		if err != nil {
-			return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
+			return dlock.Info{}, driver.Wrap("force unlock", key, err)
 		}
 		if len(resp.Kvs) == 0 {
-			return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrNotHeld}
+			return dlock.Info{}, driver.Wrap("inspect", key, dlock.ErrNotHeld)
 		}
 		info := dlock.Info{Key: key}
 		if _, err := l.describe(ctx, leaseTTLs{}, &info, resp.Kvs[0], int(resp.Count), leasesOf(resp.Kvs)); err != nil {
@@ -276,11 +276,11 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 		}
 		del, err := l.cli.Txn(ctx).If(unchanged).Then(ops...).Commit()
 		if err != nil {
-			return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
+			return dlock.Info{}, driver.Wrap("force unlock", key, err)
 		}
 		if del.Succeeded {
 			return info, nil
 		}
 	}
-	return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: fmt.Errorf("the holds kept changing; %d attempts", maxRaces)}
+	return dlock.Info{}, driver.Wrap("force unlock", key, fmt.Errorf("the holds kept changing; %d attempts", maxRaces))
 }

@@ -24,18 +24,18 @@ func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlo
 		return l.Inspect(ctx, key)
 	}
 	if l.tables.Locks.Closed() {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
+		return dlock.Info{}, driver.Wrap("inspect", key, dlock.ErrClosed)
 	}
 	kd, err := driver.HoldKindOf(k)
 	if err == nil {
 		err = driver.CheckKey(key)
 	}
 	if err != nil {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, driver.Wrap("inspect", key, err)
 	}
 	info, err := l.inspectQueue(ctx, leaseTTLs{}, kd, key)
 	if err != nil {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, driver.Wrap("inspect", key, err)
 	}
 	return info, nil
 }

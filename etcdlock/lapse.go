@@ -30,11 +30,11 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	}
 	ttl, err := wholeSeconds(max(d, time.Second))
 	if err != nil {
-		return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
+		return h.Wrap("unlock", err)
 	}
 	g, err := h.l.cli.Grant(ctx, int64(ttl/time.Second))
 	if err != nil {
-		return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
+		return h.Wrap("unlock", err)
 	}
 	old := h.currentLease()
 	h.mu.Lock()
@@ -64,7 +64,7 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		if h.end(dlock.ErrNotHeld) {
 			h.leaveLine()
 		}
-		return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
+		return h.Wrap("unlock", err)
 	}
 	if !resp.Succeeded {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)

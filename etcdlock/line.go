@@ -82,7 +82,7 @@ func (l *Locker) inLine(ctx, actx context.Context, c call, h *hold, ls *lease) (
 			l.forget(cctx, qname, ls)
 		}
 		if lastErr != nil && cause == nil {
-			return &dlock.KeyError{Op: "lock", Key: c.key, Err: lastErr}
+			return driver.Wrap("lock", c.key, lastErr)
 		}
 		return l.notAcquired(context.WithoutCancel(ctx), c, b, cause)
 	}

@@ -33,7 +33,6 @@ type hold struct {
 	driver.Hold // the key, the owner, the state, Done and Err
 	l           *Locker
 	tbl         *driver.Table[*hold] // the Locker's table of the hold's kind
-	kind        kind
 	token       string
 	name        string // the etcd key
 	rev         int64  // its create revision
@@ -71,7 +70,7 @@ var _ dlock.Lock = (*hold)(nil)
 // newHold returns a pending lock of key for the owner of c.
 func newHold(l *Locker, c call) *hold {
 	h := &hold{l: l, tbl: &l.tables.Locks, val: c.owner}
-	h.Init(c.key, c.owner, c.ownerByOption)
+	h.Init(c.kind, c.key, c.owner, c.ownerByOption)
 	return h
 }
 
@@ -181,7 +180,7 @@ func (h *hold) release(ctx context.Context, ended error) error {
 			// The key went while we could not learn whether we deleted
 			// it: either way it is no longer held.
 			h.lose(fmt.Errorf("%w: the etcd key of revision %d was deleted", dlock.ErrOwnershipLost, h.rev))
-			return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
+			return h.Wrap("unlock", err)
 		}
 		return h.abandon(err)
 	}
@@ -213,7 +212,7 @@ func (h *hold) abandon(cause error) error {
 		h.l.deleteLater(h.qname, h.qls, nil)
 	}
 	ttl := ls.ttl
-	ended := &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: fmt.Errorf("%w: the release's outcome is unknown, so the lock lapses within %v: %w", dlock.ErrNotHeld, ttl, cause)}
+	ended := h.Wrap("unlock", fmt.Errorf("%w: the release's outcome is unknown, so the lock lapses within %v: %w", dlock.ErrNotHeld, ttl, cause))
 	if h.tbl.End(h, ended) {
 		// Read after the end, as end does: a Refresh may have moved the
 		// hold to a lease of its own.
@@ -222,7 +221,7 @@ func (h *hold) abandon(cause error) error {
 			h.l.revokeLater(own)
 		}
 	}
-	return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: fmt.Errorf("the release's outcome is unknown; the lock lapses within %v: %w", ttl, cause)}
+	return h.Wrap("unlock", fmt.Errorf("the release's outcome is unknown; the lock lapses within %v: %w", ttl, cause))
 }
 
 // errReleaseUnknown is the Err of a lease that a hold whose release etcd
@@ -240,12 +239,12 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	ttl, err := wholeSeconds(ttl)
 	if err != nil {
-		return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
+		return h.Wrap("refresh", err)
 	}
 	old := h.currentLease()
 	if ttl == old.ttl {
 		if old.isPaused() {
-			return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: errPaused}
+			return h.Wrap("refresh", errPaused)
 		}
 		t0 := time.Now()
 		if _, err := h.l.cli.KeepAliveOnce(ctx, old.id); err != nil {
@@ -253,7 +252,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 				h.lose(fmt.Errorf("%w: lease %x is gone", dlock.ErrOwnershipLost, int64(old.id)))
 				return h.Err()
 			}
-			return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
+			return h.Wrap("refresh", err)
 		}
 		if err := h.check(ctx, "refresh"); err != nil {
 			return err
@@ -263,7 +262,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	ls, err := newLease(ctx, h.l.cli, ttl, old.renew, &h.l.wg, h.l.onRenew())
 	if err != nil {
-		return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
+		return h.Wrap("refresh", err)
 	}
 	resp, err := h.l.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
@@ -273,7 +272,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 		ls.close(rctx)
 		cancel()
 		if err != nil {
-			return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
+			return h.Wrap("refresh", err)
 		}
 		h.lose(fmt.Errorf("%w: the etcd key of revision %d is gone", dlock.ErrOwnershipLost, h.rev))
 		return h.Err()
@@ -305,7 +304,7 @@ var errPaused = errors.New("dlock: the session is not renewed until etcd answers
 func (h *hold) check(ctx context.Context, op string) error {
 	resp, err := h.l.cli.Get(ctx, h.name)
 	if err != nil {
-		return &dlock.KeyError{Op: op, Key: h.Key(), Err: err}
+		return h.Wrap(op, err)
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
 		h.lose(fmt.Errorf("%w: the etcd key of revision %d is gone", dlock.ErrOwnershipLost, h.rev))
@@ -325,7 +324,7 @@ func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	r, err := h.l.cli.TimeToLive(ctx, h.currentLease().id)
 	if err != nil {
-		return 0, &dlock.KeyError{Op: "ttl", Key: h.Key(), Err: err}
+		return 0, h.Wrap("ttl", err)
 	}
 	if r.TTL <= 0 {
 		h.lose(fmt.Errorf("%w: lease %x is gone", dlock.ErrOwnershipLost, r.ID))

@@ -208,20 +208,20 @@ func (c call) waitLimit(wait bool) (<-chan time.Time, func() bool) {
 // newCall validates one acquisition of key and resolves its options.
 func (l *Locker) newCall(ctx context.Context, key string, opts []dlock.Option) (call, error) {
 	if err := driver.CheckKey(key); err != nil {
-		return call{}, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+		return call{}, driver.Wrap("lock", key, err)
 	}
 	o, err := l.opts.Apply(opts...)
 	if err != nil {
-		return call{}, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+		return call{}, driver.Wrap("lock", key, err)
 	}
 	if o.TTL, err = wholeSeconds(o.TTL); err != nil {
-		return call{}, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+		return call{}, driver.Wrap("lock", key, err)
 	}
 	if o.Fair {
-		return call{}, &dlock.KeyError{Op: "lock", Key: key, Err: errNoFair}
+		return call{}, driver.Wrap("lock", key, errNoFair)
 	}
 	if err := driver.Foreign(o); err != nil {
-		return call{}, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+		return call{}, driver.Wrap("lock", key, err)
 	}
 	return call{key: key, owner: o.OwnerIn(ctx), ownerByOption: o.Owner != "", opts: o, renew: o.AutoRenew}, nil
 }
@@ -264,7 +264,7 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 	defer context.AfterFunc(l.ctx, func() { cancel(dlock.ErrClosed) })()
 	defer func() {
 		if err != nil && errors.Is(context.Cause(ctx), dlock.ErrClosed) {
-			err = &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
+			err = driver.Wrap("lock", key, dlock.ErrClosed)
 		}
 	}()
 
@@ -316,7 +316,7 @@ func (l *Locker) attempts(ctx, actx context.Context, c call, h *hold, ls *lease,
 	// attempt's error when it could not reach etcd.
 	giveUp := func() error {
 		if lastErr != nil {
-			return &dlock.KeyError{Op: "lock", Key: c.key, Err: lastErr}
+			return driver.Wrap("lock", c.key, lastErr)
 		}
 		return l.notAcquired(ctx, c, b, nil)
 	}
@@ -379,7 +379,7 @@ func (l *Locker) attempts(ctx, actx context.Context, c call, h *hold, ls *lease,
 func (l *Locker) failed(ctx, actx context.Context, c call, ls *lease, b busy, err error, wait bool) error {
 	switch {
 	case ls != nil && ls.lost() && !wait:
-		return &dlock.KeyError{Op: "lock", Key: c.key, Err: ls.err}
+		return driver.Wrap("lock", c.key, ls.err)
 	case ls != nil && ls.lost():
 		return &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
 	case ctx.Err() != nil:
@@ -390,7 +390,7 @@ func (l *Locker) failed(ctx, actx context.Context, c call, ls *lease, b busy, er
 		l.opts.Logger.DebugContext(ctx, "the wait ran out during an attempt", "key", c.key, "error", err)
 		return l.notAcquired(ctx, c, b, nil)
 	case !wait:
-		return &dlock.KeyError{Op: "lock", Key: c.key, Err: noAnswer(actx, err)}
+		return driver.Wrap("lock", c.key, noAnswer(actx, err))
 	}
 	l.opts.Logger.DebugContext(ctx, "attempt failed, waiting on", "key", c.key, "error", err)
 	return nil

@@ -213,23 +213,23 @@ func (l *Locker) newHoldOf(ctx context.Context, c call) (*hold, error) {
 	if c.kind == driver.HoldLock {
 		return h, nil
 	}
-	h.kind, h.tbl, h.token = c.kind, l.tables.Of(c.kind), driver.NewToken()
+	h.tbl, h.token = l.tables.Of(c.kind), driver.NewToken()
 	switch {
 	case c.kind == driver.HoldPermit:
 		if err := driver.CheckLimit(c.limit); err != nil {
-			return nil, &dlock.KeyError{Op: "acquire", Key: c.key, Err: err}
+			return nil, driver.Wrap("acquire", c.key, err)
 		}
 		if c.owner == "" {
 			// A Locker may hold many permits of a key: each is a holder
 			// of its own in the table, found by Release as a WithOwner
 			// hold is.
-			h.Init(c.key, h.token, true)
+			h.Init(c.kind, c.key, h.token, true)
 		}
 	case c.kind == driver.HoldWrite && c.owner == "":
 		// This Locker's own read lock would make the writer wait on
 		// itself: say so rather than ErrAlreadyHeld.
-		if r, err := h.tbl.Find(ctx, c.key); err == nil && r.reads() {
-			return nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: dlock.ErrUpgrade}
+		if r, err := h.tbl.Find(ctx, c.key); err == nil && r.Reads() {
+			return nil, driver.Wrap("lock", c.key, dlock.ErrUpgrade)
 		}
 	}
 	return h, nil
@@ -299,7 +299,7 @@ func (l *Locker) queue(ctx, actx context.Context, c call, h *hold, ls *lease, wa
 		// round trip's error, for etcd out of reach is not a busy lock.
 		d, ok := retry.Next()
 		if !ok {
-			return nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: err}
+			return nil, driver.Wrap("lock", c.key, err)
 		}
 		t := time.NewTimer(d)
 		select {
@@ -308,7 +308,7 @@ func (l *Locker) queue(ctx, actx context.Context, c call, h *hold, ls *lease, wa
 			return nil, l.notAcquired(context.WithoutCancel(ctx), c, busy{}, context.Cause(ctx))
 		case <-limit:
 			t.Stop()
-			return nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: err}
+			return nil, driver.Wrap("lock", c.key, err)
 		case <-lsDone:
 			t.Stop()
 			return nil, &dlock.NotAcquiredError{Key: c.key, Err: ls.err}
@@ -365,7 +365,7 @@ func (l *Locker) place(ctx context.Context, c call, h *hold, ls *lease) (*view, 
 			}
 			if c.kind == driver.HoldWrite && e.kind == driver.HoldRead {
 				l.forget(ctx, h.name, ls)
-				return nil, entry{}, &dlock.KeyError{Op: "lock", Key: c.key, Err: dlock.ErrUpgrade}
+				return nil, entry{}, driver.Wrap("lock", c.key, dlock.ErrUpgrade)
 			}
 			if e.order < order {
 				order, pred = e.order, e

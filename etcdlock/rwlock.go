@@ -44,13 +44,13 @@ func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (d
 // owner in ctx, in the manner of Unlock. It returns an error matching
 // dlock.ErrNotHeld when there is none.
 func (l *Locker) RUnlock(ctx context.Context, key string) error {
-	return l.tables.UnlockRW(ctx, key, true, (*hold).reads)
+	return l.tables.UnlockRW(ctx, key, true)
 }
 
 // WUnlock releases this Locker's most recent write lock of key for the
 // owner in ctx, in the manner of Unlock.
 func (l *Locker) WUnlock(ctx context.Context, key string) error {
-	return l.tables.UnlockRW(ctx, key, false, (*hold).reads)
+	return l.tables.UnlockRW(ctx, key, false)
 }
 
 // setValue sets the etcd value of the hold's key, as written.
@@ -58,13 +58,6 @@ func (h *hold) setValue(v string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.val = v
-}
-
-// reads reports whether h is a read lock now.
-func (h *hold) reads() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.kind == driver.HoldRead
 }
 
 // Downgrade turns a write lock into a read lock in one round trip (see
@@ -78,9 +71,9 @@ func (h *hold) reads() bool {
 // again.
 func (h *hold) Downgrade(ctx context.Context) error {
 	h.mu.Lock()
-	k, val := h.kind, h.val
+	val := h.val
 	h.mu.Unlock()
-	if err := h.CheckDowngrade(k == driver.HoldWrite); err != nil {
+	if err := h.CheckDowngrade(); err != nil {
 		return err
 	}
 	read := string(rune(driver.HoldRead)) + val[1:]
@@ -88,14 +81,15 @@ func (h *hold) Downgrade(ctx context.Context) error {
 		If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
 		Then(clientv3.OpPut(h.name, read, clientv3.WithIgnoreLease())).Commit()
 	if err != nil {
-		return &dlock.KeyError{Op: "downgrade", Key: h.Key(), Err: err}
+		return h.Wrap("downgrade", err)
 	}
 	if !resp.Succeeded {
 		h.lose(fmt.Errorf("%w: the etcd key of revision %d is gone", dlock.ErrOwnershipLost, h.rev))
 		return h.Err()
 	}
 	h.mu.Lock()
-	h.kind, h.val = driver.HoldRead, read
+	h.val = read
+	h.Downgraded()
 	h.mu.Unlock()
 	return nil
 }

@@ -104,7 +104,7 @@ func (l *Locker) session(ctx, actx context.Context, c call, wait bool, cancel co
 	switch {
 	case err == nil:
 	case errors.Is(err, dlock.ErrClosed):
-		return nil, nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: fmt.Errorf("start a session: %w", err)}
+		return nil, nil, driver.Wrap("lock", c.key, fmt.Errorf("start a session: %w", err))
 	case ctx.Err() != nil && wait:
 		// A waiting call whose context ended: as when it ends during the
 		// wait (dlock.Locker.Lock).
@@ -113,7 +113,7 @@ func (l *Locker) session(ctx, actx context.Context, c call, wait bool, cancel co
 		l.opts.Logger.DebugContext(ctx, "the wait ran out before the session started", "key", c.key, "error", err)
 		return nil, nil, &dlock.NotAcquiredError{Key: c.key}
 	default:
-		return nil, nil, &dlock.KeyError{Op: "lock", Key: c.key, Err: fmt.Errorf("start a session: %w", noAnswer(actx, err))}
+		return nil, nil, driver.Wrap("lock", c.key, fmt.Errorf("start a session: %w", noAnswer(actx, err)))
 	}
 	stop := context.AfterFunc(ls.ctx, func() { cancel(context.Cause(ls.ctx)) })
 	return ls, func(acquired bool) {

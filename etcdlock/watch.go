@@ -22,13 +22,13 @@ var _ driver.Watcher = (*Locker)(nil)
 // closes.
 func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
 	if err := driver.CheckKey(key); err != nil {
-		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: err}
+		return nil, driver.Wrap("watch", key, err)
 	}
 	// Counted under l.mu, where Close closes the table before it waits.
 	l.mu.Lock()
 	if l.tables.Locks.Closed() {
 		l.mu.Unlock()
-		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
+		return nil, driver.Wrap("watch", key, dlock.ErrClosed)
 	}
 	l.wg.Add(1)
 	l.mu.Unlock()

@@ -3,7 +3,6 @@ package postgreslock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/dlock-go/dlock"
@@ -15,17 +14,17 @@ import (
 // waits as Lock does.
 func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit int, wait bool, opts []dlock.Option) (_ dlock.Lock, err error) {
 	if err := driver.CheckKey(key); err != nil {
-		return nil, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+		return nil, driver.Wrap("lock", key, err)
 	}
 	o, err := l.opts.Apply(opts...)
 	if err == nil {
 		err = checkOptions(o)
 	}
 	if err != nil {
-		return nil, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+		return nil, driver.Wrap("lock", key, err)
 	}
 	if k == driver.HoldPermit && (limit < 1 || limit > dlock.MaxLimit) {
-		return nil, &dlock.KeyError{Op: "lock", Key: key, Err: fmt.Errorf("%w: limit %d is outside 1 to %d", dlock.ErrInvalidOption, limit, dlock.MaxLimit)}
+		return nil, driver.Invalid("lock", key, "limit %d is outside 1 to %d", limit, dlock.MaxLimit)
 	}
 	if err := driver.Ended(ctx, key); err != nil {
 		return nil, err
@@ -33,13 +32,13 @@ func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit 
 	if o.Waiting && o.Wait == 0 {
 		wait = false
 	}
-	h := &hold{l: l, tbl: l.tables.Of(k), kind: k, name: l.nameOf(k, key), owner: o.OwnerIn(ctx)}
+	h := &hold{l: l, tbl: l.tables.Of(k), name: l.nameOf(k, key), owner: o.OwnerIn(ctx)}
 	if k == driver.HoldPermit && h.owner == "" {
 		// A Locker may hold many permits of a key: each is a holder of
 		// its own in the table, found by Release as a WithOwner hold is.
-		h.Init(key, driver.NewToken(), true)
+		h.Init(k, key, driver.NewToken(), true)
 	} else {
-		h.Init(key, h.owner, o.Owner != "")
+		h.Init(k, key, h.owner, o.Owner != "")
 	}
 	if err := h.tbl.Reserve(h, wait); err != nil {
 		return nil, err
@@ -60,16 +59,16 @@ func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit 
 	defer context.AfterFunc(l.ctx, func() { cancel(dlock.ErrClosed) })()
 	defer func() {
 		if err != nil && errors.Is(context.Cause(ctx), dlock.ErrClosed) {
-			err = &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
+			err = driver.Wrap("lock", key, dlock.ErrClosed)
 		}
 	}()
 	if !wait {
 		actx, done := bounded(ctx)
-		busy, err := l.attempt(actx, h, o, limit, "", 0)
+		busy, err := l.attempt(actx, h, o, limit, "", 0, "")
 		err = done(err)
 		switch {
 		case err != nil:
-			return nil, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+			return nil, driver.Wrap("lock", key, err)
 		case busy > 0:
 			return nil, &dlock.NotAcquiredError{Key: key, RetryAfter: busy}
 		}
@@ -88,7 +87,9 @@ func kindLetter(k driver.HoldKind) string {
 
 // attempt makes one attempt: one statement. It returns 0 when h is now
 // held, else how long the holder in the way has left (at least 1ns). A
-// waiter names itself (waiter, registered for waitFor when busy).
+// waiter names itself (waiter, registered for waitFor when busy), and a
+// waiter for a lock gives the token of the hold a release may grant it
+// (grant): an attempt that finds that hold takes it.
 //
 // An acquisition commits durably (the server's synchronous_commit): one
 // that a crash lost would let the next acquisition take the same fence
@@ -98,15 +99,17 @@ func kindLetter(k driver.HoldKind) string {
 // When the statement fails, it may have run: the row it may have written
 // is deleted by token, in the background, so that no hold is left that
 // nobody renews or releases beyond its lease.
-func (l *Locker) attempt(ctx context.Context, h *hold, o dlock.Options, limit int, waiter string, waitFor time.Duration) (time.Duration, error) {
+func (l *Locker) attempt(ctx context.Context, h *hold, o dlock.Options, limit int, waiter string, waitFor time.Duration, grant string) (time.Duration, error) {
 	h.tbl.Attempted(h)
-	h.token = driver.NewToken()
+	h.SetToken(driver.NewToken())
 	sent := time.Now()
 	var fence, retryMS int64
 	err := l.pool.QueryRow(ctx, l.sql.acquire,
-		h.name, h.token, kindLetter(h.kind), h.owner, o.TTL.Milliseconds(), limit, waiter, waitFor.Milliseconds()).Scan(&fence, &retryMS)
+		h.name, h.Token(), kindLetter(h.Kind()), h.owner, o.TTL.Milliseconds(), limit, waiter, waitFor.Milliseconds(), grant).Scan(&fence, &retryMS)
 	if err != nil {
-		l.giveBack(h.name, h.token)
+		// The grant's hold, when there is one, is not this attempt's to
+		// give back: the next attempt or the waiter's leaving hands it on.
+		l.giveBack(h.name, h.Token())
 		return 0, err
 	}
 	if fence == 0 && retryMS < 0 {
@@ -115,13 +118,22 @@ func (l *Locker) attempt(ctx context.Context, h *hold, o dlock.Options, limit in
 	if fence == 0 {
 		return max(time.Duration(retryMS)*time.Millisecond, 1), nil
 	}
-	h.fence = uint64(fence)
-	if err := h.tbl.Add(h); err != nil { // closed meanwhile: give it back
-		l.giveBack(h.name, h.token)
-		return 0, err
+	if retryMS == -2 { // the hold a release granted, renewed by this attempt
+		h.SetToken(grant)
 	}
-	l.wd.Add(h, sent, o.TTL, o.AutoRenew)
-	return 0, nil
+	return 0, l.held(h, uint64(fence), sent, o)
+}
+
+// held makes h a hold with fence whose lease began at start, and watches
+// it; when the Locker closed meanwhile, it gives the row back.
+func (l *Locker) held(h *hold, fence uint64, start time.Time, o dlock.Options) error {
+	h.SetFence(fence)
+	if err := h.tbl.Add(h); err != nil { // closed meanwhile: give it back
+		l.giveBack(h.name, h.Token())
+		return err
+	}
+	l.wd.Add(h, start, o.TTL, o.AutoRenew)
+	return nil
 }
 
 // giveBack deletes the row an acquisition may have written, on a context
@@ -151,7 +163,9 @@ func (l *Locker) wait(ctx context.Context, h *hold, o dlock.Options, limit int) 
 		limitC  <-chan time.Time
 		retry   = driver.NewBackoff(o.Retry)
 		waiter  string
-		woken   <-chan bool
+		grant   string    // the token of the hold a release may grant a lock's waiter
+		since   time.Time // when the first attempt that could register was sent
+		woken   <-chan wake
 		lastErr error
 		after   time.Duration
 	)
@@ -165,18 +179,21 @@ func (l *Locker) wait(ctx context.Context, h *hold, o dlock.Options, limit int) 
 	}
 	if o.Notify {
 		waiter = l.waiterID()
+		if h.Kind() == driver.HoldLock {
+			grant = driver.NewToken()
+		}
 		var leave func()
 		woken, leave = l.ln.wait(waiter)
 		defer leave()
 		defer func() {
 			if h.State() != driver.Held {
-				l.leave(h.name, waiter)
+				l.leave(h.name, waiter, grant)
 			}
 		}()
 	}
 	giveUp := func(cause error) error {
 		if cause == nil && lastErr != nil {
-			return &dlock.KeyError{Op: "lock", Key: h.Key(), Err: lastErr}
+			return h.Wrap("lock", lastErr)
 		}
 		return &dlock.NotAcquiredError{Key: h.Key(), RetryAfter: after, Err: cause}
 	}
@@ -190,8 +207,11 @@ func (l *Locker) wait(ctx context.Context, h *hold, o dlock.Options, limit int) 
 		if as != "" && !l.ln.isUp() {
 			as = ""
 		}
+		if as != "" && since.IsZero() {
+			since = time.Now()
+		}
 		actx, cancel := attemptCtx()
-		busy, err := l.attempt(actx, h, o, limit, as, window)
+		busy, err := l.attempt(actx, h, o, limit, as, window, grant)
 		cancel()
 		switch {
 		case err == nil && busy == 0:
@@ -199,7 +219,7 @@ func (l *Locker) wait(ctx context.Context, h *hold, o dlock.Options, limit int) 
 		case ctx.Err() != nil:
 			return nil, giveUp(context.Cause(ctx))
 		case errors.Is(err, dlock.ErrUpgrade):
-			return nil, &dlock.KeyError{Op: "lock", Key: h.Key(), Err: err}
+			return nil, h.Wrap("lock", err)
 		case err != nil:
 			lastErr = err
 			l.opts.Logger.DebugContext(ctx, "attempt failed, waiting on", "key", h.Key(), "error", err)
@@ -226,10 +246,21 @@ func (l *Locker) wait(ctx context.Context, h *hold, o dlock.Options, limit int) 
 		case <-limitC:
 			t.Stop()
 			return nil, giveUp(nil)
-		case named := <-woken:
+		case w := <-woken:
 			t.Stop()
-			if named {
+			if w.named {
 				h.tbl.Woken(h, false)
+			}
+			// A grant's lease began after the attempt that registered
+			// this waiter was sent: with half of it left, the lock is
+			// held, with no statement; else the next attempt takes it,
+			// renewed.
+			if w.fence > 0 && !since.IsZero() && time.Since(since) < o.TTL/2 {
+				h.SetToken(grant)
+				if err := l.held(h, w.fence, since, o); err != nil {
+					return nil, h.Wrap("lock", err)
+				}
+				return h, nil
 			}
 		case <-t.C:
 		}
@@ -237,11 +268,13 @@ func (l *Locker) wait(ctx context.Context, h *hold, o dlock.Options, limit int) 
 }
 
 // leave removes a waiter's registration, so that releases stop waking
-// it; one that stays lapses within its window.
-func (l *Locker) leave(name, waiter string) {
+// it, and hands on the hold a release may have granted it (token grant);
+// a registration that stays lapses within its window, a grant within its
+// lease.
+func (l *Locker) leave(name, waiter, grant string) {
 	l.cleanUp(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		l.pool.Exec(ctx, l.sql.leave, name, waiter)
+		l.pool.Exec(ctx, l.sql.leave, name, waiter, grant)
 	})
 }

@@ -64,8 +64,18 @@
 // "<table>_waiters", which lapses if its process dies) and waits for a
 // NOTIFY naming it on the Locker's one LISTEN session. A release sends one
 // NOTIFY, to the longest waiter, and only when someone waits: an
-// uncontended release sends none, for a NOTIFY serialises commits. A
-// fallback attempt comes when the holder's lease would run out, and at
+// uncontended release sends none, for a NOTIFY serialises commits. The
+// release of a lock (not of a semaphore's permit or a read-write lock)
+// hands it to that waiter in its own transaction: a new fence, the
+// waiter's token and lease, and the NOTIFY carries the fence, so the
+// waiter holds the lock without a statement of its own. That commit waits
+// for the WAL to reach the disk, as an acquisition's does. A grant whose
+// waiter missed the NOTIFY is taken by the waiter's next attempt, handed
+// on when the waiter stops waiting, or lapses at its lease when the
+// waiter died. Each NOTIFY wakes every LISTEN session of the database on
+// the server (PostgreSQL signals them all, and each drops what is not on
+// its channel), so a release costs the server a little for every Locker
+// that listens, waiting or not. A fallback attempt comes when the holder's lease would run out, and at
 // most a third of the TTL (at most 1s) after the last. With
 // dlock.WithNotify(false) there is no LISTEN session, and waiters poll at
 // the retry strategy's pace. Waiters are woken in order of arrival, but a

@@ -8,7 +8,6 @@ import (
 
 	"math"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/jackc/pgx/v5"
 )
@@ -60,10 +59,10 @@ func (l *Locker) CheckFenceSQL(ctx context.Context, tx *sql.Tx, key string, fenc
 
 func checkFenceArgs(key string, fence uint64) error {
 	if err := driver.CheckKey(key); err != nil {
-		return &dlock.KeyError{Op: "check fence", Key: key, Err: err}
+		return driver.Wrap("check fence", key, err)
 	}
 	if fence == 0 || fence > math.MaxInt64 {
-		return &dlock.KeyError{Op: "check fence", Key: key, Err: fmt.Errorf("%w: fence %d is no fence of this driver", dlock.ErrInvalidOption, fence)}
+		return driver.Invalid("check fence", key, "fence %d is no fence of this driver", fence)
 	}
 	return nil
 }
@@ -71,9 +70,9 @@ func checkFenceArgs(key string, fence uint64) error {
 func fenceResult(key string, fence uint64, err error, none bool) error {
 	switch {
 	case none:
-		return &dlock.KeyError{Op: "check fence", Key: key, Err: fmt.Errorf("%w (fence %d)", ErrFenceStale, fence)}
+		return driver.Wrap("check fence", key, fmt.Errorf("%w (fence %d)", ErrFenceStale, fence))
 	case err != nil:
-		return &dlock.KeyError{Op: "check fence", Key: key, Err: err}
+		return driver.Wrap("check fence", key, err)
 	}
 	return nil
 }

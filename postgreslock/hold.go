@@ -27,11 +27,8 @@ type hold struct {
 	driver.Lease
 	l     *Locker
 	tbl   *driver.Table[*hold]
-	kind  driver.HoldKind
 	name  string // the row name (see Locker.nameOf)
 	owner string // the owner column: the caller's owner, "" for none
-	token string
-	fence uint64
 }
 
 var (
@@ -39,15 +36,6 @@ var (
 	_ driver.Lapser     = (*hold)(nil)
 	_ driver.Downgrader = (*hold)(nil)
 )
-
-func (h *hold) Token() string { return h.token }
-
-// Fence is the value of the lock's counter that this acquisition took: it
-// grows by one with every acquisition of the name, never with a renewal,
-// and is kept when the lock is released, so it never goes back while the
-// database keeps its data. Check it inside a transaction with
-// [CheckFence].
-func (h *hold) Fence() uint64 { return h.fence }
 
 // Unlock deletes the hold's row, keyed by its token: sent again, it finds
 // nothing and changes nothing. A release whose reply does not come is
@@ -70,18 +58,18 @@ func (h *hold) release(ctx context.Context, why error) error {
 		return h.tbl.Lose(h, err)
 	}
 	rctx, done := bounded(ctx)
-	deleted, err := l.releaseRow(rctx, h.name, h.token)
+	deleted, err := l.releaseRow(rctx, h.name, h.Token())
 	if err != nil && rctx.Err() == nil {
 		// The outcome is unknown: the statement may have run. Deleting
 		// by token again is safe, and tells.
-		if _, err = l.releaseRow(rctx, h.name, h.token); err == nil {
+		if _, err = l.releaseRow(rctx, h.name, h.Token()); err == nil {
 			deleted = true // by this one or the first
 		}
 	}
 	err = done(err)
 	switch {
 	case err != nil:
-		err = &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
+		err = h.Wrap("unlock", err)
 		h.tbl.End(h, fmt.Errorf("%w: %w", why, err))
 		return err
 	case !deleted:
@@ -104,13 +92,13 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	if ttl < time.Millisecond {
-		return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: fmt.Errorf("%w: %v is below 1ms", dlock.ErrInvalidTTL, ttl)}
+		return h.Wrap("refresh", fmt.Errorf("%w: %v is below 1ms", dlock.ErrInvalidTTL, ttl))
 	}
 	sent := time.Now()
-	tag, err := h.l.pool.Exec(ctx, h.l.sql.refresh, h.name, h.token, ttl.Milliseconds())
+	tag, err := h.l.pool.Exec(ctx, h.l.sql.refresh, h.name, h.Token(), ttl.Milliseconds())
 	if err != nil {
 		h.l.wd.Refreshed(h, sent, ttl, false)
-		return &dlock.KeyError{Op: "refresh", Key: h.Key(), Err: err}
+		return h.Wrap("refresh", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
@@ -125,12 +113,12 @@ func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	var ms int64
-	err := h.l.pool.QueryRow(ctx, h.l.sql.ttl, h.name, h.token).Scan(&ms)
+	err := h.l.pool.QueryRow(ctx, h.l.sql.ttl, h.name, h.Token()).Scan(&ms)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
 	case err != nil:
-		return 0, &dlock.KeyError{Op: "ttl", Key: h.Key(), Err: err}
+		return 0, h.Wrap("ttl", err)
 	}
 	return time.Duration(max(ms, 0)) * time.Millisecond, nil
 }
@@ -149,10 +137,10 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		return h.tbl.Lose(h, err)
 	}
 	ms := (d + time.Millisecond - 1).Milliseconds()
-	tag, err := h.l.pool.Exec(ctx, h.l.sql.refresh, h.name, h.token, ms)
+	tag, err := h.l.pool.Exec(ctx, h.l.sql.refresh, h.name, h.Token(), ms)
 	switch {
 	case err != nil:
-		return &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: err}
+		return h.Wrap("unlock", err)
 	case tag.RowsAffected() == 0:
 		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
 	}
@@ -168,25 +156,21 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 // writer's: Downgrade returns the error, and the handle stays a write
 // lock (its Unlock releases the row either way).
 func (h *hold) Downgrade(ctx context.Context) error {
-	if err := h.CheckDowngrade(h.kind == driver.HoldWrite); err != nil {
+	if err := h.CheckDowngrade(); err != nil {
 		return err
 	}
 	rctx, done := bounded(ctx)
-	tag, err := h.l.pool.Exec(rctx, h.l.sql.downgrade, h.name, h.token)
+	tag, err := h.l.pool.Exec(rctx, h.l.sql.downgrade, h.name, h.Token())
 	if err != nil && rctx.Err() == nil {
-		tag, err = h.l.pool.Exec(rctx, h.l.sql.downgrade, h.name, h.token)
+		tag, err = h.l.pool.Exec(rctx, h.l.sql.downgrade, h.name, h.Token())
 	}
 	err = done(err)
 	switch {
 	case err != nil:
-		return &dlock.KeyError{Op: "downgrade", Key: h.Key(), Err: fmt.Errorf("the outcome is unknown: %w", err)}
+		return h.Wrap("downgrade", fmt.Errorf("the outcome is unknown: %w", err))
 	case tag.RowsAffected() == 0:
 		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
 	}
-	h.kind = driver.HoldRead
+	h.Downgraded()
 	return nil
 }
-
-// reads reports whether the hold is a read lock: taken as one, or
-// downgraded.
-func (h *hold) reads() bool { return h.kind == driver.HoldRead }

@@ -49,11 +49,11 @@ func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlo
 	}
 	hk, err := kindOf(k)
 	if err != nil {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, driver.Wrap("inspect", key, err)
 	}
 	infos, err := l.read(ctx, k, l.infoSQL("d.name = $1::text"), l.nameOf(hk, key))
 	if err != nil {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, driver.Wrap("inspect", key, err)
 	}
 	if len(infos) == 0 {
 		return dlock.Info{Key: key, Kind: k, FenceKnown: true, WaitersKnown: true}, nil
@@ -63,10 +63,10 @@ func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlo
 
 func (l *Locker) checkInspect(key string) error {
 	if l.tables.Locks.Closed() {
-		return &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
+		return driver.Wrap("inspect", key, dlock.ErrClosed)
 	}
 	if err := driver.CheckKey(key); err != nil {
-		return &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return driver.Wrap("inspect", key, err)
 	}
 	return nil
 }
@@ -156,10 +156,10 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 	tag, err := l.pool.Exec(ctx, `WITH d AS (DELETE FROM `+t+`_holds WHERE name = $1::text RETURNING expires_at > now() AS live)
 SELECT `+t+`_notify($1::text, true) FROM (SELECT 1 FROM d WHERE live LIMIT 1) x`, name)
 	if err != nil {
-		return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
+		return dlock.Info{}, driver.Wrap("force unlock", key, err)
 	}
 	if tag.RowsAffected() == 0 || !info.Held {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrNotHeld}
+		return dlock.Info{}, driver.Wrap("inspect", key, dlock.ErrNotHeld)
 	}
 	return info, nil
 }

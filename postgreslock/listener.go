@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,8 @@ import (
 
 // listener is a Locker's one LISTEN session, on a channel of its own
 // (channelOf). A release sends a NOTIFY there naming the waiter it wakes
-// ("<waiter> <name>"), or "* <name>" for the watchers of a name; the
+// ("<waiter> <name>"), or grants the lock ("<waiter>=<fence> <name>"), or
+// "* <name>" for the watchers of a name; the
 // listener passes it on. It
 // connects on first use and again after the connection breaks; each
 // (re)connection wakes everyone, since notifications sent meanwhile are
@@ -28,7 +30,7 @@ type listener struct {
 	started  bool
 	stopped  bool
 	up       bool
-	waiters  map[string]chan bool // true: a release named it
+	waiters  map[string]chan wake
 	watchers map[string]map[chan struct{}]struct{}
 	ready    []chan struct{} // told once the session is up
 	cancel   context.CancelFunc
@@ -38,13 +40,22 @@ type listener struct {
 	sessions atomic.Int64  // set up so far
 }
 
+// wake is what a waiter's channel receives: named when a release named
+// it, with the fence of the hold the release granted it (0: none, only
+// woken); neither after a (re)connection, when any notification may have
+// been missed.
+type wake struct {
+	named bool
+	fence uint64
+}
+
 // listenPing is how long the LISTEN session may stay silent before it is
 // pinged, and how long the ping may take: a connection that went silent
 // without closing is found and replaced within twice that.
 const listenPing = 5 * time.Second
 
 func newListener(l *Locker, cfg *pgx.ConnConfig) *listener {
-	return &listener{l: l, cfg: cfg, ping: listenPing, waiters: map[string]chan bool{}, watchers: map[string]map[chan struct{}]struct{}{}}
+	return &listener{l: l, cfg: cfg, ping: listenPing, waiters: map[string]chan wake{}, watchers: map[string]map[chan struct{}]struct{}{}}
 }
 
 func send(c chan struct{}) {
@@ -65,11 +76,12 @@ func (ln *listener) start() {
 	go ln.run(ctx)
 }
 
-// wait registers waiter id; its channel receives true when a release
-// names it, false when the session (re)connects and any notification may
-// have been missed. leave unregisters it.
-func (ln *listener) wait(id string) (<-chan bool, func()) {
-	c := make(chan bool, 1)
+// wait registers waiter id; its channel receives a wake when a release
+// names it (with a fence when it grants it the lock), and an unnamed one
+// when the session (re)connects and any notification may have been
+// missed. leave unregisters it.
+func (ln *listener) wait(id string) (<-chan wake, func()) {
+	c := make(chan wake, 1)
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	ln.waiters[id] = c
@@ -136,7 +148,7 @@ func (ln *listener) wakeAll(up bool) {
 	ln.up = up
 	for _, c := range ln.waiters {
 		select {
-		case c <- false:
+		case c <- wake{}:
 		default:
 		}
 	}
@@ -201,6 +213,14 @@ func (ln *listener) session(ctx context.Context) error {
 		if !ok {
 			continue
 		}
+		w := wake{named: true}
+		if id, fence, granted := strings.Cut(who, "="); granted {
+			f, err := strconv.ParseUint(fence, 10, 64)
+			if err != nil || f == 0 {
+				continue
+			}
+			who, w.fence = id, f
+		}
 		ln.mu.Lock()
 		if who == "*" {
 			for c := range ln.watchers[name] {
@@ -208,10 +228,13 @@ func (ln *listener) session(ctx context.Context) error {
 			}
 		} else if c := ln.waiters[who]; c != nil {
 			select {
-			case <-c: // a reconnection's: this says more
+			case old := <-c: // a reconnection's says less; a grant, more
+				if old.fence > 0 {
+					w = old
+				}
 			default:
 			}
-			c <- true
+			c <- w
 		}
 		ln.mu.Unlock()
 	}

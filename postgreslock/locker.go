@@ -3,7 +3,6 @@ package postgreslock
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -97,7 +96,7 @@ func New(pool *pgxpool.Pool, opts ...dlock.Option) (*Locker, error) {
 		Drift:   drift,
 		Renew:   l.renew,
 		Lost:    func(h *hold, cause error) { h.tbl.Lose(h, cause) },
-		Lapsed:  func(h *hold) { h.tbl.End(h, &dlock.KeyError{Op: "unlock", Key: h.Key(), Err: dlock.ErrNotHeld}) },
+		Lapsed:  func(h *hold) { h.tbl.End(h, h.Wrap("unlock", dlock.ErrNotHeld)) },
 		Renewed: func(h *hold, err error) { h.tbl.Renewed(h, err) },
 		OnFailure: func(n int, err error) {
 			o.Logger.Warn("renewal failed", "locks", n, "error", err)
@@ -154,8 +153,9 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...dlock.Option) 
 }
 
 // Lock waits for key until it holds it, ctx ends, the WithWait limit
-// passes or the retry strategy gives up. A release wakes the longest
-// waiter through the Locker's LISTEN session; a fallback attempt comes
+// passes or the retry strategy gives up. A release hands the lock to the
+// longest waiter and wakes it through its Locker's LISTEN session (see
+// the package's notes on waiting); a fallback attempt comes
 // at the latest when the holder's lease would run out, and at most a
 // third of the TTL after the last. With dlock.WithNotify(false) waiters
 // poll at the retry strategy's pace.
@@ -183,14 +183,7 @@ func (l *Locker) Close() error {
 	}
 	l.cancel()
 	l.tables.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
-	defer cancel()
-	var err error
-	for _, h := range hs {
-		if e := h.release(ctx, driver.ErrReleasedByClose); e != nil && !errors.Is(e, dlock.ErrNotHeld) {
-			err = errors.Join(err, e)
-		}
-	}
+	err := driver.ReleaseAll(hs, func(ctx context.Context, h *hold) error { return h.release(ctx, driver.ErrReleasedByClose) })
 	l.wd.Stop()
 	l.ln.stop()
 	l.mu.Lock()

@@ -54,10 +54,10 @@ func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (d
 
 // RUnlock releases this Locker's most recent read lock of key.
 func (l *Locker) RUnlock(ctx context.Context, key string) error {
-	return l.tables.UnlockRW(ctx, key, true, (*hold).reads)
+	return l.tables.UnlockRW(ctx, key, true)
 }
 
 // WUnlock releases this Locker's most recent write lock of key.
 func (l *Locker) WUnlock(ctx context.Context, key string) error {
-	return l.tables.UnlockRW(ctx, key, false, (*hold).reads)
+	return l.tables.UnlockRW(ctx, key, false)
 }

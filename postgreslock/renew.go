@@ -23,7 +23,7 @@ func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*hold]) []err
 	tokens := make([]string, len(batch))
 	ttls := make([]int64, len(batch))
 	for i, r := range batch {
-		names[i], tokens[i], ttls[i] = r.Lock.name, r.Lock.token, r.TTL.Milliseconds()
+		names[i], tokens[i], ttls[i] = r.Lock.name, r.Lock.Token(), r.TTL.Milliseconds()
 	}
 	errs := make([]error, len(batch))
 	rows, err := l.pool.Query(ctx, l.sql.renew, l.renewMode(names, tokens, ttls)...)
@@ -40,7 +40,7 @@ func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*hold]) []err
 		switch {
 		case err != nil:
 			errs[i] = err
-		case !renewed[nt{r.Lock.name, r.Lock.token}]:
+		case !renewed[nt{r.Lock.name, r.Lock.Token()}]:
 			errs[i] = fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost)
 		}
 	}

@@ -66,22 +66,18 @@ func channelOf(id string) string { return "dlock_" + id }
 
 func newStatements(t string) statements {
 	return statements{
-		acquire: `SELECT fence, coalesce(retry_ms, 0) FROM ` + t + `_acquire($1::text, $2::text, $3::"char", $4::text, $5::bigint, $6::integer, $7::text, $8::bigint)`,
+		acquire: `SELECT fence, coalesce(retry_ms, 0) FROM ` + t + `_acquire($1::text, $2::text, $3::"char", $4::text, $5::bigint, $6::integer, $7::text, $8::bigint, $9::text)`,
 		// A release commits without waiting for its WAL to reach the
-		// disk (synchronous_commit off for its own transaction): one lost
-		// in a crash leaves the row to lapse at its lease, which delays
-		// the next holder but never lets two hold at once. Its NOTIFY goes
-		// out at once too. The acquisition that follows it waits for its
-		// own WAL, which comes after the release's, so it makes the
-		// release durable too.
-		release: `SELECT ` + t + `_release($1::text, $2::text) FROM set_config('synchronous_commit', 'off', true)`,
+		// disk, unless it grants the lock to a waiter (see schema.sql).
+		release: `SELECT ` + t + `_release($1::text, $2::text)`,
 		renew: `UPDATE ` + t + `_holds AS h SET expires_at = now() + u.ttl * interval '1 millisecond'
 FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(name, token, ttl)
 WHERE h.name = u.name AND h.token = u.token RETURNING h.name, h.token`,
 		refresh: `UPDATE ` + t + `_holds SET expires_at = now() + $3::bigint * interval '1 millisecond' WHERE name = $1::text AND token = $2::text`,
 		ttl:     `SELECT ceil(extract(epoch FROM expires_at - now()) * 1000)::bigint FROM ` + t + `_holds WHERE name = $1::text AND token = $2::text`,
-		// Leaving is a release's kind: a registration a crash brings back lapses.
-		leave: `DELETE FROM ` + t + `_waiters USING set_config('synchronous_commit', 'off', true) WHERE name = $1::text AND waiter = $2::text`,
+		// Leaving is a release's kind: a registration a crash brings back
+		// lapses; a grant it hands on commits durably.
+		leave: `SELECT ` + t + `_leave($1::text, $2::text, $3::text)`,
 		downgrade: `WITH d AS (UPDATE ` + t + `_holds SET kind = 'r' WHERE name = $1::text AND token = $2::text RETURNING name)
 SELECT ` + t + `_notify(name, true) FROM d`,
 		watch: `INSERT INTO ` + t + `_waiters (name, waiter, kind, until) VALUES ($1::text, $2::text, 'o', now() + $3::bigint * interval '1 millisecond')

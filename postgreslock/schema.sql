@@ -10,7 +10,9 @@
 --   dlock_waiters  one row per waiting caller or watcher, while it waits:
 --                  a release sends a NOTIFY only when one is there.
 --   dlock_acquire  the acquisition, one statement.
---   dlock_release  the release, one statement.
+--   dlock_release  the release, one statement: it hands a lock on to the
+--                  first waiter (dlock_grant).
+--   dlock_leave    a waiter that stops waiting, one statement.
 --
 -- dlock_holds leaves half of each page free (fillfactor 50): a renewal
 -- changes only expires_at, which no index holds, so the new version fits
@@ -47,8 +49,12 @@ CREATE TABLE IF NOT EXISTS dlock_waiters (
 	owner  text NOT NULL DEFAULT '',
 	since  timestamptz NOT NULL DEFAULT clock_timestamp(),
 	until  timestamptz NOT NULL,
+	token  text NOT NULL DEFAULT '',    -- a lock's waiter: the token of the hold a release grants it
+	ttl_ms bigint NOT NULL DEFAULT 0,   -- and that hold's lease
 	PRIMARY KEY (name, waiter)
 );
+ALTER TABLE dlock_waiters ADD COLUMN IF NOT EXISTS token text NOT NULL DEFAULT ''; -- a table made before it had them
+ALTER TABLE dlock_waiters ADD COLUMN IF NOT EXISTS ttl_ms bigint NOT NULL DEFAULT 0;
 
 -- dlock_notify wakes the oldest waiter of p_name, and every watcher of
 -- it. Each waiter and watcher is named "<locker>.<n>", and its Locker
@@ -127,15 +133,32 @@ END $$;
 -- milliseconds, as a hold of kind p_kind ('l' lock, 'p' permit of a
 -- semaphore of p_limit, 'r' read, 'w' write) with token p_token. It
 -- returns the hold's fence, or 0 and the time the holder in the way has
--- left (-1: the owner holds the read lock and asks for the write lock). A caller that waits names itself in p_waiter ('' for none): a busy
+-- left (-1: the owner holds the read lock and asks for the write lock). A
+-- caller that waits names itself in p_waiter ('' for none): a busy
 -- attempt then registers it for p_wait_ms, so that a release wakes it,
--- and an acquisition removes it.
+-- and an acquisition removes it. A waiter for a lock also gives p_grant,
+-- the token of the hold a release may grant it (see dlock_grant): an
+-- attempt that finds that hold takes it, renewed to p_ttl_ms, and returns
+-- its fence with retry_ms -2.
+DROP FUNCTION IF EXISTS dlock_acquire(text, text, "char", text, bigint, integer, text, bigint); -- before p_grant
 CREATE OR REPLACE FUNCTION dlock_acquire(p_name text, p_token text, p_kind "char", p_owner text,
-	p_ttl_ms bigint, p_limit integer, p_waiter text, p_wait_ms bigint,
+	p_ttl_ms bigint, p_limit integer, p_waiter text, p_wait_ms bigint, p_grant text,
 	OUT fence bigint, OUT retry_ms bigint)
 LANGUAGE plpgsql AS $$
 BEGIN
 	fence := 0;
+	IF p_grant <> '' THEN
+		-- A release granted it (its NOTIFY may have been lost): take it.
+		UPDATE dlock_holds AS h SET expires_at = now() + p_ttl_ms * interval '1 millisecond'
+		WHERE h.name = p_name AND h.token = p_grant AND h.expires_at > now()
+		RETURNING h.fence INTO fence;
+		IF FOUND THEN
+			DELETE FROM dlock_waiters WHERE name = p_name AND (waiter = p_waiter OR token = p_grant);
+			retry_ms := -2;
+			RETURN;
+		END IF;
+		fence := 0;
+	END IF;
 	IF p_kind = 'w' AND p_owner <> '' AND EXISTS (SELECT 1 FROM dlock_holds
 		WHERE name = p_name AND kind = 'r' AND owner = p_owner AND expires_at > now()) THEN
 		retry_ms := -1; -- a reader does not become a writer: it would wait on itself
@@ -170,8 +193,8 @@ BEGIN
 			END IF;
 			INSERT INTO dlock_holds (name, token, kind, owner, fence, expires_at)
 			VALUES (p_name, p_token, p_kind, p_owner, fence, now() + p_ttl_ms * interval '1 millisecond');
-			IF p_waiter <> '' THEN
-				DELETE FROM dlock_waiters WHERE name = p_name AND waiter = p_waiter;
+			IF p_waiter <> '' OR p_grant <> '' THEN
+				DELETE FROM dlock_waiters WHERE name = p_name AND (waiter = p_waiter OR (p_grant <> '' AND token = p_grant));
 				IF p_kind IN ('p', 'r') THEN
 					PERFORM dlock_notify(p_name, true); -- the next may come in too
 				END IF;
@@ -198,9 +221,16 @@ BEGIN
 	-- Lock the holds in its way, so that their release waits for this
 	-- transaction and then finds the waiter.
 	retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, true);
-	INSERT INTO dlock_waiters AS w (name, waiter, kind, owner, until)
-	VALUES (p_name, p_waiter, p_kind, p_owner, now() + p_wait_ms * interval '1 millisecond')
-	ON CONFLICT (name, waiter) DO UPDATE SET until = EXCLUDED.until;
+	IF p_grant <> '' AND EXISTS (SELECT 1 FROM dlock_holds WHERE name = p_name AND token = p_grant) THEN
+		-- The release it waited for granted it the lock meanwhile: the
+		-- next attempt, a millisecond away, takes it (this transaction's
+		-- commit is not durable, so it renews nothing).
+		retry_ms := 1;
+		RETURN;
+	END IF;
+	INSERT INTO dlock_waiters AS w (name, waiter, kind, owner, until, token, ttl_ms)
+	VALUES (p_name, p_waiter, p_kind, p_owner, now() + p_wait_ms * interval '1 millisecond', p_grant, p_ttl_ms)
+	ON CONFLICT (name, waiter) DO UPDATE SET until = EXCLUDED.until, token = EXCLUDED.token, ttl_ms = EXCLUDED.ttl_ms;
 	IF retry_ms IS NULL THEN
 		-- freed meanwhile: wake the first waiter, which may be this one
 		PERFORM dlock_notify(p_name, true);
@@ -208,18 +238,98 @@ BEGIN
 	END IF;
 END $$;
 
--- dlock_release deletes the hold of p_name with token p_token, and wakes
--- the oldest waiter and the watchers. It returns whether the hold was
--- there: deleting it again finds nothing and changes nothing.
-CREATE OR REPLACE FUNCTION dlock_release(p_name text, p_token text) RETURNS boolean
+-- dlock_grant hands the lock p_name, just released, to its first waiter
+-- that gave a token: in the release's transaction, it bumps the fence,
+-- inserts the waiter's hold, removes its registration and NOTIFYs it
+-- alone, with payload "<waiter>=<fence> <name>", so that its wake-up needs
+-- no acquisition. It returns false, changing nothing, when the name is
+-- still held (another hold of the same owner) or no such waiter is there.
+--
+-- The hold's lease counts from clock_timestamp(), taken after the
+-- waiter's registration became visible here, so after the waiter sent the
+-- attempt that registered it: the waiter counts its lease from then. The
+-- grant makes a fence, so the transaction's commit waits for its WAL (the
+-- caller leaves synchronous_commit as the server has it): a grant a crash
+-- lost could hand the same fence out again, and its NOTIFY goes out only
+-- once the commit is durable.
+--
+-- A waiter that left, died or missed the NOTIFY: its hold is renewed by
+-- nobody and lapses within its lease, unless the waiter's next attempt
+-- takes it (dlock_acquire's p_grant) or its leaving hands it on
+-- (dlock_leave).
+CREATE OR REPLACE FUNCTION dlock_grant(p_name text) RETURNS boolean
 LANGUAGE plpgsql AS $$
+DECLARE
+	w record;
+	f bigint;
 BEGIN
-	DELETE FROM dlock_holds WHERE name = p_name AND token = p_token;
+	-- Grants and acquisitions of one name queue on its row.
+	PERFORM 1 FROM dlock WHERE name = p_name FOR UPDATE;
+	IF EXISTS (SELECT 1 FROM dlock_holds WHERE name = p_name AND expires_at > now()) THEN
+		RETURN false;
+	END IF;
+	SELECT waiter, token, owner, ttl_ms INTO w FROM dlock_waiters
+	WHERE name = p_name AND kind = 'l' AND token <> '' AND ttl_ms > 0 AND until > now()
+	ORDER BY since, waiter LIMIT 1;
 	IF NOT FOUND THEN
 		RETURN false;
 	END IF;
-	IF EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name) THEN
-		PERFORM dlock_notify(p_name, true);
+	UPDATE dlock SET fence = dlock.fence + 1 WHERE name = p_name RETURNING dlock.fence INTO f;
+	DELETE FROM dlock_holds WHERE name = p_name AND expires_at <= now();
+	INSERT INTO dlock_holds (name, token, kind, owner, fence, expires_at)
+	VALUES (p_name, w.token, 'l', w.owner, f, clock_timestamp() + w.ttl_ms * interval '1 millisecond');
+	DELETE FROM dlock_waiters WHERE name = p_name AND waiter = w.waiter;
+	PERFORM pg_notify('dlock_' || split_part(w.waiter, '.', 1), w.waiter || '=' || f || ' ' || p_name);
+	IF EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o') THEN
+		PERFORM dlock_notify(p_name, false);
 	END IF;
 	RETURN true;
+END $$;
+
+-- dlock_release deletes the hold of p_name with token p_token, and hands
+-- a lock on to its first waiter (dlock_grant), or wakes the oldest waiter
+-- and the watchers. It returns whether the hold was there: deleting it
+-- again finds nothing and changes nothing.
+--
+-- Unless it grants, its commit does not wait for the WAL to reach the
+-- disk (synchronous_commit off for its own transaction): one lost in a
+-- crash leaves the row to lapse at its lease, which delays the next
+-- holder but never lets two hold at once, and its NOTIFY goes out at
+-- once. The acquisition that follows it waits for its own WAL, which
+-- comes after the release's, so it makes the release durable too.
+CREATE OR REPLACE FUNCTION dlock_release(p_name text, p_token text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+	k "char";
+BEGIN
+	DELETE FROM dlock_holds WHERE name = p_name AND token = p_token RETURNING kind INTO k;
+	IF NOT FOUND THEN
+		PERFORM set_config('synchronous_commit', 'off', true);
+		RETURN false;
+	END IF;
+	IF EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name) THEN
+		IF k = 'l' AND dlock_grant(p_name) THEN
+			RETURN true;
+		END IF;
+		PERFORM set_config('synchronous_commit', 'off', true);
+		PERFORM dlock_notify(p_name, true);
+		RETURN true;
+	END IF;
+	PERFORM set_config('synchronous_commit', 'off', true);
+	RETURN true;
+END $$;
+
+-- dlock_leave removes the registration of p_waiter, which stops waiting
+-- for p_name, and hands on the hold a release may have granted it
+-- meanwhile (token p_grant). Unless it hands one on, its commit does not
+-- wait for the WAL: a registration a crash brings back lapses.
+CREATE OR REPLACE FUNCTION dlock_leave(p_name text, p_waiter text, p_grant text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	DELETE FROM dlock_waiters WHERE name = p_name AND waiter = p_waiter;
+	IF p_grant <> '' AND EXISTS (SELECT 1 FROM dlock_holds WHERE name = p_name AND token = p_grant) THEN
+		PERFORM dlock_release(p_name, p_grant);
+		RETURN;
+	END IF;
+	PERFORM set_config('synchronous_commit', 'off', true);
 END $$;

@@ -20,10 +20,10 @@ const watchWindow = 30 * time.Second
 // announced.
 func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
 	if err := driver.CheckKey(key); err != nil {
-		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: err}
+		return nil, driver.Wrap("watch", key, err)
 	}
 	if l.tables.Locks.Closed() {
-		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
+		return nil, driver.Wrap("watch", key, dlock.ErrClosed)
 	}
 	if l.beforeWatchStart != nil {
 		l.beforeWatchStart()
@@ -39,7 +39,7 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 		defer stop()
 		defer func() {
 			c, cancel := context.WithTimeout(context.Background(), time.Second)
-			l.pool.Exec(c, l.sql.leave, name, id)
+			l.pool.Exec(c, l.sql.leave, name, id, "")
 			cancel()
 		}()
 		register := func() bool {
@@ -81,7 +81,7 @@ func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error)
 	})
 	if !started {
 		stop()
-		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
+		return nil, driver.Wrap("watch", key, dlock.ErrClosed)
 	}
 	return out, nil
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redistest"
 
 	"github.com/dlock-go/dlock"
@@ -214,5 +216,65 @@ func TestWaiterErrorLeavesQueue(t *testing.T) {
 	}
 	if raw.Exists(ctx, "dlock:lock:"+key).Val() != 0 {
 		t.Fatal("the release granted the lock to the waiter that had left")
+	}
+}
+
+// stallHook holds every script call, alone or in a pipeline, until its
+// context ends, while stalled is set: a server that never answers.
+type stallHook struct{ stalled atomic.Bool }
+
+func (h *stallHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *stallHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.stalled.Load() && strings.HasPrefix(cmd.Name(), "eval") {
+			<-ctx.Done()
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *stallHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.stalled.Load() {
+			<-ctx.Done()
+			for _, c := range cmds {
+				c.SetErr(ctx.Err())
+			}
+			return ctx.Err()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// Close gives its releases driver.ReleaseTimeout in all, not each: with a
+// server that does not answer, it returns after one timeout however many
+// locks it held (it took one timeout per lock).
+func TestCloseBoundedWhenServerStalls(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := shared.Client(t)
+	hook := &stallHook{}
+	c.AddHook(hook)
+	l, err := New(c, dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	for i := range n {
+		if _, err := l.TryLock(ctx, fmt.Sprintf("%s-%d", keyFor(t), i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook.stalled.Store(true)
+	began := time.Now()
+	err = l.Close()
+	took := time.Since(began)
+	if err == nil {
+		t.Error("Close = nil; want the releases' errors")
+	}
+	// One timeout, and scheduling slack well below a second timeout.
+	if limit := driver.ReleaseTimeout + driver.ReleaseTimeout/2; took > limit {
+		t.Errorf("Close took %v with %d locks on a stalled server; want at most %v", took.Round(time.Millisecond), n, limit)
 	}
 }

@@ -64,16 +64,11 @@ var (
 )
 
 // table is the table that lk lives in.
-func (lk *hold) table() *driver.Table[*hold] { return lk.l.tables.Of(lk.kind) }
+func (lk *hold) table() *driver.Table[*hold] { return lk.l.tables.Of(lk.Kind()) }
 
 // leaseArg is the TTL argument of refresh.lua for a lease of ttl: negative
 // for a hold, which tells refresh.lua to renew a member of a set.
-func (lk *hold) leaseArg(ttl time.Duration) int64 {
-	if lk.kind != driver.HoldLock {
-		return -ttl.Milliseconds()
-	}
-	return ttl.Milliseconds()
-}
+func (lk *hold) leaseArg(ttl time.Duration) int64 { return lk.store.renewSign * ttl.Milliseconds() }
 
 // prepareHold validates a call for a hold of kind k and reserves its place
 // in the kind's table. A waiting call (wait) must call Leave on that table
@@ -85,23 +80,23 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 	}
 	tbl := l.tables.Of(k)
 	if tbl.Closed() {
-		return nil, dlock.Options{}, &dlock.KeyError{Op: op, Key: key, Err: dlock.ErrClosed}
+		return nil, dlock.Options{}, driver.Wrap(op, key, dlock.ErrClosed)
 	}
 	o, err := l.opts.Apply(opts...)
 	if err != nil {
-		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
+		return nil, o, driver.Wrap(op, key, err)
 	}
 	if err := checkAck(l.client, o); err != nil {
-		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
+		return nil, o, driver.Wrap(op, key, err)
 	}
 	if k == driver.HoldPermit {
 		if err := driver.CheckLimit(limit); err != nil {
-			return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
+			return nil, o, driver.Wrap(op, key, err)
 		}
 	}
 	keys, err := redisnode.In(o.Prefix, nsOf(k), key)
 	if err != nil {
-		return nil, o, &dlock.KeyError{Op: op, Key: key, Err: err}
+		return nil, o, driver.Wrap(op, key, err)
 	}
 	if err := driver.Ended(ctx, key); err != nil {
 		return nil, o, err
@@ -113,16 +108,16 @@ func (l *Locker) prepareHold(ctx context.Context, k kind, key string, limit int,
 		// holder in the table, found by Release as a WithOwner hold is.
 		holder, byOption = token, true
 	}
-	lk := l.newLock(key, keys, token, holder, byOption, o.TTL)
+	lk := l.newLock(k, key, keys, token, holder, byOption, o.TTL)
 	lk.ownerArg = owner
-	lk.kind, lk.limit = k, int32(limit)
+	lk.limit = int32(limit)
 	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
 	lk.ack = ackOf(o)
 	if k == driver.HoldWrite && owner == "" {
 		// This Locker's own read hold would make the writer wait on
 		// itself: say so rather than ErrAlreadyHeld.
-		if h, err := tbl.Find(dlock.ContextWithOwner(ctx, ""), key); err == nil && h.kind == driver.HoldRead {
-			return nil, o, &dlock.KeyError{Op: op, Key: key, Err: dlock.ErrUpgrade}
+		if h, err := tbl.Find(dlock.ContextWithOwner(ctx, ""), key); err == nil && h.Reads() {
+			return nil, o, driver.Wrap(op, key, dlock.ErrUpgrade)
 		}
 	}
 	if err := tbl.Reserve(lk, wait); err != nil {
@@ -174,7 +169,7 @@ func (l *Locker) attemptHold(ctx context.Context, lk *hold, mode attemptMode, cl
 		p = ack
 	}
 	r, err := l.run(ctx, deadline, p, holdAcquireScript, lk.keyArgs[:], []any{lk.tokenArg, lk.ttl.Milliseconds(), lk.ownerArg,
-		int(mode), claim.Milliseconds(), n, fenced, l.sub, lk.kind.Letter(), lk.limit}, lk).Int64()
+		int(mode), claim.Milliseconds(), n, fenced, l.sub, lk.Kind().Letter(), lk.limit}, lk).Int64()
 	taken := false // but not where a failover would keep it
 	if err == nil && r >= 0 && ack != nil {
 		err = ack.check()
@@ -184,14 +179,14 @@ func (l *Locker) attemptHold(ctx context.Context, lk *hold, mode attemptMode, cl
 		upgrade := redis.HasErrorPrefix(err, "DLOCK_UPGRADE")
 		err = l.failed(ctx, lk, mode, deadline, taken, err) // the reply was lost, or a waiter leaves its queue
 		if upgrade {
-			err = &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: dlock.ErrUpgrade}
+			err = lk.Wrap("lock", dlock.ErrUpgrade)
 		}
 		return false, 0, err
 	}
 	if r < 0 {
 		return false, time.Duration(-1-r) * time.Millisecond, nil
 	}
-	lk.fence = uint64(r)
+	lk.SetFence(uint64(r))
 	lk.setDeadline(sent, lk.ttl)
 	return true, 0, nil
 }
@@ -211,25 +206,13 @@ func (lk *hold) unlockHold(ctx context.Context) error {
 	}
 	n, err := holdReleaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, "0").Int64()
 	if err != nil {
-		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
+		return lk.Wrap("unlock", err)
 	}
 	if n == 1 || time.Now().Before(lk.l.watchdog.Deadline(lk)) {
 		lk.end(dlock.ErrNotHeld)
 		return nil
 	}
 	return lk.lose(dlock.ErrOwnershipLost)
-}
-
-// releaseHold deletes a hold whose handle has ended (Close).
-func (lk *hold) releaseHold(ctx context.Context, giveUp bool) error {
-	arg := "0"
-	if giveUp {
-		arg = "1"
-	}
-	if err := holdReleaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, arg).Err(); err != nil {
-		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
-	}
-	return nil
 }
 
 // Downgrade turns a write lock into a read lock in one round trip, with
@@ -240,23 +223,16 @@ func (lk *hold) releaseHold(ctx context.Context, giveUp bool) error {
 func (lk *hold) Downgrade(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if err := lk.CheckDowngrade(lk.kind == driver.HoldWrite && !lk.downgraded); err != nil {
+	if err := lk.CheckDowngrade(); err != nil {
 		return err
 	}
 	n, err := downgradeScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg).Int64()
 	if err != nil {
-		return &dlock.KeyError{Op: "downgrade", Key: lk.Key(), Err: err}
+		return lk.Wrap("downgrade", err)
 	}
 	if n == 0 {
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
-	lk.downgraded = true // 1, or -1: an earlier Downgrade of ours whose reply was lost
+	lk.Downgraded() // 1, or -1: an earlier Downgrade of ours whose reply was lost
 	return nil
-}
-
-// reads reports whether lk is a read hold now.
-func (lk *hold) reads() bool {
-	lk.unlockMu.Lock()
-	defer lk.unlockMu.Unlock()
-	return lk.kind == driver.HoldRead || lk.downgraded
 }

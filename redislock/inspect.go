@@ -18,7 +18,7 @@ var forceScript = redisnode.NewScript(lockLua + redisnode.ForceLua)
 // nothing.
 func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
 	if l.tables.Locks.Closed() {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
+		return dlock.Info{}, driver.Wrap("inspect", key, dlock.ErrClosed)
 	}
 	k, err := redisnode.Of(l.opts.Prefix, key)
 	if err != nil {
@@ -26,7 +26,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (dlock.Info, error) {
 	}
 	st, err := redisnode.Read(ctx, l.client, &k)
 	if err != nil {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, driver.Wrap("inspect", key, err)
 	}
 	info := dlock.Info{Key: key, Fence: st.Fence, FenceKnown: true, Waiters: st.Waiters, WaitersKnown: true}
 	st.Describe(&info)
@@ -49,7 +49,7 @@ func (l *Locker) List(ctx context.Context, pattern string) ([]dlock.Info, error)
 // deleted, or an error matching dlock.ErrNotHeld when the lock was free.
 func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error) {
 	if l.tables.Locks.Closed() {
-		return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: dlock.ErrClosed}
+		return dlock.Info{}, driver.Wrap("force unlock", key, dlock.ErrClosed)
 	}
 	k, err := redisnode.Of(l.opts.Prefix, key)
 	if err != nil {
@@ -57,14 +57,14 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 	}
 	res, err := forceScript.Run(ctx, l.client, k.Args()).Slice()
 	if errors.Is(err, redis.Nil) {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrNotHeld}
+		return dlock.Info{}, driver.Wrap("inspect", key, dlock.ErrNotHeld)
 	}
 	var st redisnode.State
 	if err == nil {
 		st, err = redisnode.ForceReply(res)
 	}
 	if err != nil {
-		return dlock.Info{}, &dlock.KeyError{Op: "force unlock", Key: key, Err: err}
+		return dlock.Info{}, driver.Wrap("force unlock", key, err)
 	}
 	info := dlock.Info{Key: key, Fence: st.Fence, FenceKnown: true}
 	st.Describe(&info)

@@ -23,15 +23,15 @@ func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlo
 		return l.Inspect(ctx, key)
 	}
 	if l.tables.Locks.Closed() {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrClosed}
+		return dlock.Info{}, driver.Wrap("inspect", key, dlock.ErrClosed)
 	}
 	kd, err := driver.HoldKindOf(k)
 	if err != nil {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, driver.Wrap("inspect", key, err)
 	}
 	ks, err := redisnode.In(l.opts.Prefix, nsOf(kd), key)
 	if err != nil {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, driver.Wrap("inspect", key, err)
 	}
 	var (
 		now     *redis.TimeCmd
@@ -49,7 +49,7 @@ func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlo
 		return nil
 	})
 	if err != nil {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: err}
+		return dlock.Info{}, driver.Wrap("inspect", key, err)
 	}
 	info := dlock.Info{Key: key, Kind: k, FenceKnown: true, Waiters: int(waiters.Val()), WaitersKnown: true}
 	m := meta.Val()

@@ -5,10 +5,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 )
-
-var _ driver.Lapser = (*hold)(nil)
 
 // UnlockAfter lets the lock lapse d from now instead of deleting it: one
 // round trip, a token-checked PEXPIRE (lapse.lua). See [driver.Lapser].
@@ -42,7 +39,7 @@ func (lk *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		// the shorter of the two, where the watchdog ends the handle as
 		// released, for it renews it no more.
 		lk.l.watchdog.Refreshed(lk, sent, d, false)
-		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
+		return lk.Wrap("unlock", err)
 	}
 	if n == 0 {
 		return lk.lose(dlock.ErrOwnershipLost)

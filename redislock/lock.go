@@ -49,12 +49,8 @@ type hold struct {
 	driver.Lease // the lease, as the watchdog keeps it
 	l            *Locker
 	keys         redisnode.Keys
-	token        string
-	owner        string // the owner, as Owner() returns it; ownerArg points here
-	fence        uint64
+	owner        string        // the owner, as Owner() returns it; ownerArg points here
 	fenced       bool          // the acquisition asked for a fence
-	kind         kind          // a lock, or a hold of a semaphore or read-write lock
-	downgraded   bool          // a write hold that became a read hold; under unlockMu
 	limit        int32         // a permit's semaphore limit, for its attempts
 	renew        bool          // the watchdog renews it
 	ack          replicaAck    // what its writes ask of the replicas
@@ -65,6 +61,7 @@ type hold struct {
 	// to lk's own strings.
 	keyArgs            [6]any
 	tokenArg, ownerArg any
+	store              *store // how it lives in Redis, by its kind
 
 	unlockMu sync.Mutex // serialises Unlock, so that a second Unlock sees the first
 	unknown  bool       // a release was sent whose outcome is unknown; under unlockMu
@@ -75,7 +72,11 @@ type hold struct {
 	renewTTL  time.Duration
 }
 
-var _ dlock.Lock = (*hold)(nil)
+var (
+	_ dlock.Lock        = (*hold)(nil)
+	_ driver.Lapser     = (*hold)(nil)
+	_ driver.Downgrader = (*hold)(nil)
+)
 
 // setDeadline sets the local deadline of a lease of ttl that the command
 // sent at sent set, before the lock is watched.
@@ -88,17 +89,11 @@ func (lk *hold) setDeadline(sent time.Time, ttl time.Duration) {
 // the lock key stands in for it, for a Cluster slot that is migrating
 // refuses (TRYAGAIN) a command whose keys are not all there.
 func (lk *hold) leaseKeys() []any {
-	if lk.Owner() == "" && lk.kind == driver.HoldLock {
+	if lk.Owner() == "" && lk.Kind() == driver.HoldLock {
 		return []any{lk.keyArgs[0], lk.keyArgs[0]}
 	}
 	return []any{lk.keyArgs[0], lk.keyArgs[2]}
 }
-
-// Token returns the random value that identifies this acquisition.
-func (lk *hold) Token() string { return lk.token }
-
-// Fence returns the fencing token of this acquisition.
-func (lk *hold) Fence() uint64 { return lk.fence }
 
 // end ends the handle once; see driver.Table.End.
 func (lk *hold) end(err error) bool { return lk.table().End(lk, err) }
@@ -128,7 +123,7 @@ func (lk *hold) lose(cause error) error { return lk.table().Lose(lk, cause) }
 // Unlocking twice returns dlock.ErrNotHeld; unlocking a lost lock returns
 // the *dlock.LostError.
 func (lk *hold) Unlock(ctx context.Context) error {
-	if lk.kind != driver.HoldLock {
+	if lk.Kind() != driver.HoldLock {
 		return lk.unlockHold(ctx)
 	}
 	lk.unlockMu.Lock()
@@ -149,7 +144,7 @@ func (lk *hold) Unlock(ctx context.Context) error {
 	n, err := release.Int64()
 	if err != nil {
 		lk.unknown = true
-		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
+		return lk.Wrap("unlock", err)
 	}
 	return lk.released(n, began)
 }
@@ -172,7 +167,7 @@ func (lk *hold) released(n int64, began time.Time) error {
 	case n == releaseGone || n == releaseTaken:
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
-	return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: fmt.Errorf("unexpected reply %d", n)}
+	return lk.Wrap("unlock", fmt.Errorf("unexpected reply %d", n))
 }
 
 // closeRelease is Close's release of lk: it ends the handle first, so
@@ -186,17 +181,7 @@ func (lk *hold) closeRelease(ctx context.Context) error {
 		return nil
 	}
 	lk.end(driver.ErrReleasedByClose)
-	if lk.kind != driver.HoldLock {
-		return lk.releaseHold(ctx, false)
-	}
-	args := []any{lk.tokenArg, lk.ownerArg, "0"}
-	if lk.Owner() == "" {
-		args = args[:1]
-	}
-	if err := releaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], args...).Err(); err != nil {
-		return &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err}
-	}
-	return nil
+	return lk.Wrap("unlock", lk.store.release.Run(ctx, lk.l.send, lk.keyArgs[:], lk.args(nil, "0")...).Err())
 }
 
 // Refresh sets the remaining lease to ttl (for an owner's lock: extends the
@@ -206,7 +191,7 @@ func (lk *hold) closeRelease(ctx context.Context) error {
 // counts on is the shorter of the old one and the new.
 func (lk *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < dlock.MinTTL {
-		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL)}
+		return lk.Wrap("refresh", fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL))
 	}
 	if err := lk.Check("refresh"); err != nil {
 		return err
@@ -224,7 +209,7 @@ func (lk *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		// Redis may have applied it: the lease is the shorter of the two.
 		lk.l.watchdog.Refreshed(lk, sent, ttl, false)
-		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: err}
+		return lk.Wrap("refresh", err)
 	}
 	if n == 0 {
 		return lk.lose(dlock.ErrOwnershipLost)
@@ -238,13 +223,9 @@ func (lk *hold) TTL(ctx context.Context) (time.Duration, error) {
 	if err := lk.Check("ttl"); err != nil {
 		return 0, err
 	}
-	script, args := ttlScript, []any{lk.tokenArg, lk.ownerArg}
-	if lk.kind != driver.HoldLock {
-		script, args = holdTTLScript, args[:1]
-	}
-	n, err := script.Run(ctx, lk.l.send, lk.leaseKeys(), args...).Int64()
+	n, err := lk.store.ttl.Run(ctx, lk.l.send, lk.leaseKeys(), lk.args(nil)...).Int64()
 	if err != nil {
-		return 0, &dlock.KeyError{Op: "ttl", Key: lk.Key(), Err: err}
+		return 0, lk.Wrap("ttl", err)
 	}
 	if n < 0 {
 		return 0, lk.lose(dlock.ErrOwnershipLost)

@@ -155,15 +155,11 @@ func (l *Locker) close(release bool) error {
 	}
 	close(l.quit)
 	l.notify.Interrupt()
-	var errs []error
-	for _, lk := range all {
-		if release {
-			ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
-			if err := lk.closeRelease(ctx); err != nil {
-				errs = append(errs, err)
-			}
-			cancel()
-		} else {
+	var err error
+	if release {
+		err = driver.ReleaseAll(all, func(ctx context.Context, lk *hold) error { return lk.closeRelease(ctx) })
+	} else {
+		for _, lk := range all {
 			lk.lose(fmt.Errorf("%w: the Locker was orphaned", dlock.ErrOwnershipLost))
 		}
 	}
@@ -171,7 +167,7 @@ func (l *Locker) close(release bool) error {
 	l.watchdog.Stop()
 	l.notify.Stop()
 	l.reqs.close() // and the requests their callers left, with their give-backs
-	return errors.Join(errs...)
+	return err
 }
 
 // prepare validates a call and reserves its place in the table of holds
@@ -183,7 +179,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	if err != nil {
 		return nil, o, err
 	}
-	lk := l.newLock(key, k, driver.NewToken(), o.OwnerIn(ctx), o.Owner != "", o.TTL)
+	lk := l.newLock(driver.HoldLock, key, k, driver.NewToken(), o.OwnerIn(ctx), o.Owner != "", o.TTL)
 	lk.renew, lk.fenced = o.AutoRenew, o.Fencing
 	lk.ack = ackOf(o)
 	if err := l.tables.Locks.Reserve(lk, wait); err != nil {
@@ -193,15 +189,16 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 	return lk, o, nil
 }
 
-func (l *Locker) newLock(key string, k redisnode.Keys, token, owner string, byOption bool, ttl time.Duration) *hold {
-	lk := &hold{l: l, keys: k, token: token, owner: owner, ttl: ttl}
-	lk.Init(key, owner, byOption)
+func (l *Locker) newLock(hk driver.HoldKind, key string, k redisnode.Keys, token, owner string, byOption bool, ttl time.Duration) *hold {
+	lk := &hold{l: l, keys: k, owner: owner, ttl: ttl, store: storeOf(hk)}
+	lk.Init(hk, key, owner, byOption)
+	lk.SetToken(token)
 	// Pointers into lk, which go-redis writes as the strings they point
 	// to: boxing them allocates nothing, where boxing a string would.
 	for i, s := range lk.keys.Ptrs() {
 		lk.keyArgs[i] = s
 	}
-	lk.tokenArg, lk.ownerArg = &lk.token, &lk.owner
+	lk.tokenArg, lk.ownerArg = lk.TokenRef(), &lk.owner
 	return lk
 }
 
@@ -221,7 +218,7 @@ func (l *Locker) acquired(ctx context.Context, lk *hold) (*hold, error) {
 	// for a waiter's grant, which lasts only its claim window.
 	l.watchdog.AddUntil(lk, lk.deadline, lk.ttl, lk.renew)
 	if l.log.Enabled(ctx, slog.LevelDebug) {
-		l.log.DebugContext(ctx, "acquired", "key", lk.Key(), "fence", lk.fence, "ttl", lk.ttl)
+		l.log.DebugContext(ctx, "acquired", "key", lk.Key(), "fence", lk.Fence(), "ttl", lk.ttl)
 	}
 	return lk, nil
 }
@@ -235,7 +232,7 @@ func (l *Locker) acquired(ctx context.Context, lk *hold) (*hold, error) {
 // acknowledgement (see WithReplicaAck), a lock taken but not acknowledged
 // is given back, and the attempt fails with ErrNotReplicated.
 func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
-	if lk.kind != driver.HoldLock {
+	if lk.Kind() != driver.HoldLock {
 		return l.attemptHold(ctx, lk, mode, claim, n)
 	}
 	l.tables.Locks.Attempted(lk)
@@ -259,7 +256,7 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim 
 		switch err = l.process(ctx, deadline, p, set, lk); {
 		case err == redis.Nil:
 			err = nil
-		case err == nil && set.Val() != lk.token:
+		case err == nil && set.Val() != lk.Token():
 			return false, 0, nil
 		}
 	case mode == modeTry && lk.Owner() == "":
@@ -282,7 +279,7 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim 
 	if r < 0 {
 		return false, time.Duration(-1-r) * time.Millisecond, nil
 	}
-	lk.fence = uint64(r)
+	lk.SetFence(uint64(r))
 	lk.setDeadline(sent, lk.ttl)
 	return true, 0, nil
 }
@@ -303,7 +300,7 @@ func (l *Locker) failed(ctx context.Context, lk *hold, mode attemptMode, deadlin
 			err = errors.Join(err, gerr)
 		}
 	}
-	return &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: err}
+	return lk.Wrap("lock", err)
 }
 
 // requestTimeout bounds each request of an acquisition of lk: see
@@ -327,11 +324,7 @@ func (l *Locker) giveBack(ctx context.Context, lk *hold, by time.Time) error {
 	r := l.reqs.get(rctx, l.client)
 	r.cancel = cancel
 	r.keys = lk.keyArgs[:]
-	if lk.kind != driver.HoldLock {
-		r.script, r.args = holdReleaseScript, append(r.argBuf[:0], lk.tokenArg, "1")
-	} else {
-		r.script, r.args = releaseScript, append(r.argBuf[:0], lk.tokenArg, lk.ownerArg, "1")
-	}
+	r.script, r.args = lk.store.release, lk.args(r.argBuf[:0], "1")
 	if by.After(time.Now().Add(giveBackTimeout)) {
 		by = time.Now().Add(giveBackTimeout)
 	}
@@ -347,11 +340,7 @@ func (l *Locker) giveBack(ctx context.Context, lk *hold, by time.Time) error {
 func (l *Locker) giveBackNow(ctx context.Context, lk *hold) {
 	rctx, cancel := context.WithTimeout(ctx, giveBackTimeout)
 	defer cancel()
-	if lk.kind != driver.HoldLock {
-		holdReleaseScript.Run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, "1")
-		return
-	}
-	releaseScript.Run(rctx, l.client, lk.keyArgs[:], lk.tokenArg, lk.ownerArg, "1")
+	lk.store.release.Run(rctx, l.client, lk.keyArgs[:], lk.args(nil, "1")...)
 }
 
 // backend names the driver in the events of dlock.WithObserver.

@@ -67,16 +67,16 @@ func (l *Locker) TryLockMulti(ctx context.Context, keys []string, opts ...dlock.
 		}
 		locks = append(locks, lk)
 		if o.Fair || ackOf(o).n > 0 {
-			return fail(&dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrNotTogether}, false)
+			return fail(driver.Wrap("lock", key, dlock.ErrNotTogether), false)
 		}
 		for _, k := range keys[:i] {
 			if k == key {
-				return fail(&dlock.KeyError{Op: "lock", Key: key, Err: fmt.Errorf("%w: %q twice", dlock.ErrInvalidKey, key)}, false)
+				return fail(driver.Wrap("lock", key, fmt.Errorf("%w: %q twice", dlock.ErrInvalidKey, key)), false)
 			}
 		}
 	}
 	if !l.together(locks) {
-		return fail(&dlock.KeyError{Op: "lock", Key: keys[0], Err: dlock.ErrNotTogether}, false)
+		return fail(driver.Wrap("lock", keys[0], dlock.ErrNotTogether), false)
 	}
 	if err := l.attemptAll(ctx, locks); err != nil {
 		return fail(err, true)
@@ -155,14 +155,14 @@ func (l *Locker) attemptAll(ctx context.Context, locks []*hold) error {
 			}
 			err = errors.Join(append([]error{err}, gerrs...)...)
 		}
-		return &dlock.KeyError{Op: "lock", Key: first.Key(), Err: err}
+		return first.Wrap("lock", err)
 	}
 	if i := reply[0]; i > 0 {
 		r := reply[1]
 		return &dlock.NotAcquiredError{Key: locks[i-1].Key(), RetryAfter: time.Duration(-1-r) * time.Millisecond}
 	}
 	for i, lk := range locks {
-		lk.fence = uint64(reply[1+i])
+		lk.SetFence(uint64(reply[1+i]))
 		lk.setDeadline(sent, lk.ttl)
 	}
 	return nil
@@ -179,7 +179,7 @@ func (l *Locker) UnlockMulti(ctx context.Context, locks []dlock.Lock) error {
 	own := make([]*hold, 0, len(locks))
 	for _, x := range locks {
 		lk, ok := x.(*hold)
-		if !ok || lk.l != l || lk.kind != driver.HoldLock || lk.ack.n > 0 || len(own) > 0 && lk.Owner() != own[0].Owner() {
+		if !ok || lk.l != l || lk.Kind() != driver.HoldLock || lk.ack.n > 0 || len(own) > 0 && lk.Owner() != own[0].Owner() {
 			return unlockEach(ctx, locks)
 		}
 		own = append(own, lk)
@@ -223,7 +223,7 @@ func (l *Locker) UnlockMulti(ctx context.Context, locks []dlock.Lock) error {
 	for i, lk := range live {
 		if err != nil {
 			lk.unknown = true
-			errs = append(errs, &dlock.KeyError{Op: "unlock", Key: lk.Key(), Err: err})
+			errs = append(errs, lk.Wrap("unlock", err))
 		} else if rerr := lk.released(reply[i], began); rerr != nil {
 			errs = append(errs, rerr)
 		}

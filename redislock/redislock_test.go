@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -134,7 +135,7 @@ func TestHazardStaleRenew(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Keep A1's token, as a stale renewal from an old process would have it.
-	stale := a.newLock(key, a1.(*hold).keys, a1.Token(), "", false, time.Second)
+	stale := a.newLock(driver.HoldLock, key, a1.(*hold).keys, a1.Token(), "", false, time.Second)
 	a.tables.Locks.Add(stale) // held, as the stale process believes
 	if err := a1.Unlock(ctx); err != nil {
 		t.Fatal(err)

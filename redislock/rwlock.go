@@ -41,11 +41,11 @@ func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (d
 // owner in ctx, in the manner of Unlock. It returns an error matching
 // dlock.ErrNotHeld when there is none.
 func (l *Locker) RUnlock(ctx context.Context, key string) error {
-	return l.tables.UnlockRW(ctx, key, true, (*hold).reads)
+	return l.tables.UnlockRW(ctx, key, true)
 }
 
 // WUnlock releases this Locker's most recent write lock of key for the
 // owner in ctx, in the manner of Unlock.
 func (l *Locker) WUnlock(ctx context.Context, key string) error {
-	return l.tables.UnlockRW(ctx, key, false, (*hold).reads)
+	return l.tables.UnlockRW(ctx, key, false)
 }

@@ -32,7 +32,7 @@ func TestWatchdogDeadlineSynctest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lk := l.newLock("k", k, driver.NewToken(), "", false, ttl)
+			lk := l.newLock(driver.HoldLock, "k", k, driver.NewToken(), "", false, ttl)
 			lk.setDeadline(start, ttl)
 			if _, err := l.acquired(context.Background(), lk); err != nil {
 				t.Fatal(err)

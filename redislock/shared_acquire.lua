@@ -25,12 +25,8 @@ if kind == 'p' and redis.call('HGET', meta, 'n') ~= ARGV[10] then
 end
 grant(now) -- room made by an expiry or a raised limit goes to the queue first
 
-local mine = redis.call('HGET', holds, token)
-if mine then
-  return confirm(token, mine, now, ttl) -- granted to us while we waited, or a re-sent attempt
-end
-local refused = upgrade_refused(kind, owner)
-if refused then return refused end
+local done = settled(token, kind, owner, now, ttl)
+if done then return done end
 
 local ok = fits(kind, owner, limit, false, now, token)
 if ok and fair then

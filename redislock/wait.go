@@ -212,7 +212,7 @@ func (l *Locker) wait(ctx context.Context, lk *hold, o dlock.Options) (*hold, er
 // for the confirmation until the wait's end at the latest (zero: none).
 func (w *waiter) watch(ctx context.Context, end time.Time) {
 	if w.o.Notify {
-		w.wake, w.unwatch = w.l.notify.Watch(ctx, w.l.channel(w.lk), w.lk.token, end, nil)
+		w.wake, w.unwatch = w.l.notify.Watch(ctx, w.l.channel(w.lk), w.lk.Token(), end, nil)
 	}
 }
 
@@ -310,7 +310,8 @@ func (l *Locker) granted(lk *hold, g rediswait.Wake, n int64, sent time.Time, cl
 	if time.Until(deadline) < claim/2 {
 		return false
 	}
-	lk.fence, lk.deadline = g.Fence, deadline
+	lk.SetFence(g.Fence)
+	lk.deadline = deadline
 	return true
 }
 

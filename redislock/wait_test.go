@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -300,7 +301,7 @@ func TestFairNoBarging(t *testing.T) {
 	// a waiter at the head of the queue, alive for 10s, while the lock is free
 	raw := shared.Client(t)
 	raw.Set(ctx, "dlock:lock:"+key, "holder", time.Minute)
-	head := l.newLock(key, k, "queued-waiter", "", false, 10*time.Second)
+	head := l.newLock(driver.HoldLock, key, k, "queued-waiter", "", false, 10*time.Second)
 	if held, _, err := l.attempt(ctx, head, modeFair|modeWait, 10*time.Second, 1); err != nil || held {
 		t.Fatalf("the head's attempt: held %v, %v", held, err)
 	}
@@ -324,7 +325,7 @@ func TestFairCrashedWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The crashed waiter: it queued (claim window 300ms) and never came back.
-	dead := holder.newLock(key, lk.(*hold).keys, "crashed-waiter", "", false, 10*time.Second)
+	dead := holder.newLock(driver.HoldLock, key, lk.(*hold).keys, "crashed-waiter", "", false, 10*time.Second)
 	if _, _, err := holder.attempt(ctx, dead, modeFair|modeWait, 300*time.Millisecond, 1); err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ var _ driver.Watcher = (*Locker)(nil)
 // shard with its waiters.
 func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
 	if l.tables.Locks.Closed() {
-		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
+		return nil, driver.Wrap("watch", key, dlock.ErrClosed)
 	}
 	return l.notify.Observe(ctx, l.opts.Prefix, key, 0, l.markObserved)
 }

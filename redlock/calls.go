@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // calls counts a Locker's calls in flight that send requests without a
@@ -44,5 +45,5 @@ func (c *calls) close() {
 
 // errClosed is the error of a call that Close came before.
 func errClosed(op, key string) error {
-	return &dlock.KeyError{Op: op, Key: key, Err: dlock.ErrClosed}
+	return driver.Wrap(op, key, dlock.ErrClosed)
 }

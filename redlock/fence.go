@@ -56,7 +56,7 @@ func (l *Locker) fence(ctx context.Context, lk *hold, fences map[int]uint64) err
 	for _, v := range fences {
 		f = max(f, v)
 	}
-	lk.fence = f
+	lk.SetFence(f)
 	var behind []*node
 	at := 0
 	for i, v := range fences {
@@ -71,7 +71,7 @@ func (l *Locker) fence(ctx context.Context, lk *hold, fences map[int]uint64) err
 	}
 	need := l.quorum - at
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := lk.scripts.raise.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), fmt.Sprint(f)).Int64()
+		v, err := lk.scripts.raise.Run(ctx, nd.send, lk.keyArgs, lk.Token(), lk.Owner(), fmt.Sprint(f)).Int64()
 		return reply{n: v, err: err}
 	}
 	enough := func(got []reply) bool {

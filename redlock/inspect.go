@@ -44,7 +44,7 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 		return redisnode.ForceReply(res)
 	})
 	if err == nil && !info.Held {
-		return dlock.Info{}, &dlock.KeyError{Op: "inspect", Key: key, Err: dlock.ErrNotHeld}
+		return dlock.Info{}, driver.Wrap("inspect", key, dlock.ErrNotHeld)
 	}
 	return info, err
 }

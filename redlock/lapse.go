@@ -5,10 +5,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 )
-
-var _ driver.Lapser = (*hold)(nil)
 
 // UnlockAfter lets the lock lapse d from now instead of deleting it (see
 // [driver.Lapser]): a token-checked PEXPIRE of d, rounded up to a whole
@@ -52,7 +49,7 @@ func (lk *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		return lk.lose(err)
 	}
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := lapseScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), lk.leaseArg(ms)).Int64()
+		v, err := lapseScript.Run(ctx, nd.send, lk.keyArgs, lk.Token(), lk.Owner(), lk.leaseArg(ms)).Int64()
 		return reply{n: v, err: err}
 	}
 	sent := time.Now()

@@ -24,9 +24,6 @@ type hold struct {
 	keys         redisnode.Keys
 	keyArgs      []any // the keys of the scripts, boxed once
 	scripts      *scriptSet
-	kind         driver.HoldKind // a lock, or a read or write hold
-	token        string
-	fence        uint64
 	ttl          time.Duration // the lease asked for
 	renew        bool          // the watchdog renews it
 	deadline     time.Time     // the local deadline when acquired
@@ -34,18 +31,15 @@ type hold struct {
 	acquiring *round // the attempt that took the lock, whose slowest nodes may still answer
 	answered  []bool // by node: it answered the acquisition
 
-	unlockMu   sync.Mutex // serialises Unlock
-	unknown    bool       // a release was sent whose outcome is unknown; under unlockMu
-	downgraded bool       // a write hold that became a read hold; under unlockMu
+	unlockMu sync.Mutex // serialises Unlock
+	unknown  bool       // a release was sent whose outcome is unknown; under unlockMu
 }
 
-var _ dlock.Lock = (*hold)(nil)
-
-// Token returns the random value that identifies this acquisition.
-func (lk *hold) Token() string { return lk.token }
-
-// Fence returns the fencing token of this acquisition.
-func (lk *hold) Fence() uint64 { return lk.fence }
+var (
+	_ dlock.Lock        = (*hold)(nil)
+	_ driver.Lapser     = (*hold)(nil)
+	_ driver.Downgrader = (*hold)(nil)
+)
 
 func (lk *hold) end(err error) bool { return lk.table().End(lk, err) }
 
@@ -53,13 +47,13 @@ func (lk *hold) lose(cause error) error { return lk.table().Lose(lk, cause) }
 
 // table is the table that lk lives in: the locks', or the read-write
 // holds'.
-func (lk *hold) table() *driver.Table[*hold] { return lk.l.tables.Of(lk.kind) }
+func (lk *hold) table() *driver.Table[*hold] { return lk.l.tables.Of(lk.Kind()) }
 
 // leaseArg is the TTL argument, in ms, of lease.lua's refresh for a lease
 // of ms: negative for a hold, which tells refresh to renew a member of a
 // read-write lock's set.
 func (lk *hold) leaseArg(ms int64) int64 {
-	if lk.kind != driver.HoldLock {
+	if lk.Kind() != driver.HoldLock {
 		return -ms
 	}
 	return ms
@@ -150,7 +144,7 @@ func (l *Locker) release(ctx context.Context, lk *hold) (tally, error) {
 					defer l.bg.Done()
 					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.nodeTimeout(lk.ttl))
 					defer cancel()
-					lk.scripts.release.Run(rctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), releasePlain, 0, 0, 0, "", now)
+					lk.scripts.release.Run(rctx, nd.send, lk.keyArgs, lk.Token(), lk.Owner(), releasePlain, 0, 0, 0, "", now)
 				}()
 				return reply{skipped: true}
 			}
@@ -158,7 +152,7 @@ func (l *Locker) release(ctx context.Context, lk *hold) (tally, error) {
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.nodeTimeout(lk.ttl))
 			defer cancel()
 		}
-		v, err := lk.scripts.release.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), releasePlain, 0, 0, 0, "", now).Int64()
+		v, err := lk.scripts.release.Run(ctx, nd.send, lk.keyArgs, lk.Token(), lk.Owner(), releasePlain, 0, 0, 0, "", now).Int64()
 		return reply{n: v, err: err}
 	}
 	enough := func(got []reply) bool {
@@ -212,7 +206,7 @@ func (lk *hold) closeRelease(ctx context.Context) error {
 // confirmed; when a majority no longer has the hold, the lock is lost.
 func (lk *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl < dlock.MinTTL {
-		return &dlock.KeyError{Op: "refresh", Key: lk.Key(), Err: fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL)}
+		return lk.Wrap("refresh", fmt.Errorf("%w: %v is below %v", dlock.ErrInvalidTTL, ttl, dlock.MinTTL))
 	}
 	if err := lk.Check("refresh"); err != nil {
 		return err
@@ -223,7 +217,7 @@ func (lk *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	defer l.calls.leave()
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := refreshScript.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner(), lk.leaseArg(ttl.Milliseconds())).Int64()
+		v, err := refreshScript.Run(ctx, nd.send, lk.keyArgs, lk.Token(), lk.Owner(), lk.leaseArg(ttl.Milliseconds())).Int64()
 		return reply{n: v, err: err}
 	}
 	sent := time.Now()
@@ -261,7 +255,7 @@ func (lk *hold) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	defer l.calls.leave()
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := lk.scripts.ttl.Run(ctx, nd.send, lk.keyArgs, lk.token, lk.Owner()).Int64()
+		v, err := lk.scripts.ttl.Run(ctx, nd.send, lk.keyArgs, lk.Token(), lk.Owner()).Int64()
 		return reply{n: v, err: err}
 	}
 	got, rd := l.fanout(ctx, l.nodes, l.nodeTimeout(lk.ttl), send, nil, nil)
@@ -297,7 +291,7 @@ func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*hold]) []err
 	argv := make([]any, 0, 3*len(batch))
 	for _, r := range batch {
 		keys = append(keys, r.Lock.keys.Lock, r.Lock.keys.Holds)
-		argv = append(argv, r.Lock.token, r.Lock.Owner(), r.Lock.leaseArg(r.TTL.Milliseconds()))
+		argv = append(argv, r.Lock.Token(), r.Lock.Owner(), r.Lock.leaseArg(r.TTL.Milliseconds()))
 	}
 	send := func(ctx context.Context, nd *node) reply {
 		s, err := renewScript.Run(ctx, nd.send, keys, argv...).Text()

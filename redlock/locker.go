@@ -174,20 +174,13 @@ func (l *Locker) Close() error {
 	}
 	close(l.quit)
 	l.notify.Interrupt()
-	var errs []error
-	for _, lk := range all {
-		ctx, cancel := context.WithTimeout(context.Background(), driver.ReleaseTimeout)
-		if err := lk.closeRelease(ctx); err != nil {
-			errs = append(errs, err)
-		}
-		cancel()
-	}
+	err := driver.ReleaseAll(all, func(ctx context.Context, lk *hold) error { return lk.closeRelease(ctx) })
 	l.tables.Wait()
 	l.watchdog.Stop()
 	l.notify.Stop()
 	l.calls.close()
 	l.bg.Wait()
-	return errors.Join(errs...)
+	return err
 }
 
 // prepare validates a call and reserves its place in the table of holds.
@@ -199,8 +192,9 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 		return nil, o, err
 	}
 	owner := o.OwnerIn(ctx)
-	lk := &hold{l: l, keys: k, keyArgs: k.Args(), scripts: lockScripts, token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
-	lk.Init(key, owner, o.Owner != "")
+	lk := &hold{l: l, keys: k, keyArgs: k.Args(), scripts: lockScripts, ttl: o.TTL, renew: o.AutoRenew}
+	lk.Init(driver.HoldLock, key, owner, o.Owner != "")
+	lk.SetToken(driver.NewToken())
 	if err := l.tables.Locks.Reserve(lk, wait); err != nil {
 		return nil, o, err
 	}
@@ -217,7 +211,7 @@ func (l *Locker) acquired(ctx context.Context, lk *hold) error {
 	}
 	l.watchdog.AddUntil(lk, lk.deadline, lk.ttl, lk.renew)
 	if l.log.Enabled(context.Background(), slog.LevelDebug) {
-		l.log.Debug("acquired", "key", lk.Key(), "fence", lk.fence, "ttl", lk.ttl)
+		l.log.Debug("acquired", "key", lk.Key(), "fence", lk.Fence(), "ttl", lk.ttl)
 	}
 	return nil
 }
@@ -253,12 +247,12 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, q *queueing) result {
 		q = &c
 	}
 	ttl := lk.ttl
-	args := []any{lk.token, ttl.Milliseconds(), lk.Owner(), "0", 0, 0, 0, l.sub, time.Now().UnixMicro()}
+	args := []any{lk.Token(), ttl.Milliseconds(), lk.Owner(), "0", 0, 0, 0, l.sub, time.Now().UnixMicro()}
 	if q != nil {
 		args[3], args[4], args[5], args[6] = "1", q.score, q.claim.Milliseconds(), q.attempt
 	}
-	if lk.kind != driver.HoldLock {
-		args = append(args, lk.kind.Letter())
+	if lk.Kind() != driver.HoldLock {
+		args = append(args, lk.Kind().Letter())
 	}
 	q2 := l.quorum
 	n := len(l.nodes)
@@ -337,7 +331,7 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, q *queueing) result {
 		}()
 	}
 	if upgrade {
-		return result{err: &dlock.KeyError{Op: "lock", Key: lk.Key(), Err: dlock.ErrUpgrade}}
+		return result{err: lk.Wrap("lock", dlock.ErrUpgrade)}
 	}
 	if err := ctx.Err(); err != nil {
 		return result{err: &dlock.NotAcquiredError{Key: lk.Key(), Err: err}, busy: true}
@@ -361,7 +355,7 @@ func (l *Locker) noQuorum(op, key string, answered int, errs []error) error {
 	if len(errs) > 0 {
 		err = fmt.Errorf("%w: %w", err, errors.Join(errs...))
 	}
-	return &dlock.KeyError{Op: op, Key: key, Err: err}
+	return driver.Wrap(op, key, err)
 }
 
 // giveBackTimeout bounds a give-back: what it could not undo expires with
@@ -377,12 +371,12 @@ func (l *Locker) giveBack(ctx context.Context, lk *hold, nodes []*node, q *queue
 	if len(nodes) == 0 {
 		return
 	}
-	args := []any{lk.token, lk.Owner(), releaseGiveUp, 0, 0, 0, "", time.Now().UnixMicro()}
+	args := []any{lk.Token(), lk.Owner(), releaseGiveUp, 0, 0, 0, "", time.Now().UnixMicro()}
 	if q != nil {
-		args = []any{lk.token, lk.Owner(), releaseRequeue, q.score, q.claim.Milliseconds(), q.attempt, l.sub, time.Now().UnixMicro()}
+		args = []any{lk.Token(), lk.Owner(), releaseRequeue, q.score, q.claim.Milliseconds(), q.attempt, l.sub, time.Now().UnixMicro()}
 	}
-	if lk.kind != driver.HoldLock {
-		args = append(args, lk.kind.Letter())
+	if lk.Kind() != driver.HoldLock {
+		args = append(args, lk.Kind().Letter())
 	}
 	var wg sync.WaitGroup
 	for _, nd := range nodes {

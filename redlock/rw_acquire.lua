@@ -19,12 +19,8 @@ local now = now_ms()
 purge(now)
 grant(now) -- room made by an expiry goes to the queue first
 
-local mine = redis.call('HGET', holds, token)
-if mine then
-  return confirm(token, mine, now, ttl) -- granted to us while we waited, or a re-sent attempt
-end
-local refused = upgrade_refused(kind, owner)
-if refused then return refused end
+local done = settled(token, kind, owner, now, ttl)
+if done then return done end
 
 -- After grant, a live waiter left in the queue does not fit, so neither
 -- does a newcomer, but for an owner's reentry: no waiter is passed.

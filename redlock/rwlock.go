@@ -62,13 +62,13 @@ func (l *Locker) WLock(ctx context.Context, key string, opts ...dlock.Option) (d
 // owner in ctx, in the manner of Unlock. It returns an error matching
 // dlock.ErrNotHeld when there is none.
 func (l *Locker) RUnlock(ctx context.Context, key string) error {
-	return l.tables.UnlockRW(ctx, key, true, (*hold).reads)
+	return l.tables.UnlockRW(ctx, key, true)
 }
 
 // WUnlock releases this Locker's most recent write lock of key for the
 // owner in ctx, in the manner of Unlock.
 func (l *Locker) WUnlock(ctx context.Context, key string) error {
-	return l.tables.UnlockRW(ctx, key, false, (*hold).reads)
+	return l.tables.UnlockRW(ctx, key, false)
 }
 
 // prepareHold validates a call for a hold of kind k and reserves its
@@ -76,28 +76,29 @@ func (l *Locker) WUnlock(ctx context.Context, key string) error {
 // l.tables.RW.Leave when it returns, if prepareHold did not fail.
 func (l *Locker) prepareHold(ctx context.Context, k driver.HoldKind, key string, opts []dlock.Option, wait bool) (*hold, dlock.Options, error) {
 	if l.tables.RW.Closed() {
-		return nil, dlock.Options{}, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
+		return nil, dlock.Options{}, driver.Wrap("lock", key, dlock.ErrClosed)
 	}
 	o, err := l.opts.Apply(opts...)
 	if err != nil {
-		return nil, o, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+		return nil, o, driver.Wrap("lock", key, err)
 	}
 	keys, err := redisnode.In(o.Prefix, ":rw:", key)
 	if err != nil {
-		return nil, o, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+		return nil, o, driver.Wrap("lock", key, err)
 	}
 	if err := driver.Ended(ctx, key); err != nil {
 		return nil, o, err
 	}
 	owner := o.OwnerIn(ctx)
-	lk := &hold{l: l, keys: keys, keyArgs: keys.Args(), scripts: rwScripts, kind: k,
-		token: driver.NewToken(), ttl: o.TTL, renew: o.AutoRenew}
-	lk.Init(key, owner, o.Owner != "")
+	lk := &hold{l: l, keys: keys, keyArgs: keys.Args(), scripts: rwScripts,
+		ttl: o.TTL, renew: o.AutoRenew}
+	lk.Init(k, key, owner, o.Owner != "")
+	lk.SetToken(driver.NewToken())
 	if k == driver.HoldWrite && owner == "" {
 		// This Locker's own read hold would make the writer wait on
 		// itself: say so rather than ErrAlreadyHeld.
-		if h, err := l.tables.RW.Find(dlock.ContextWithOwner(ctx, ""), key); err == nil && h.reads() {
-			return nil, o, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrUpgrade}
+		if h, err := l.tables.RW.Find(dlock.ContextWithOwner(ctx, ""), key); err == nil && h.Reads() {
+			return nil, o, driver.Wrap("lock", key, dlock.ErrUpgrade)
 		}
 	}
 	if err := l.tables.RW.Reserve(lk, wait); err != nil {
@@ -158,7 +159,7 @@ func (l *Locker) acquireHold(ctx context.Context, k driver.HoldKind, key string,
 func (lk *hold) Downgrade(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if err := lk.CheckDowngrade(lk.kind == driver.HoldWrite && !lk.downgraded); err != nil {
+	if err := lk.CheckDowngrade(); err != nil {
 		return err
 	}
 	l := lk.l
@@ -167,7 +168,7 @@ func (lk *hold) Downgrade(ctx context.Context) error {
 	}
 	defer l.calls.leave()
 	send := func(ctx context.Context, nd *node) reply {
-		v, err := downgradeScript.Run(ctx, nd.send, lk.keyArgs, lk.token).Int64()
+		v, err := downgradeScript.Run(ctx, nd.send, lk.keyArgs, lk.Token()).Int64()
 		if err == nil && v < 0 {
 			v = 1 // a read hold already: an earlier Downgrade whose reply was lost
 		}
@@ -178,17 +179,10 @@ func (lk *hold) Downgrade(ctx context.Context) error {
 	t := l.tally(got)
 	switch {
 	case t.ours >= l.quorum:
-		lk.downgraded = true
+		lk.Downgraded()
 		return nil
 	case t.gone+t.taken > len(l.nodes)-l.quorum:
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
 	return l.noQuorum("downgrade", lk.Key(), t.ours+t.gone+t.taken, t.errs)
-}
-
-// reads reports whether lk is a read hold now.
-func (lk *hold) reads() bool {
-	lk.unlockMu.Lock()
-	defer lk.unlockMu.Unlock()
-	return lk.kind == driver.HoldRead || lk.downgraded
 }

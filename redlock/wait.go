@@ -123,7 +123,7 @@ func (l *Locker) queue(ctx context.Context, lk *hold, o dlock.Options, begin tim
 		if end.Before(by) {
 			by = end
 		}
-		wake, unwatch = l.notify.Watch(ctx, l.channel(lk), lk.token, by, nil)
+		wake, unwatch = l.notify.Watch(ctx, l.channel(lk), lk.Token(), by, nil)
 		defer unwatch()
 		q = &queueing{score: time.Now().UnixMicro()}
 	}

@@ -40,7 +40,7 @@ const watchTimeout = 2 * time.Second
 // closes.
 func (l *Locker) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
 	if l.tables.Locks.Closed() {
-		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
+		return nil, driver.Wrap("watch", key, dlock.ErrClosed)
 	}
 	return l.notify.Observe(ctx, l.opts.Prefix, key, max(2*l.timeout, watchTimeout), l.markObserved)
 }

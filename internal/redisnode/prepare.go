@@ -13,14 +13,14 @@ import (
 // options and the lock's keys.
 func Prepare(ctx context.Context, closed bool, base dlock.Options, key string, opts []dlock.Option, check func(dlock.Options) error) (dlock.Options, Keys, error) {
 	if closed {
-		return dlock.Options{}, Keys{}, &dlock.KeyError{Op: "lock", Key: key, Err: dlock.ErrClosed}
+		return dlock.Options{}, Keys{}, driver.Wrap("lock", key, dlock.ErrClosed)
 	}
 	o, err := base.Apply(opts...)
 	if err == nil && check != nil {
 		err = check(o)
 	}
 	if err != nil {
-		return o, Keys{}, &dlock.KeyError{Op: "lock", Key: key, Err: err}
+		return o, Keys{}, driver.Wrap("lock", key, err)
 	}
 	k, err := Of(o.Prefix, key)
 	if err != nil {

@@ -140,22 +140,22 @@ local function grant(now)
   end
 end
 
--- confirm renews the hold of token, whose entry in holds is mine (granted
--- while it waited, or taken by an attempt sent twice), to now + ttl at
--- least, takes it out of the queue, and returns its fence.
-local function confirm(token, mine, now, ttl)
-  if tonumber(redis.call('ZSCORE', set, token)) < now + ttl then
-    redis.call('ZADD', set, now + ttl, token)
+-- settled is the reply of an attempt that goes no further, else nil:
+-- the fence of a hold that is token's already (granted while it waited,
+-- or taken by an attempt sent twice), which it renews to now + ttl at
+-- least and takes out of the queue; or the error of an owner's attempt
+-- at a write hold while it holds a read hold of the key (which would
+-- wait for itself).
+local function settled(token, kind, owner, now, ttl)
+  local mine = redis.call('HGET', holds, token)
+  if mine then
+    if tonumber(redis.call('ZSCORE', set, token)) < now + ttl then
+      redis.call('ZADD', set, now + ttl, token)
+    end
+    leave_queue(queue, waiters, token)
+    keep()
+    return tonumber((parse_hold(mine)))
   end
-  leave_queue(queue, waiters, token)
-  keep()
-  return tonumber((parse_hold(mine)))
-end
-
--- upgrade_refused is the error of an owner's attempt at a write hold
--- while it holds a read hold of the key (which would wait for itself),
--- else nil.
-local function upgrade_refused(kind, owner)
   if kind == 'w' and owner ~= '' then
     local _, _, reads = census(owner)
     if reads then

@@ -32,7 +32,7 @@ func (s *Subscriber) Observe(ctx context.Context, prefix, key string, wait time.
 		return nil, err
 	}
 	if !s.Start() {
-		return nil, &dlock.KeyError{Op: "watch", Key: key, Err: dlock.ErrClosed}
+		return nil, driver.Wrap("watch", key, dlock.ErrClosed)
 	}
 	out := make(chan struct{}, 1)
 	go func() {
