@@ -15,7 +15,6 @@ import (
 // Fences rise strictly over 10,000 acquisitions of one key by 8 goroutines
 // on 2 Lockers, and keep rising after the key expires.
 func TestFenceStrictlyIncreasing(t *testing.T) {
-	t.Parallel() // a key of its own; no timing in what it checks
 	ctx := context.Background()
 	lockers := []*Locker{newLocker(t, shared, dlock.WithFencing(true)), newLocker(t, shared, dlock.WithFencing(true))}
 	key := keyFor(t)
