@@ -25,8 +25,8 @@ TEST_PARALLEL ?= 12
 # The packages of race's first lane: the longest, in the order they
 # start. The other lane runs the rest, the slowest of them first
 # (REST_FIRST), then the fault runs.
-LONG = ./redislock ./cmd/dlock ./etcdlock ./redlock
-REST_FIRST = ./bench ./postgreslock ./docs ./etcdlock/etcdtest ./internal/redistest
+LONG = ./redislock ./cmd/dlock ./etcdlock ./redlock ./postgreslock
+REST_FIRST = ./bench ./docs ./etcdlock/etcdtest ./internal/redistest
 # More flags for go test, such as -v or -json.
 TESTFLAGS ?=
 # Builds without the clone's directory in them: a clone elsewhere (CI's
