@@ -51,7 +51,6 @@ func etcdArgs(args ...string) []string {
 // Four dlock processes run five jobs each on one etcd key, checked as in
 // TestRunMutualExclusion.
 func TestEtcdRunMutualExclusion(t *testing.T) {
-	t.Parallel() // its key on the shared etcd is its own; it waits on its processes
 	mutualExclusion(t, 4, 5, etcdArgs)
 }
 

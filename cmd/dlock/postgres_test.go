@@ -77,15 +77,11 @@ func pgHeld(t *testing.T, l *postgreslock.Locker, key string) bool {
 // Four dlock processes run five jobs each on one key in PostgreSQL,
 // checked as in TestRunMutualExclusion.
 func TestPostgresRunMutualExclusion(t *testing.T) {
-	t.Parallel() // its key on the shared PostgreSQL is its own; it waits on its processes
 	newPgLocker(t)
 	mutualExclusion(t, 4, 5, pgArgs)
 }
 
-func TestPostgresRunLimit(t *testing.T) {
-	t.Parallel() // a key of its own; it waits on its processes
-	runLimit(t, pgArgs, newPgLocker(t))
-}
+func TestPostgresRunLimit(t *testing.T) { runLimit(t, pgArgs, newPgLocker(t)) }
 
 func TestPostgresRunShared(t *testing.T) { runShared(t, pgArgs, newPgLocker(t)) }
 

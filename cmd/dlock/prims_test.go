@@ -18,14 +18,10 @@ import (
 )
 
 func TestRunLimit(t *testing.T) {
-	t.Parallel() // a key of its own; it waits on its processes
 	runLimit(t, func(args ...string) []string { return args }, newLocker(t))
 }
 
-func TestEtcdRunLimit(t *testing.T) {
-	t.Parallel() // a key of its own; it waits on its processes
-	runLimit(t, etcdArgs, newEtcdLocker(t))
-}
+func TestEtcdRunLimit(t *testing.T) { runLimit(t, etcdArgs, newEtcdLocker(t)) }
 
 // run --limit 2: six processes of three jobs each on one key; a job takes
 // one of two slots (a directory that must not exist) and fails when both

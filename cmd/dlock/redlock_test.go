@@ -35,7 +35,6 @@ func newRedlock(t *testing.T, clients []redis.UniversalClient) *redlock.Locker {
 
 // dlock run over Redlock: jobs never overlap and their fences rise.
 func TestRedlockRun(t *testing.T) {
-	t.Parallel() // its own servers; it waits on its processes
 	_, url := redlockServers(t)
 	mutualExclusion(t, 4, 5, func(args ...string) []string {
 		return append([]string{args[0], "--redis", url}, args[1:]...)

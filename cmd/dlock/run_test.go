@@ -21,7 +21,6 @@ import (
 
 // Eight dlock processes run twenty jobs each on one key.
 func TestRunMutualExclusion(t *testing.T) {
-	t.Parallel() // its key on the shared server is its own; it waits on its processes
 	mutualExclusion(t, 8, 20, func(args ...string) []string { return args })
 }
 
