@@ -12,6 +12,7 @@ import (
 // A Cluster serves every slot; a slot migrates with its keys; a replica
 // takes over from its master on request and when the master dies.
 func TestCluster(t *testing.T) {
+	t.Parallel() // its own servers; it waits on failovers
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := StartCluster(t, 3, 2) // a failover needs a majority of masters alive

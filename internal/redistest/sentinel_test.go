@@ -12,6 +12,7 @@ import (
 // A Sentinel group fails over on request and when its master dies, and a
 // failover client follows it; a killed master rejoins as a replica.
 func TestSentinel(t *testing.T) {
+	t.Parallel() // its own servers; it waits on failovers
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	g := StartSentinel(t, 1, 3)
