@@ -18,19 +18,15 @@ import (
 // the package doc). The README's table of what works where is checked
 // against what ran.
 func TestConformance(t *testing.T) {
-	t.Parallel() // keys of its own; the suite waits on leases
 	var m dlocktest.Matrix
-	// The two runs go side by side; the table is checked once both have
-	// ended.
-	t.Cleanup(func() { m.Check(t, filepath.Join("..", "README.md")) })
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("redlock-%d", n), func(t *testing.T) {
-			t.Parallel()
 			h := harness(shared[:n])
 			h.Backend, h.Matrix = fmt.Sprintf("Redlock, %d masters", n), &m
 			dlocktest.Run(t, h)
 		})
 	}
+	m.Check(t, filepath.Join("..", "README.md"))
 }
 
 // conformanceTimeout is the node timeout of the suite's Lockers: under

@@ -12,7 +12,6 @@ import (
 // A Cluster serves every slot; a slot migrates with its keys; a replica
 // takes over from its master on request and when the master dies.
 func TestCluster(t *testing.T) {
-	t.Parallel() // its own servers; it waits on failovers
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := StartCluster(t, 3, 2) // a failover needs a majority of masters alive
@@ -54,7 +53,7 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc = c.Client(t) // go-redis reads the new topology in its own time (60s)
-	if err := poll(ctx, func() error { return cc.Set(ctx, "k", "w", 0).Err() }); err != nil {
+	if err := Poll(ctx, func() error { return cc.Set(ctx, "k", "w", 0).Err() }); err != nil {
 		t.Fatalf("writes after the failovers: %v", err)
 	}
 	if _, err := NewCluster(t.TempDir(), 1, 2); err == nil || errors.Is(err, context.Canceled) {

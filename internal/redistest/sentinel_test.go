@@ -12,7 +12,6 @@ import (
 // A Sentinel group fails over on request and when its master dies, and a
 // failover client follows it; a killed master rejoins as a replica.
 func TestSentinel(t *testing.T) {
-	t.Parallel() // its own servers; it waits on failovers
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	g := StartSentinel(t, 1, 3)
@@ -38,7 +37,7 @@ func TestSentinel(t *testing.T) {
 		t.Fatalf("the old master says role %q, %v; want slave", r, err)
 	}
 	// The failover client reaches the new master, which has the data.
-	if err := poll(ctx, func() error { return c.Set(ctx, "k2", "2", 0).Err() }); err != nil {
+	if err := Poll(ctx, func() error { return c.Set(ctx, "k2", "2", 0).Err() }); err != nil {
 		t.Fatalf("writes after the failover: %v", err)
 	}
 	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "1" {
@@ -52,7 +51,7 @@ func TestSentinel(t *testing.T) {
 	if killed != second || third != first {
 		t.Fatalf("KillMaster killed %s and promoted %s; want %s and %s", killed.Addr(), third.Addr(), second.Addr(), first.Addr())
 	}
-	if err := poll(ctx, func() error { return c.Set(ctx, "k3", "3", 0).Err() }); err != nil {
+	if err := Poll(ctx, func() error { return c.Set(ctx, "k3", "3", 0).Err() }); err != nil {
 		t.Fatalf("writes after the kill: %v", err)
 	}
 	if err := g.Rejoin(ctx, killed); err != nil {
