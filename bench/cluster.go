@@ -74,11 +74,7 @@ func runCluster(ctx context.Context, cfg config, out string) error {
 		defer a.Close()
 		admins = append(admins, a)
 	}
-	singleDir := filepath.Join(dir, "single")
-	if err := os.Mkdir(singleDir, 0o700); err != nil {
-		return err
-	}
-	single, err := redistest.New(singleDir, redistest.Config{})
+	single, err := redistest.New(filepath.Join(dir, "single"), redistest.Config{})
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/dlock-go/dlock"
@@ -63,11 +62,7 @@ func growRedlock(ctx context.Context, cfg config, dir string, run *growthRun) er
 		admins []*redis.Client
 	)
 	for i := range redlockNodes {
-		d := filepath.Join(dir, fmt.Sprint(i))
-		if err := os.Mkdir(d, 0o700); err != nil {
-			return err
-		}
-		srv, err := redistest.New(d, redistest.Config{})
+		srv, err := redistest.New(filepath.Join(dir, fmt.Sprint(i)), redistest.Config{})
 		if err != nil {
 			return err
 		}

@@ -19,3 +19,22 @@ func TestHoldKindOf(t *testing.T) {
 		}
 	}
 }
+
+// The table of kinds: each kind's letter, namespace and kind of lock.
+func TestHoldKindTable(t *testing.T) {
+	for _, c := range []struct {
+		k             HoldKind
+		letter, space string
+		lock          dlock.Kind
+	}{
+		{HoldLock, "l", "lock", dlock.KindLock},
+		{HoldPermit, "p", "sem", dlock.KindSemaphore},
+		{HoldRead, "r", "rw", dlock.KindRWLock},
+		{HoldWrite, "w", "rw", dlock.KindRWLock},
+		{HoldKind('?'), "l", "lock", dlock.KindLock},
+	} {
+		if c.k.Letter() != c.letter || c.k.Space() != c.space || c.k.Lock() != c.lock {
+			t.Errorf("kind %q: letter %q, space %q, lock %v; want %q, %q, %v", rune(c.k), c.k.Letter(), c.k.Space(), c.k.Lock(), c.letter, c.space, c.lock)
+		}
+	}
+}

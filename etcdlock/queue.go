@@ -50,11 +50,7 @@ type kind = driver.HoldKind
 // write lock, with key escaped as for a lock. A semaphore's limit is the
 // value of the key "<prefix>/sem/<key>/" itself.
 func (l *Locker) baseOf(k kind, key string) string {
-	ns := "/rw/"
-	if k == driver.HoldPermit {
-		ns = "/sem/"
-	}
-	return l.opts.Prefix + ns + escape(key) + "/"
+	return l.opts.Prefix + "/" + k.Space() + "/" + escape(key) + "/"
 }
 
 // entry is one key of a queue: its value is the kind's letter, a number,

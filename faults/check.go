@@ -204,15 +204,41 @@ func (h *hold) record(e event) {
 }
 
 // check rebuilds the holds from the events and checks them against the
-// store's writes.
+// store's writes, rule by rule.
 func check(cfg Config, hi history) *Report {
 	cfg.defaults()
+	c := rebuild(cfg, hi)
+	c.overlaps()
+	c.storeOrder()
+	c.realTime()
+	c.runOnce()
+	c.fences()
+	c.stuck()
+	c.linearizable()
+	return c.r
+}
+
+// checking is one check: the history, the holds rebuilt from its events,
+// and the report that the rules fill in.
+type checking struct {
+	cfg      Config
+	hi       history
+	events   []event
+	r        *Report
+	holds    map[string]*hold
+	order    []*hold            // every hold, in the order of its first event
+	acquired []*hold            // the holds that were acquired, by acquisition
+	stalls   map[int][][2]int64 // worker (-1: every worker) -> its stalls
+	last     int64              // the time of the last event
+}
+
+// rebuild rebuilds the holds from the events of hi.
+func rebuild(cfg Config, hi history) *checking {
 	events := hi.events
-	r := &Report{Config: cfg, Writes: len(hi.writes), Schedule: hi.sched, writes: hi.writes}
-	holds := map[string]*hold{}
-	var order []*hold
+	c := &checking{cfg: cfg, hi: hi, events: events, holds: map[string]*hold{}, stalls: map[int][][2]int64{},
+		r: &Report{Config: cfg, Writes: len(hi.writes), Schedule: hi.sched, writes: hi.writes}}
+	r, holds, stalls := c.r, c.holds, c.stalls
 	last := int64(0)
-	stalls := map[int][][2]int64{} // worker (-1: every worker) -> its stalls
 	for _, e := range events {
 		if e.E == "stall" {
 			stalls[e.Worker] = append(stalls[e.Worker], [2]int64{e.T, e.End})
@@ -221,9 +247,9 @@ func check(cfg Config, hi history) *Report {
 		last = max(last, e.T)
 		h := holds[e.Hold]
 		if h == nil {
-			h = &hold{id: e.Hold, worker: e.Worker, incarnation: e.Hold[:strings.LastIndexByte(e.Hold, '.')], n: len(order)}
+			h = &hold{id: e.Hold, worker: e.Worker, incarnation: e.Hold[:strings.LastIndexByte(e.Hold, '.')], n: len(c.order)}
 			holds[e.Hold] = h
-			order = append(order, h)
+			c.order = append(c.order, h)
 		}
 		switch e.E {
 		case "start":
@@ -249,8 +275,7 @@ func check(cfg Config, hi history) *Report {
 	for _, ps := range stalls {
 		r.Stalled += time.Duration(stalledBetween(ps, 0, 1<<62))
 	}
-	var acquired []*hold
-	for _, h := range order {
+	for _, h := range c.order {
 		if h.start != 0 {
 			r.Attempts++
 		}
@@ -270,83 +295,103 @@ func check(cfg Config, hi history) *Report {
 		default:
 			h.end = last
 		}
-		acquired = append(acquired, h)
+		c.acquired = append(c.acquired, h)
 	}
-	r.Holds = len(acquired)
-	slices.SortFunc(acquired, func(a, b *hold) int { return cmpInt(a.acq, b.acq) })
+	r.Holds = len(c.acquired)
+	slices.SortFunc(c.acquired, func(a, b *hold) int { return cmpInt(a.acq, b.acq) })
+	c.last = last
+	return c
+}
 
-	// Overlaps in real time, of critical sections the primitive should
-	// have kept apart, and late loss signals.
+// overlaps counts the overlaps in real time of critical sections the
+// primitive should have kept apart, and the late loss signals.
+func (c *checking) overlaps() {
+	r, acquired := c.r, c.acquired
 	var uses []use
 	for _, h := range acquired {
 		uses = append(uses, h.uses(h.end)...)
 	}
-	cs := clashes(uses, cfg.Limit)
+	cs := clashes(uses, c.cfg.Limit)
 	r.Overlaps = pairs(cs)
 	for _, a := range acquired {
 		if !a.lost {
 			continue
 		}
-		for _, c := range cs {
-			if c.u.from < a.done && slices.ContainsFunc(c.with, func(o use) bool { return o.h == a }) {
+		for _, cl := range cs {
+			if cl.u.from < a.done && slices.ContainsFunc(cl.with, func(o use) bool { return o.h == a }) {
 				r.LateLoss++ // the honest cost of a pause, not a violation
 				break
 			}
 		}
 	}
+}
 
-	// (a) In the store's order, the accepted writes of the holds must keep
-	// the primitive's rule: a hold that writes between two accepted writes
-	// of an exclusive hold shared the key with it; a permit that writes
-	// while limit others are between their first and last accepted writes
-	// is one too many.
+// storeOrder checks rule (a) in the store's order: the accepted writes of
+// the holds must keep the primitive's rule: a hold that writes between two
+// accepted writes of an exclusive hold shared the key with it; a permit
+// that writes while limit others are between their first and last
+// accepted writes is one too many.
+func (c *checking) storeOrder() {
+	r, hi := c.r, c.hi
 	for _, w := range hi.writes {
 		if !w.Accepted {
 			r.Fenced++
 		}
 	}
-	cs = clashes(storeUses(hi.writes, holds), cfg.Limit)
+	cs := clashes(storeUses(hi.writes, c.holds), c.cfg.Limit)
 	r.Unsafe = pairs(cs)
-	for _, c := range cs {
-		r.violation(events, hi.writes[c.u.from].At, "(a) %s wrote %s in the store between writes of %s", c.u.h.id, c.u.key, ids(c.with))
+	for _, cl := range cs {
+		r.violation(c.events, hi.writes[cl.u.from].At, "(a) %s wrote %s in the store between writes of %s", cl.u.h.id, cl.u.key, ids(cl.with))
 	}
+}
 
-	// (a) In real time, the holds whose leases were valid from the return
-	// of their Lock call to the start of their release must keep the rule
-	// too: those whose release succeeded, whose worker no fault touched
-	// meanwhile and whose server kept its data. A hold through dlock run
-	// is left out: its release's outcome does not reach the worker.
-	if cfg.CLI == "" {
-		uses = nil
-		for _, h := range acquired {
-			if h.valid(cfg, hi) {
-				uses = append(uses, h.uses(h.rel)...)
-			}
-		}
-		cs = clashes(uses, cfg.Limit)
-		r.Unsafe += pairs(cs)
-		for _, c := range cs {
-			r.violation(events, c.u.from, "(a) %s took %s while %s held it with a valid lease", c.u.h.id, c.u.key, ids(c.with))
-		}
+// realTime checks rule (a) in real time: the holds whose leases were
+// valid from the return of their Lock call to the start of their release
+// must keep the rule too: those whose release succeeded, whose worker no
+// fault touched meanwhile and whose server kept its data. A hold through
+// dlock run is left out: its release's outcome does not reach the worker.
+func (c *checking) realTime() {
+	if c.cfg.CLI != "" {
+		return
 	}
-
-	// (a) A run of RunOnce keeps its key for its hold from its call,
-	// whatever becomes of its worker: the next run is granted no earlier,
-	// unless a server lost its data meanwhile.
-	if cfg.Primitive == PrimRunOnce {
-		for i := 1; i < len(acquired); i++ {
-			a, b := acquired[i-1], acquired[i]
-			if b.acq-a.start >= int64(runHold(cfg.TTL)-leaseSlack(runHold(cfg.TTL))) || wiped(cfg, hi.sched, a.start, b.acq) {
-				continue
-			}
-			r.Unsafe++
-			r.violation(events, b.acq, "(a) run %s began %v after the call of run %s, within its hold of %v", b.id,
-				time.Duration(b.acq-a.start).Round(time.Millisecond), a.id, runHold(cfg.TTL))
+	r := c.r
+	var uses []use
+	for _, h := range c.acquired {
+		if h.valid(c.cfg, c.hi) {
+			uses = append(uses, h.uses(h.rel)...)
 		}
 	}
+	cs := clashes(uses, c.cfg.Limit)
+	r.Unsafe += pairs(cs)
+	for _, cl := range cs {
+		r.violation(c.events, cl.u.from, "(a) %s took %s while %s held it with a valid lease", cl.u.h.id, cl.u.key, ids(cl.with))
+	}
+}
 
-	// (c) A fence must be above every fence of an acquisition of the same
-	// key whose release completed before this one's Lock call began.
+// runOnce checks that a run of RunOnce keeps its key for its hold from
+// its call, whatever becomes of its worker: the next run is granted no
+// earlier, unless a server lost its data meanwhile.
+func (c *checking) runOnce() {
+	cfg, r, acquired := c.cfg, c.r, c.acquired
+	if cfg.Primitive != PrimRunOnce {
+		return
+	}
+	for i := 1; i < len(acquired); i++ {
+		a, b := acquired[i-1], acquired[i]
+		if b.acq-a.start >= int64(runHold(cfg.TTL)-leaseSlack(runHold(cfg.TTL))) || wiped(cfg, c.hi.sched, a.start, b.acq) {
+			continue
+		}
+		r.Unsafe++
+		r.violation(c.events, b.acq, "(a) run %s began %v after the call of run %s, within its hold of %v", b.id,
+			time.Duration(b.acq-a.start).Round(time.Millisecond), a.id, runHold(cfg.TTL))
+	}
+}
+
+// fences checks rule (c): a fence must be above every fence of an
+// acquisition of the same key whose release completed before this one's
+// Lock call began.
+func (c *checking) fences() {
+	r, acquired := c.r, c.acquired
 	byRelease := slices.Clone(acquired)
 	slices.SortFunc(byRelease, func(a, b *hold) int { return cmpInt(a.relok, b.relok) })
 	for _, b := range acquired {
@@ -365,20 +410,23 @@ func check(cfg Config, hi history) *Report {
 			}
 			if top != nil && f <= top.keys[k] {
 				r.Regressions++
-				r.violation(events, b.acq, "(c) %s got fence %d of %s, not above %d of %s, released before it asked", b.id, f, k, top.keys[k], top.id)
+				r.violation(c.events, b.acq, "(c) %s got fence %d of %s, not above %d of %s, released before it asked", b.id, f, k, top.keys[k], top.id)
 			}
 		}
 	}
+}
 
-	// (d) A Lock call returns within its wait, plus the TTL and a margin
-	// for a slow server, unless its worker was paused, cut off or slowed
-	// down meanwhile (an attempt in flight is not cut short by the wait);
-	// and every worker stops by itself at the end of the run. The times
-	// the machine did not run the worker, the harness between it and the
-	// servers, or the etcd servers (stalls) do not count. On etcd and
-	// PostgreSQL, a call's last request may take the driver's
-	// RequestTimeout (on etcd, a call whose wait ran out takes its place
-	// in line back; an isolated leader answers nothing meanwhile).
+// stuck checks rule (d): a Lock call returns within its wait, plus the
+// TTL and a margin for a slow server, unless its worker was paused, cut
+// off or slowed down meanwhile (an attempt in flight is not cut short by
+// the wait); and every worker stops by itself at the end of the run. The
+// times the machine did not run the worker, the harness between it and
+// the servers, or the etcd servers (stalls) do not count. On etcd and
+// PostgreSQL, a call's last request may take the driver's RequestTimeout
+// (on etcd, a call whose wait ran out takes its place in line back; an
+// isolated leader answers nothing meanwhile).
+func (c *checking) stuck() {
+	cfg, r, hi, order, stalls := c.cfg, c.r, c.hi, c.order, c.stalls
 	after := cfg.TTL
 	switch cfg.Backend {
 	case "etcd":
@@ -403,22 +451,26 @@ func check(cfg Config, hi history) *Report {
 			continue
 		}
 		r.Stuck++
-		r.violation(events, h.start, "(d) %s waited %v in Lock (%v of it stalled)", h.id, time.Duration(end-h.start), time.Duration(stalled))
+		r.violation(c.events, h.start, "(d) %s waited %v in Lock (%v of it stalled)", h.id, time.Duration(end-h.start), time.Duration(stalled))
 	}
 	for _, h := range order {
 		if hi.hung[h.incarnation] && !slices.ContainsFunc(order, func(o *hold) bool { return o.incarnation == h.incarnation && o.start > h.start }) {
 			r.Stuck++
-			r.violation(events, max(h.start, h.acq, h.rel), "(d) worker %d did not stop by itself: hold %s never ended", h.worker, h.id)
+			r.violation(c.events, max(h.start, h.acq, h.rel), "(d) worker %d did not stop by itself: hold %s never ended", h.worker, h.id)
 		}
 	}
+}
 
-	// The history as operations on a fenced lease lock: some order of
-	// them, each within its call and return, must be one the lock allows.
+// linearizable checks the history as operations on a fenced lease lock:
+// some order of them, each within its call and return, must be one the
+// lock allows.
+func (c *checking) linearizable() {
+	r, events, last := c.r, c.events, c.last
 	first := last
 	if len(events) > 0 {
 		first = events[0].T
 	}
-	lh := linearOps(cfg, hi, order, first, last)
+	lh := linearOps(c.cfg, c.hi, c.order, first, last)
 	r.Ops = len(lh.ops)
 	r.Linearizable, r.lin.model, r.lin.info = lh.check()
 	r.lin.ops = lh.ops
@@ -431,7 +483,6 @@ func check(cfg Config, hi history) *Report {
 			r.Impasses = append(r.Impasses, r.around(events, at, "%s", im))
 		}
 	}
-	return r
 }
 
 // linCheck is what the linearizability check found.

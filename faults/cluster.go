@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/dlock-go/dlock/internal/redistest"
@@ -65,7 +64,7 @@ func (e *clusterEnv) failover(ctx context.Context) (string, error) {
 	if err := nodeDo(ctx, r, "CLUSTER", "FAILOVER"); err != nil {
 		return target, err
 	}
-	err = pollUntil(ctx, func() error {
+	err = redistest.Poll(ctx, func() error {
 		if got, err := redistest.Role(ctx, r); err != nil || got != "master" {
 			return fmt.Errorf("%s is %q (%v), not yet master", r.Addr(), got, err)
 		}
@@ -161,21 +160,4 @@ func nodeCommand(ctx context.Context, n *redistest.Server, args ...any) (any, er
 func nodeDo(ctx context.Context, n *redistest.Server, args ...any) error {
 	_, err := nodeCommand(ctx, n, args...)
 	return err
-}
-
-// pollUntil calls check every 20ms until it returns nil, or ctx ends.
-func pollUntil(ctx context.Context, check func() error) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %v", ctx.Err(), err)
-		case <-t.C:
-		}
-	}
 }

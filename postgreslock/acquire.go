@@ -77,14 +77,6 @@ func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit 
 	return l.wait(ctx, h, o, limit)
 }
 
-// kindLetter is the kind column of a hold of kind k.
-func kindLetter(k driver.HoldKind) string {
-	if k == driver.HoldLock {
-		return "l"
-	}
-	return k.Letter()
-}
-
 // attempt makes one attempt: one statement. It returns 0 when h is now
 // held, else how long the holder in the way has left (at least 1ns). A
 // waiter names itself (waiter, registered for waitFor when busy), and a
@@ -105,7 +97,7 @@ func (l *Locker) attempt(ctx context.Context, h *hold, o dlock.Options, limit in
 	sent := time.Now()
 	var fence, retryMS int64
 	err := l.pool.QueryRow(ctx, l.sql.acquire,
-		h.name, h.Token(), kindLetter(h.Kind()), h.owner, o.TTL.Milliseconds(), limit, waiter, waitFor.Milliseconds(), grant).Scan(&fence, &retryMS)
+		h.name, h.Token(), h.Kind().Letter(), h.owner, o.TTL.Milliseconds(), limit, waiter, waitFor.Milliseconds(), grant).Scan(&fence, &retryMS)
 	if err != nil {
 		// The grant's hold, when there is one, is not this attempt's to
 		// give back: the next attempt or the waiter's leaving hands it on.

@@ -134,13 +134,7 @@ func (l *Locker) Table() string { return l.table }
 // nameOf is the row name of key's lock of kind k: "<prefix>:lock:<key>",
 // "<prefix>:sem:<key>" or "<prefix>:rw:<key>".
 func (l *Locker) nameOf(k driver.HoldKind, key string) string {
-	switch k {
-	case driver.HoldPermit:
-		return l.opts.Prefix + ":sem:" + key
-	case driver.HoldRead, driver.HoldWrite:
-		return l.opts.Prefix + ":rw:" + key
-	}
-	return l.opts.Prefix + ":lock:" + key
+	return l.opts.Prefix + ":" + k.Space() + ":" + key
 }
 
 // NameOf returns the value of the name column of key's lock in the lease

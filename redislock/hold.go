@@ -40,12 +40,7 @@ type kind = driver.HoldKind
 
 // nsOf is the namespace of the keys of kind k: "<prefix>:sem:<key>" for a
 // semaphore, "<prefix>:rw:<key>" for a read-write lock.
-func nsOf(k kind) string {
-	if k == driver.HoldPermit {
-		return ":sem:"
-	}
-	return ":rw:"
-}
+func nsOf(k kind) string { return ":" + k.Space() + ":" }
 
 var (
 	//go:embed shared_acquire.lua

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -50,13 +49,7 @@ func NewCluster(dir string, masters, replicas int) (_ *Cluster, err error) {
 			c.Close()
 		}
 	}()
-	start := func(name string) (*Server, error) {
-		d := filepath.Join(dir, name)
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
-		}
-		return New(d, ClusterNode)
-	}
+	start := func(name string) (*Server, error) { return New(filepath.Join(dir, name), ClusterNode) }
 	for i := range masters {
 		s, err := start("m" + strconv.Itoa(i))
 		if err != nil {
@@ -89,10 +82,10 @@ func NewCluster(dir string, masters, replicas int) (_ *Cluster, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := poll(ctx, func() error { return do(ctx, r, "CLUSTER", "REPLICATE", id) }); err != nil {
+		if err := Poll(ctx, func() error { return do(ctx, r, "CLUSTER", "REPLICATE", id) }); err != nil {
 			return nil, fmt.Errorf("a replica does not know its master: %w", err)
 		}
-		if err := poll(ctx, func() error { return linkUp(ctx, r) }); err != nil {
+		if err := Poll(ctx, func() error { return linkUp(ctx, r) }); err != nil {
 			return nil, err
 		}
 	}
@@ -141,7 +134,7 @@ func (c *Cluster) Settle(ctx context.Context) error {
 		}
 	}
 	for _, n := range running {
-		err := poll(ctx, func() error {
+		err := Poll(ctx, func() error {
 			info, err := command(ctx, n, "CLUSTER", "INFO")
 			if err != nil {
 				return err
@@ -158,7 +151,7 @@ func (c *Cluster) Settle(ctx context.Context) error {
 	}
 	want := len(running)
 	for _, n := range running {
-		err := poll(ctx, func() error {
+		err := Poll(ctx, func() error {
 			nodes, err := command(ctx, n, "CLUSTER", "NODES")
 			if err != nil {
 				return err
@@ -252,7 +245,7 @@ func (c *Cluster) Failover(ctx context.Context, i int) error {
 	if err := do(ctx, r, "CLUSTER", "FAILOVER"); err != nil {
 		return err
 	}
-	return poll(ctx, func() error {
+	return Poll(ctx, func() error {
 		if got, err := role(ctx, r); err != nil || got != "master" {
 			return fmt.Errorf("replica %d is %q (%v), not yet master", i, got, err)
 		}
@@ -271,7 +264,7 @@ func (c *Cluster) KillMaster(ctx context.Context, i int) error {
 		return nil
 	}
 	r := c.Replicas[i]
-	return poll(ctx, func() error {
+	return Poll(ctx, func() error {
 		if got, err := role(ctx, r); err != nil || got != "master" {
 			return fmt.Errorf("replica %d is %q (%v), not yet master", i, got, err)
 		}

@@ -94,11 +94,15 @@ func StartConfig(t TB, cfg Config) *Server {
 	return started(t, s, err)
 }
 
-// New starts a server whose files live in dir. The caller must call Close.
-// It is for TestMain and programs; tests use Start.
+// New starts a server whose files live in dir, which it makes if need be.
+// The caller must call Close. It is for TestMain and programs; tests use
+// Start.
 func New(dir string, cfg Config) (*Server, error) {
 	if _, err := exec.LookPath(Binary); err != nil {
 		return nil, fmt.Errorf("%s not found on PATH (run `make test`, which installs it): %w", Binary, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
 	}
 	s := &Server{cfg: cfg, dir: dir}
 	var err error

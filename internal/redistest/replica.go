@@ -19,7 +19,7 @@ func StartReplica(t TB, master *Server) *Server {
 	r := StartConfig(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	if err := poll(ctx, func() error { return linkUp(ctx, r) }); err != nil {
+	if err := Poll(ctx, func() error { return linkUp(ctx, r) }); err != nil {
 		t.Fatalf("redistest: replica of %s: %v", master.Addr(), fmt.Errorf("%w\n%s", err, r.logTail()))
 	}
 	return r

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -49,15 +48,8 @@ func NewSentinel(dir string, replicas, sentinels int) (_ *SentinelGroup, err err
 			g.Close() // what started, not the nil a failed return gives
 		}
 	}()
-	sub := func(name string) (string, error) {
-		d := filepath.Join(dir, name)
-		return d, os.MkdirAll(d, 0o700)
-	}
 	for i := range 1 + replicas {
-		d, err := sub("data" + strconv.Itoa(i))
-		if err != nil {
-			return nil, err
-		}
+		d := filepath.Join(dir, "data"+strconv.Itoa(i))
 		// A replica's first sync starts at once, not after the default 5s
 		// wait for other replicas.
 		cfg := Config{Extra: []string{"repl-diskless-sync-delay 0"}}
@@ -78,11 +70,7 @@ func NewSentinel(dir string, replicas, sentinels int) (_ *SentinelGroup, err err
 		"sentinel announce-ip 127.0.0.1",
 	}
 	for i := range sentinels {
-		d, err := sub("sentinel" + strconv.Itoa(i))
-		if err != nil {
-			return nil, err
-		}
-		s, err := New(d, Config{Sentinel: true, Extra: monitor})
+		s, err := New(filepath.Join(dir, "sentinel"+strconv.Itoa(i)), Config{Sentinel: true, Extra: monitor})
 		if err != nil {
 			return nil, err
 		}
@@ -91,7 +79,7 @@ func NewSentinel(dir string, replicas, sentinels int) (_ *SentinelGroup, err err
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	// Until every Sentinel knows every replica and every other Sentinel.
-	err = poll(ctx, func() error {
+	err = Poll(ctx, func() error {
 		for _, s := range g.sentinels {
 			m, err := sentinelClient(s).Master(ctx, MasterName).Result()
 			if err != nil {
@@ -114,9 +102,10 @@ func sentinelClient(s *Server) *redis.SentinelClient {
 	return redis.NewSentinelClient(&redis.Options{Addr: s.Addr(), DialTimeout: time.Second, ReadTimeout: time.Second})
 }
 
-// poll calls check until it returns nil or ctx ends, and returns its last
-// error then: the last one that was not the end of ctx, which says why.
-func poll(ctx context.Context, check func() error) error {
+// Poll calls check every 20ms until it returns nil or ctx ends, and
+// returns its last error then, with ctx's: the last one that was not the
+// end of ctx, which says why.
+func Poll(ctx context.Context, check func() error) error {
 	var last error
 	for {
 		err := check()
@@ -222,7 +211,7 @@ func (g *SentinelGroup) replicasLinked(ctx context.Context, master *Server) erro
 // that server says it is master.
 func (g *SentinelGroup) settled(ctx context.Context, old *Server) (*Server, error) {
 	var m *Server
-	err := poll(ctx, func() error {
+	err := Poll(ctx, func() error {
 		var err error
 		if m, err = g.Master(ctx); err != nil {
 			return err
@@ -246,7 +235,7 @@ func (g *SentinelGroup) settled(ctx context.Context, old *Server) (*Server, erro
 func (g *SentinelGroup) Settle(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	return poll(ctx, func() error {
+	return Poll(ctx, func() error {
 		m, err := g.Master(ctx)
 		if err != nil {
 			return err
@@ -271,7 +260,7 @@ func (g *SentinelGroup) Failover(ctx context.Context) (*Server, error) {
 	// Sentinels have read its INFO (NOGOODSLAVE), nor is a failover while
 	// another runs (INPROG).
 	var refused error
-	err = poll(ctx, func() error {
+	err = Poll(ctx, func() error {
 		err := c.Failover(ctx, MasterName).Err()
 		if err != nil && !redis.HasErrorPrefix(err, "NOGOODSLAVE") && !redis.HasErrorPrefix(err, "INPROG") {
 			refused = err
