@@ -5,28 +5,21 @@ GO ?= go
 MODULES = $(shell $(GO) list -m -f '{{.Dir}}')
 # The packages of every module, as patterns that one go command takes in
 # workspace mode, so that one scheduler builds and tests them all. The
-# slowest packages come first, so that they start first.
-SLOW = ./redislock ./cmd/dlock ./faults ./etcdlock ./postgreslock
+# slowest packages come first, so that they start first (the end-to-end
+# tests of cmd/dlock are the longest, then redislock's; the fault runs
+# come after the rest, see race).
+SLOW = ./cmd/dlock ./redislock ./faults ./bench ./redlock ./etcdlock ./postgreslock ./docs ./etcdlock/etcdtest
 PACKAGES = $(SLOW) $(addsuffix /...,$(MODULES))
 # How many builds and test binaries run at once: more than the 2 cores
 # the machines have (the tests wait on servers and timers). At six, with
 # every package compiled again for each clone, tests whose leases last a
 # second saw them run out; with -trimpath the compiles come from the
-# cache, and the packages use about a core and a half at four. race
-# splits them between its two lanes.
+# cache, and the packages use about a core and a half at four.
 TEST_P ?= 4
-# How many of one package's parallel tests (the conformance suites' cells,
-# the tests with servers of their own) run at once: they wait on leases,
-# failovers and timers, not on the CPU; at the default of 2 (the cores)
-# redislock's suite took 85s, at 6 it takes 28s, and with its failover,
-# Cluster and ACL tests beside it the package takes 130s at 6 and 100s
-# at 12.
-TEST_PARALLEL ?= 12
-# The packages of race's first lane: the longest, in the order they
-# start. The other lane runs the rest, the slowest of them first
-# (REST_FIRST), then the fault runs.
-LONG = ./redislock ./cmd/dlock ./etcdlock ./redlock ./postgreslock
-REST_FIRST = ./bench ./docs ./etcdlock/etcdtest ./internal/redistest
+# How many of one package's parallel tests (the conformance suites' cells)
+# run at once: they wait on leases and timers, not on the CPU; at the
+# default of 2 (the cores) redislock's suite took 85s, at 6 it takes 28s.
+TEST_PARALLEL ?= 6
 # More flags for go test, such as -v or -json.
 TESTFLAGS ?=
 # Builds without the clone's directory in them: a clone elsewhere (CI's
@@ -77,29 +70,13 @@ vet: staticcheck-dep ## gofmt check, go vet and staticcheck over every module
 # vet and the tests run at the same time; each one's output is printed
 # whole when it ends, and either one failing fails test.
 test: deps ## install what the tests need, then vet and run every module's tests with -race, at once
-	@echo "vet and the tests' two lanes run at once; each prints when it ends"
-	@$(MAKE) --no-print-directory -j3 --output-sync=target vet race-long race-rest
+	@echo "vet and the tests run at once; each prints when it ends"
+	@$(MAKE) --no-print-directory -j2 --output-sync=target vet race
 
-# race runs the tests in two lanes at once, each printed whole when it
-# ends: the longest packages in one, the others in the other, each with
-# half of TEST_P. The fault runs come after the other lane's packages,
-# beside the end of the long lane: their worker processes are the suite's
-# heaviest part, and a harness the others starve sees no holds, so they
-# do not start while every package runs.
 race: deps ## run every module's tests with -race (what test runs beside vet)
-	@$(MAKE) --no-print-directory -j2 --output-sync=target race-long race-rest
-
-RACE = $(GO) test -race -count=1 -timeout 15m -p $(shell echo $$(( ($(TEST_P) + 1) / 2 ))) -parallel $(TEST_PARALLEL) $(TESTFLAGS)
-
-.PHONY: race-long race-rest
-race-long: deps
-	$(RACE) $(LONG)
-
-# The rest: every package but the long lane's and the fault checker's
-# module, by import path (the module patterns of PACKAGES include the long
-# ones; a package named twice runs once).
-race-rest: deps
-	$(RACE) $(REST_FIRST) $(filter-out $(addprefix %/,$(LONG:./%=%)),$(shell $(GO) list $(addsuffix /...,$(filter-out %/faults,$(MODULES)))))
+	$(GO) test -race -count=1 -timeout 15m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TESTFLAGS) $(filter-out ./faults %/faults/...,$(PACKAGES))
+	@# The fault runs after the rest, alone: their worker processes are the
+	@# suite's heaviest part, and a harness the others starve sees no holds.
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./faults/...
 
 matrix: deps ## run the conformance matrix on every backend and write README's table of what works where from it
