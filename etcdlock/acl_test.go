@@ -218,7 +218,6 @@ func writePEM(t *testing.T, path, kind string, der []byte) {
 // contract; the role lets it read nothing outside its
 // range.
 func TestACLConformance(t *testing.T) {
-	t.Parallel() // its own server; the suite waits on leases
 	if got := clientv3.GetPrefixRangeEnd(appPrefix); got != appRangeEnd {
 		t.Fatalf("range end of %q: %q, not %q", appPrefix, got, appRangeEnd)
 	}

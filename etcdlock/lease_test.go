@@ -242,7 +242,6 @@ func TestLateGrantRevoked(t *testing.T) {
 // may keep the lease alive any more: another Locker gets the key once etcd
 // expires it, instead of never.
 func TestStalledLeaseNotKeptAlive(t *testing.T) {
-	t.Parallel() // a key and a client of its own; it waits on the lease
 	ctx := context.Background()
 	var f faults
 	var stalled atomic.Bool

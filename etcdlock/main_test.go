@@ -91,7 +91,6 @@ func newLocker(t testing.TB, cli *clientv3.Client, opts ...dlock.Option) *etcdlo
 // The etcd driver keeps the contract that every dlock driver keeps. The
 // README's table of what works where is checked against what ran.
 func TestConformance(t *testing.T) {
-	t.Parallel() // keys of its own; the suite waits on leases
 	cli := client(t)
 	var m dlocktest.Matrix
 	t.Run("etcd", func(t *testing.T) {
