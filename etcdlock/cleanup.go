@@ -25,9 +25,11 @@ func (l *Locker) forget(ctx context.Context, name string, ls *lease) {
 			ctx = context.WithoutCancel(ctx)
 		}
 		rctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+		l.deleting.add(name)
 		if _, derr := l.cli.Delete(rctx, name); derr != nil && ls.renew {
 			l.deleteLater(name, ls, ls.pause())
 		}
+		l.deleting.done(name)
 		cancel()
 	}
 }
@@ -44,7 +46,9 @@ func (l *Locker) forget(ctx context.Context, name string, ls *lease) {
 // less and less often, until etcd answers, the lease ends (and the key
 // with it), or the Locker closes (which revokes its leases).
 func (l *Locker) deleteLater(name string, ls *lease, resume func()) {
+	l.deleting.add(name) // not reused until the delete lands
 	l.wg.Go(func() {
+		defer l.deleting.done(name)
 		defer func() {
 			if resume != nil {
 				resume()

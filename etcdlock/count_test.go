@@ -51,6 +51,50 @@ func TestRoundTrips(t *testing.T) {
 	cl := etcdtest.Start(t)
 	t.Run("uncontended", func(t *testing.T) { testUncontended(t, cl) })
 	t.Run("handoff", func(t *testing.T) { testHandoff(t, cl) })
+	t.Run("names", func(t *testing.T) { testNames(t, cl) })
+}
+
+// A Locker that takes and releases a key over and over writes the same
+// few etcd keys, not a new one each time: etcd keeps every key deleted
+// since its last compaction in its index, and a transaction's condition on
+// the key's range visits them all, so that unique names would make each
+// acquisition cost more than the one before it.
+func testNames(t *testing.T, cl *etcdtest.Cluster) {
+	admin := cl.Client(t)
+	l := newLocker(t, cl.Client(t), dlock.WithTTL(countTTL))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const key = "count:names"
+	rev0 := revision(t, admin)
+	for i := range 40 {
+		take := l.TryLock
+		if i%2 == 1 {
+			take = l.Lock
+		}
+		lk, err := take(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rev1 := revision(t, admin)
+	names := map[string]bool{}
+	wch := admin.Watch(ctx, "dlock/", clientv3.WithPrefix(), clientv3.WithRev(rev0+1))
+	for seen := rev0; seen < rev1; {
+		resp, ok := <-wch
+		if !ok || resp.Err() != nil {
+			t.Fatalf("watch the history: %v", resp.Err())
+		}
+		for _, ev := range resp.Events {
+			seen = max(seen, ev.Kv.ModRevision)
+			names[string(ev.Kv.Key)] = true
+		}
+	}
+	if len(names) > 1 {
+		t.Errorf("40 cycles wrote %d etcd keys, want 1", len(names))
+	}
 }
 
 // The counts are the contract: an uncontended Lock and Unlock cycle is

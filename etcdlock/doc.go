@@ -56,7 +56,12 @@
 // "a" never holds the keys of "a/b". Each acquisition writes one key in that
 // range, "<prefix>/lock/<K>/<token>", attached to its lease, whose value is
 // the owner id (empty without owner). The lock is held while the range is
-// not empty.
+// not empty. The token of a hold without owner on the Locker's session is
+// the session's, so that the Locker's holds of K reuse one etcd key, one
+// after the other (etcd's conditions on a range visit every key deleted
+// there since the last compaction, and reused names keep those few); other
+// holds get a random token of their own. A hold is told apart from the
+// earlier ones of its name by its create revision, its fence.
 //
 // An acquisition is one transaction: put our key if the range is empty,
 // else read the range. With an owner (see [dlock.WithOwner]), when every

@@ -36,6 +36,8 @@ type lease struct {
 	ttl    time.Duration // whole seconds
 	renew  bool          // kept alive by the keeper; else pinned
 	shared bool
+	// token names the keys that the lease's holds reuse (see names.go).
+	token string
 
 	renewed func(*lease, error) // reports each keep-alive's outcome; nil: nobody watches
 
@@ -78,7 +80,7 @@ func newLease(ctx context.Context, cli *clientv3.Client, ttl time.Duration, rene
 		cancel()
 		return nil, fmt.Errorf("%w: lease %x was granted after its local deadline", dlock.ErrLeaseExpired, int64(g.ID))
 	}
-	ls := &lease{cli: cli, id: g.ID, ttl: ttl, renew: renew, renewed: renewed, done: make(chan struct{}), reset: make(chan time.Time, 1), resumed: make(chan struct{}, 1)}
+	ls := &lease{cli: cli, id: g.ID, ttl: ttl, renew: renew, token: driver.NewToken(), renewed: renewed, done: make(chan struct{}), reset: make(chan time.Time, 1), resumed: make(chan struct{}, 1)}
 	ls.ctx, ls.ctxStop = context.WithCancelCause(context.Background())
 	kctx, stop := context.WithCancel(context.Background())
 	ls.stop = stop

@@ -64,7 +64,7 @@ func (l *Locker) inLine(ctx, actx context.Context, c call, h *hold, ls *lease) (
 	defer stopLimit()
 	p, q := l.rangeOf(c.key), l.lineOf(c.key)
 	pEnd, qEnd := clientv3.GetPrefixRangeEnd(p), clientv3.GetPrefixRangeEnd(q)
-	token := driver.NewToken()
+	token := l.tokenFor(c, ls, p, q)
 	name, qname := p+token, q+token
 	var qrev int64 // the create revision of our key in the line; 0: not in line
 	// leave takes our key out of the line, when it is there, and returns
@@ -90,6 +90,16 @@ func (l *Locker) inLine(ctx, actx context.Context, c call, h *hold, ls *lease) (
 	readHolds := clientv3.OpGet(p, clientv3.WithRange(pEnd), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	for {
 		h.tbl.Attempted(h)
+		// A name whose delete is pending after a failed attempt is not
+		// written again: the delete, landing later, would take it.
+		if l.deleting.any(name) {
+			token = driver.NewToken()
+			name = p + token
+			put = clientv3.OpPut(name, c.owner, clientv3.WithLease(ls.id))
+		}
+		if qrev == 0 && l.deleting.any(qname) {
+			qname = q + driver.NewToken()
+		}
 		var (
 			mine bool // our owner holds the lock alone
 			txn  clientv3.Txn
@@ -143,6 +153,10 @@ func (l *Locker) inLine(ctx, actx context.Context, c call, h *hold, ls *lease) (
 				return nil, e
 			}
 			lastErr = err
+			// The wake-up that led here is spent: try again after the
+			// retry delay, not at the next event, which may never come.
+			stop()
+			watch, watched = nil, ""
 		case resp.Succeeded:
 			h.token, h.name, h.rev, h.fence = token, name, resp.Header.Revision, resp.Header.Revision
 			if qrev != 0 && !mine {

@@ -122,6 +122,11 @@ func (h *hold) end(err error) bool {
 }
 
 func (h *hold) lose(cause error) {
+	if h.qname != "" {
+		// Not reused before leaveLine's delete (see names.go).
+		h.l.deleting.add(h.qname)
+		defer h.l.deleting.done(h.qname)
+	}
 	if h.end(&dlock.LostError{Key: h.Key(), Err: cause}) {
 		h.leaveLine()
 	}

@@ -37,6 +37,8 @@ type Locker struct {
 
 	tables driver.Tables[*hold] // this Locker's holds, by kind
 
+	deleting deleting // the keys whose delete is under way (see names.go)
+
 	mu       sync.Mutex
 	shared   *lease        // the session of renewed locks with the default TTL
 	starting *sessionStart // the start of the session under way, if any
@@ -105,8 +107,13 @@ func escape(key string) string {
 	if !strings.ContainsAny(key, "%/") {
 		return key
 	}
-	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(key)
+	return escaper.Replace(key)
 }
+
+// escaper writes '%' and '/' in a key as %25 and %2F. A Replacer is safe
+// for concurrent use and builds its tables on first use: one for the
+// package, not one per call.
+var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // TryLock makes one attempt to acquire key. See [dlock.Locker.TryLock].
 // When etcd does not answer within RequestTimeout, it returns the
@@ -442,7 +449,7 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 	}
 	p := l.rangeOf(c.key)
 	end := clientv3.GetPrefixRangeEnd(p)
-	token := driver.NewToken()
+	token := l.tokenFor(c, ls, p)
 	name := p + token
 	put := clientv3.OpPut(name, c.owner, clientv3.WithLease(ls.id))
 	get := clientv3.OpGet(p, clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))

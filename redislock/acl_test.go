@@ -31,7 +31,7 @@ var appRules = []string{
 	// scripts, and the MULTI block of Inspect
 	"+evalsha", "+eval", "+script|load", "+multi", "+exec",
 	// what the scripts and Inspect call
-	"+get", "+set", "+del", "+exists", "+pttl", "+pexpire", "+pexpireat", "+time",
+	"+get", "+mget", "+set", "+del", "+exists", "+pttl", "+pexpire", "+pexpireat", "+time",
 	"+hget", "+hincrby", "+hmget", "+hset", "+hdel", "+hexists", "+hgetall", "+hkeys", "+hlen",
 	"+zadd", "+zcard", "+zrange", "+zrangebyscore", "+zrem", "+zremrangebyscore", "+zscore",
 	// wake-ups (sharded pub/sub) and WithReplicaAck's WAIT

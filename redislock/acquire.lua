@@ -81,5 +81,11 @@ if wait then
     score = (tonumber(redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]) or 0) + 1
   end
   enqueue(token, score, claim, ARGV[6], fenced, ARGV[8], owner)
+  -- The release of a plain lock learns that someone waits from the
+  -- observed key, which it reads with the lock: it lives as long as the
+  -- queue (a watcher's 30s lease is never shortened).
+  if redis.call('PTTL', observed) < 2 * claim then
+    redis.call('SET', observed, '1', 'PX', 2 * claim)
+  end
 end
 return busy_reply(lock)

@@ -28,6 +28,7 @@ func BenchmarkUncontended(b *testing.B) {
 		release := redis.NewScript(rawRelease)
 		key := "bench:floor"
 		b.ReportAllocs()
+		cpu := cpuTime()
 		for b.Loop() {
 			token := driver.NewToken()
 			ok, err := c.SetNX(ctx, key, token, 10*time.Second).Result()
@@ -38,19 +39,25 @@ func BenchmarkUncontended(b *testing.B) {
 				b.Fatalf("release: %v %v", n, err)
 			}
 		}
+		reportCPU(b, cpu)
 		b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "rtt/op")
 	})
 	for _, bc := range []struct {
-		name string
-		opts []dlock.Option
+		name    string
+		opts    []dlock.Option
+		bounded bool // the client's ContextTimeoutEnabled
 	}{
-		{"dlock", nil},
-		{"dlock-lease", []dlock.Option{dlock.WithLease(10 * time.Second)}},
-		{"dlock-owner", []dlock.Option{dlock.WithOwner("bench")}},
+		{"dlock", nil, false},
+		{"dlock-bounded", nil, true},
+		{"dlock-lease", []dlock.Option{dlock.WithLease(10 * time.Second)}, false},
+		{"dlock-owner", []dlock.Option{dlock.WithOwner("bench")}, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			hook := &counter{}
-			c := shared.Client(b)
+			o := shared.Options()
+			o.ContextTimeoutEnabled = bc.bounded
+			c := redis.NewClient(o)
+			defer c.Close()
 			c.AddHook(hook)
 			l, err := New(c, bc.opts...)
 			if err != nil {
@@ -59,6 +66,7 @@ func BenchmarkUncontended(b *testing.B) {
 			defer l.Close()
 			key := "bench:" + bc.name
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for b.Loop() {
 				lk, err := l.TryLock(ctx, key)
 				if err != nil {
@@ -68,9 +76,16 @@ func BenchmarkUncontended(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, cpu)
 			b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "rtt/op")
 		})
 	}
+}
+
+// reportCPU reports the CPU time this process (the client) spent per
+// operation since cpu: on a loaded machine a steadier figure than ns/op.
+func reportCPU(b *testing.B, cpu time.Duration) {
+	b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
 }
 
 // BenchmarkHandoff is a hot key: n contenders, each on a Locker of its own
@@ -189,6 +204,8 @@ func BenchmarkUncontendedParallel(b *testing.B) {
 		release := redis.NewScript(rawRelease)
 		b.SetParallelism(32)
 		b.ReportAllocs()
+		cpu := cpuTime()
+		defer func() { reportCPU(b, cpu) }()
 		b.RunParallel(func(pb *testing.PB) {
 			key := fmt.Sprint("bench:pfloor:", seq.Add(1))
 			for pb.Next() {
@@ -204,28 +221,46 @@ func BenchmarkUncontendedParallel(b *testing.B) {
 			}
 		})
 	})
-	b.Run("dlock", func(b *testing.B) {
-		l, err := New(shared.Client(b))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer l.Close()
-		b.SetParallelism(32)
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			key := fmt.Sprint("bench:pdlock:", seq.Add(1))
-			for pb.Next() {
-				lk, err := l.TryLock(ctx, key)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if err := lk.Unlock(ctx); err != nil {
-					b.Error(err)
-					return
-				}
+	for _, bc := range []struct {
+		name string
+		par  int // goroutines per GOMAXPROCS
+	}{{"dlock", 32}, {"dlock-8", 4}} { // 64 and 8 goroutines on 2 cores
+		b.Run(bc.name, func(b *testing.B) { benchParallel(b, bc.par, &seq) })
+	}
+}
+
+// benchParallel is BenchmarkUncontendedParallel's dlock part, from par
+// goroutines per GOMAXPROCS.
+func benchParallel(b *testing.B, par int, seq *atomic.Int64) {
+	ctx := context.Background()
+	hook := &counter{}
+	c := shared.Client(b)
+	c.AddHook(hook)
+	l, err := New(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	b.SetParallelism(par)
+	b.ReportAllocs()
+	cpu := cpuTime()
+	defer func() {
+		reportCPU(b, cpu)
+		b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "rtt/op")
+	}()
+	b.RunParallel(func(pb *testing.PB) {
+		key := fmt.Sprint("bench:pdlock:", seq.Add(1))
+		for pb.Next() {
+			lk, err := l.TryLock(ctx, key)
+			if err != nil {
+				b.Error(err)
+				return
 			}
-		})
+			if err := lk.Unlock(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
 	})
 }
 

@@ -15,10 +15,13 @@ import (
 )
 
 // gate is a go-redis hook that holds every command sent alone until open
-// is closed, and records the size of every pipeline.
+// is closed, and records the size of every pipeline; with pipes not nil,
+// it holds every pipeline of INCRs until pipes is closed.
 type gate struct {
 	open    chan struct{}
+	pipes   chan struct{}
 	held    atomic.Int32 // commands sent alone, waiting at the gate
+	piped   atomic.Int32 // pipelines waiting at the gate
 	mu      sync.Mutex
 	batches []int
 }
@@ -40,6 +43,10 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		g.mu.Lock()
 		g.batches = append(g.batches, len(cmds))
 		g.mu.Unlock()
+		if g.pipes != nil && cmds[0].Name() == "incr" { // not a connection's set-up
+			g.piped.Add(1)
+			<-g.pipes
+		}
 		return next(ctx, cmds)
 	}
 }
@@ -262,5 +269,44 @@ func parallel(t *testing.T, n int, f func(i int) error) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// While a pipeline is on the wire, the load makes commands queue: a new
+// command waits for it and leaves in the next pipeline, rather than going
+// out alone beside it (batches as deep as what is in flight).
+func TestCoalesceBehindPipeline(t *testing.T) {
+	ctx := context.Background()
+	g := newGate()
+	g.pipes = make(chan struct{})
+	co := gated(t, g)
+	key := keyFor(t)
+	first := fillFlushes(t, co, g, key)
+	// More queued commands than flushes end: a flush that ends hands the
+	// queue to its first command, and the first of those to run sends the
+	// rest in one pipeline.
+	var queued []<-chan *redis.IntCmd
+	for range redisnode.MaxFlushes + 2 {
+		queued = append(queued, incr(ctx, co, key))
+	}
+	dlocktest.Eventually(t, 5*time.Second, "commands queued", func() bool { _, q := co.Busy(); return q == len(queued) })
+	close(g.open)
+	for _, ch := range first {
+		within(t, ch, 5*time.Second, "a reply sent alone")
+	}
+	dlocktest.Eventually(t, 5*time.Second, "the queue's pipeline at the gate", func() bool {
+		f, _ := co.Busy()
+		return g.piped.Load() == 1 && f == 1
+	})
+	late := incr(ctx, co, key)
+	dlocktest.Eventually(t, 5*time.Second, "the new command queued behind the pipeline", func() bool { _, q := co.Busy(); return q == 1 })
+	close(g.pipes)
+	for _, ch := range append(queued, late) {
+		if err := within(t, ch, 5*time.Second, "a reply").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f, q := co.Busy(); f != 0 || q != 0 {
+		t.Fatalf("after the replies: %d flushes, %d queued; want none", f, q)
 	}
 }

@@ -278,3 +278,32 @@ func TestUnlockOutlivedByLease(t *testing.T) {
 		t.Errorf("a second Unlock = %v, want ErrNotHeld", err)
 	}
 }
+
+// A waiting Lock whose bare SET was sent twice finds its own token: at
+// once (WithWait(0)), at its next attempt (a poll), or when it joins the
+// queue.
+func TestResentSetOfLock(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		opts []dlock.Option
+	}{
+		{"notify", nil},
+		{"single", []dlock.Option{dlock.WithWait(0)}},
+		{"poll", []dlock.Option{dlock.WithNotify(false), dlock.WithRetry(dlock.FixedInterval(10 * time.Millisecond))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := lockerWith(t, scriptHook{match: func(cmd redis.Cmder) bool { return cmd.Name() == "set" }, do: twice})
+			key := keyFor(t)
+			lctx, cancel := context.WithTimeout(ctx, 2*time.Second) // well within the lease: no wait for it to lapse
+			defer cancel()
+			lk, err := l.Lock(lctx, key, append([]dlock.Option{dlock.WithTTL(time.Minute)}, tc.opts...)...)
+			if err != nil {
+				t.Fatalf("Lock whose SET was sent twice = %v, want the lock", err)
+			}
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

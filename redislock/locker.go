@@ -21,7 +21,11 @@ import (
 // that wakes waiters, and the workers that send acquisitions' requests,
 // one per request under way, which end 10s after their last (see
 // RequestTimeout); Close waits for the requests whose callers stopped
-// waiting, and their give-backs.
+// waiting, and their give-backs. With a *redis.Client whose
+// ContextTimeoutEnabled is set, a lone attempt whose context has no Done
+// (context.Background, say) is sent on its caller's goroutine, which
+// halves the client's CPU of an uncontended cycle: give the client that
+// option.
 type Locker struct {
 	client redis.UniversalClient
 	send   redisnode.Processor // the client, or a coalescer in front of it
@@ -77,16 +81,30 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	if err := l.newWatchdog(); err != nil {
 		return nil, err
 	}
-	l.reqs.init()
+	l.reqs.init(directOf(client, l.send))
 	l.notify = newSubscriber(client, l)
 	l.sub = driver.NewToken()[:8]
 	return l, nil
 }
 
-// TryLock makes one attempt to acquire key: one round trip to Redis. Unless
+// directOf is the coalescer p in front of client when the client bounds
+// a command by its context's deadline: the sender may then send a lone
+// attempt on its caller's goroutine (see sender). Else nil.
+func directOf(client redis.UniversalClient, p redisnode.Processor) *redisnode.Coalescer {
+	c, ok := client.(*redis.Client)
+	co, isCo := p.(*redisnode.Coalescer)
+	if !ok || !isCo || !c.Options().ContextTimeoutEnabled {
+		return nil
+	}
+	return co
+}
+
+// TryLock makes one attempt to acquire key: one round trip to Redis (two
+// when a bare SET finds the lock busy, see below). Unless
 // the call is fenced, fair or has an owner, the attempt is the bare
-// SET key token NX PX ttl of the single-instance algorithm, with GET so
-// that an attempt the client re-sent finds its own token. When the lock
+// SET key token NX PX ttl of the single-instance algorithm; when it finds
+// the lock busy, a GET asks whether the token there is its own (a SET the
+// client re-sent after its first run set the key). When the lock
 // is busy the error matches dlock.ErrNotAcquired and is a
 // *dlock.NotAcquiredError; its RetryAfter is the holder's remaining lease
 // when the attempt ran a script (a bare SET does not ask).
@@ -223,7 +241,7 @@ func (l *Locker) acquired(ctx context.Context, lk *hold) (*hold, error) {
 	return lk, nil
 }
 
-// attempt makes one attempt: a bare SET NX PX GET for a plain try, else
+// attempt makes one attempt: a bare SET NX PX for a plain try, else
 // try.lua (a fenced plain try) or acquire.lua. It reports whether the lock
 // is ours (and then sets lk.fence), or the holder's remaining lease when
 // the attempt could ask (zero otherwise). The lease deadline of a lock it
@@ -248,10 +266,17 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim 
 		p = ack
 	}
 	var r int64
-	switch {
-	case mode == modeTry && lk.Owner() == "" && !lk.fenced:
+	switch bare := mode&^modeRetried == modeTry && lk.Owner() == ""; {
+	case bare && !lk.fenced && ack == nil:
+		var busy bool
+		if busy, err = l.set(ctx, deadline, p, lk, ttl, mode&modeRetried == 0); err == nil && busy {
+			return false, 0, nil
+		}
+	case bare && !lk.fenced:
 		// SET NX GET answers nil when it set, else the current value: our
 		// own token when this is a re-sent attempt whose first run set it.
+		// (With replica acknowledgement: the WAIT that follows a SET
+		// counts the replicas that have it.)
 		set := redis.NewStringCmd(ctx, "set", lk.keyArgs[0], lk.tokenArg, "px", ttl, "nx", "get")
 		switch err = l.process(ctx, deadline, p, set, lk); {
 		case err == redis.Nil:
@@ -259,14 +284,14 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim 
 		case err == nil && set.Val() != lk.Token():
 			return false, 0, nil
 		}
-	case mode == modeTry && lk.Owner() == "":
+	case bare:
 		r, err = l.run(ctx, deadline, p, tryScript, lk.keyArgs[:2], []any{lk.tokenArg, ttl}, lk).Int64()
 	default:
 		fenced := "0"
 		if lk.fenced {
 			fenced = "1"
 		}
-		r, err = l.run(ctx, deadline, p, acquireScript, lk.keyArgs[:], []any{lk.tokenArg, ttl, lk.ownerArg, int(mode), claim.Milliseconds(), n, fenced, l.sub}, lk).Int64()
+		r, err = l.run(ctx, deadline, p, acquireScript, lk.keyArgs[:], []any{lk.tokenArg, ttl, lk.ownerArg, int(mode &^ modeRetried), claim.Milliseconds(), n, fenced, l.sub}, lk).Int64()
 	}
 	taken := false // but not where a failover would keep it
 	if err == nil && r >= 0 && ack != nil {
@@ -282,6 +307,33 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim 
 	lk.SetFence(uint64(r))
 	lk.setDeadline(sent, lk.ttl)
 	return true, 0, nil
+}
+
+// set is the bare attempt of lk: SET NX PX, as in the single-instance
+// algorithm, whose reply (OK when it set, nil when the lock is busy) is
+// read as a bool, which go-redis reads without an error. A SET that
+// go-redis re-sent after its first run set the key finds it busy with our
+// own token: when check, a busy reply is followed by a GET that asks
+// whose token it is (a second round trip, on the busy path only); a
+// waiter whose next attempt runs at once, by script, leaves that to the
+// script (modeRetried).
+func (l *Locker) set(ctx context.Context, deadline time.Time, p redisnode.Processor, lk *hold, ttl any, check bool) (busy bool, err error) {
+	set := redis.NewBoolCmd(ctx, "set", lk.keyArgs[0], lk.tokenArg, "px", ttl, "nx")
+	if err := l.process(ctx, deadline, p, set, lk); err != nil || set.Val() {
+		return false, err
+	}
+	if !check {
+		return true, nil
+	}
+	get := redis.NewStringCmd(ctx, "get", lk.keyArgs[0])
+	switch err := l.process(ctx, deadline, p, get, lk); {
+	case err == redis.Nil:
+		return true, nil // released since: busy, as the SET found it
+	case err != nil:
+		return false, err
+	default:
+		return get.Val() != lk.Token(), nil
+	}
 }
 
 // failed is the error of an attempt of lk in mode, bounded by deadline,

@@ -8,17 +8,20 @@
 --
 -- The plain lock's release comes first, before lock.lua's functions are
 -- even defined: with nobody queued it is the compare-and-delete of the
--- single-instance algorithm and one EXISTS, which asks at once whether
--- anyone queues (KEYS[4]) or watches (KEYS[6]).
+-- single-instance algorithm, whose read of the lock also reads the
+-- observed key (KEYS[6]) in one MGET. That key is there while anyone
+-- watches the lock, and while anyone queues for it: a waiter that joins
+-- the queue keeps it at least as long as the queue (see acquire.lua).
 local token, owner, giveup = ARGV[1], ARGV[2] or '', ARGV[3] == '1'
 local deleted = false
 if owner == '' and not giveup then
-  local current = redis.call('GET', KEYS[1])
+  local got = redis.call('MGET', KEYS[1], KEYS[6])
+  local current = got[1]
   if current ~= token then
     if current then return -1 end
     return 0
   end
   redis.call('DEL', KEYS[1])
-  if redis.call('EXISTS', KEYS[4], KEYS[6]) == 0 then return 1 end
+  if not got[2] then return 1 end
   deleted = true
 end

@@ -51,6 +51,12 @@ const (
 	modeTry  attemptMode = 0      // one attempt: take the lock if it is free
 	modeFair attemptMode = 1 << 0 // not while a live waiter queues ahead
 	modeWait attemptMode = 1 << 1 // when busy, join the queue
+
+	// modeRetried marks a waiter's bare first attempt, whose next attempt,
+	// by script, follows at once when the lock is busy: that attempt finds
+	// the lock ours if go-redis re-sent the SET and its first run set it.
+	// The scripts never see it.
+	modeRetried attemptMode = 1 << 7
 )
 
 // Replies of release.lua.

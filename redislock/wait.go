@@ -123,6 +123,9 @@ func (l *Locker) wait(ctx context.Context, lk *hold, o dlock.Options) (*hold, er
 	// hot key), the first attempt joins the queue at once; otherwise it is
 	// a plain attempt, and the waiter subscribes only if the lock is busy.
 	mode, delay := base, time.Duration(0)
+	if w.queue&modeWait != 0 {
+		mode |= modeRetried // a busy reply is followed at once by an attempt that joins the queue
+	}
 	if w.queue&modeWait != 0 && o.Notify && l.notify.Ready(l.channel(lk)) {
 		w.watch(ctx, time.Time{}) // confirmed already: returns at once
 		mode, delay = w.queue, o.Retry.Max

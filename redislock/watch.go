@@ -20,8 +20,9 @@ var _ driver.Watcher = (*Locker)(nil)
 // bare SET NX (a plain TryLock, or the first attempt of a plain Lock) and
 // a lease that runs out send nothing: watchers learn of them at the next
 // change or at their own fallback. A lock nobody watches costs nothing
-// more: the release's check for a queue asks for the observed key in the
-// same EXISTS.
+// more: the release reads the observed key in the MGET that reads the
+// lock, and learns from it also that someone queues (a waiter keeps the
+// key while it queues, as long as the queue).
 //
 // Each Watch has one goroutine, stopped when ctx ends or the Locker
 // closes, and shares the Locker's subscription connection of the key's

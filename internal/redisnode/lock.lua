@@ -12,7 +12,8 @@
 --                   channel of the Locker whose subscriber id is sub
 -- KEYS[5] waiters   hash: waiting token -> "deadline|claim|attempt|fenced|sub|owner";
 --                   queue and waiters expire when no waiter comes back
--- KEYS[6] observed  present while some Locker watches the lock, which
+-- KEYS[6] observed  present while some Locker watches the lock (and, in
+--                   redislock, while someone queues), which
 --                   keeps it alive; its name is also the channel that
 --                   tells the watchers of a change
 local lock, meta, holds, queue, waiters, observed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
