@@ -5,8 +5,10 @@ GO ?= go
 MODULES = $(shell $(GO) list -m -f '{{.Dir}}')
 # The packages of every module, as patterns that one go command takes in
 # workspace mode, so that one scheduler builds and tests them all. The
-# slowest packages come first, so that they start first.
-SLOW = ./redislock ./cmd/dlock ./faults ./etcdlock ./postgreslock
+# slowest packages come first, so that they start first (the end-to-end
+# tests of cmd/dlock are the longest, then redislock's; the fault runs
+# come after the rest, see race).
+SLOW = ./cmd/dlock ./redislock ./faults ./bench ./redlock ./etcdlock ./postgreslock ./docs ./etcdlock/etcdtest
 PACKAGES = $(SLOW) $(addsuffix /...,$(MODULES))
 # How many builds and test binaries run at once: more than the 2 cores
 # the machines have (the tests wait on servers and timers). At six, with

@@ -115,6 +115,7 @@ func refused(t *testing.T, s *redistest.Server) []string {
 // locks, multi-key locks, watching, elections, and replica acknowledgement
 // (WAIT), and the server refuses it nothing.
 func TestACLConformance(t *testing.T) {
+	t.Parallel() // its own servers; the suite waits on leases
 	m := redistest.Start(t)
 	redistest.StartReplica(t, m) // for WithReplicaAck
 	newClient := aclUser(t, m, "dlock-app", appRules...)
@@ -144,6 +145,7 @@ func TestACLConformance(t *testing.T) {
 // learns the slots and the commands' keys, and every node refuses it
 // nothing.
 func TestACLCluster(t *testing.T) {
+	t.Parallel() // its own servers; the suite waits on leases
 	c := startCluster(t, 3)
 	password := setUser(t, "dlock-app", appRules, c.Nodes()...)
 	newClient := func(t *testing.T) redis.UniversalClient {

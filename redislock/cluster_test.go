@@ -106,6 +106,7 @@ func holderAndWaiter(t *testing.T, hc, wc redis.UniversalClient) (holder, waiter
 // hands the lock to the waiter at once. The waiter's fallback sleep is
 // longer than its wait, so only the wake-up can get it the lock in time.
 func TestClusterWakesWaitersOnEveryShard(t *testing.T) {
+	t.Parallel() // its own servers
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -437,6 +438,7 @@ func (g *incrGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // together in one pipeline to it, while commands for master 1 go out at
 // once, not held up by master 0.
 func TestClusterCoalescesPerNode(t *testing.T) {
+	t.Parallel() // its own servers
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

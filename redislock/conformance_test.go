@@ -19,6 +19,7 @@ import (
 // masters; a master whose writes a replica acknowledges. The README's
 // table of what works where is checked against what ran.
 func TestConformance(t *testing.T) {
+	t.Parallel() // its topologies have their own servers or keys; they wait on leases
 	var m dlocktest.Matrix
 	// The topologies run side by side; the table is checked once they all
 	// have ended.

@@ -18,6 +18,7 @@ import (
 // outlives it, and a purge drops the member) or shorter (the set and its
 // holds hash must then live until d).
 func TestUnlockAfterHolds(t *testing.T) {
+	t.Parallel() // keys of its own; its cases wait out d
 	type acquire func(ctx context.Context, l *Locker, key string, opts ...dlock.Option) (dlock.Lock, error)
 	permit := func(ctx context.Context, l *Locker, key string, opts ...dlock.Option) (dlock.Lock, error) {
 		return l.TryAcquire(ctx, key, 1, opts...)

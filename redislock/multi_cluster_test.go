@@ -13,6 +13,7 @@ import (
 // one round trip and releases them in one; keys of several slots are taken
 // one by one, in order, and released each on its own master.
 func TestClusterLockAll(t *testing.T) {
+	t.Parallel() // its own servers
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

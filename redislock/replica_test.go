@@ -17,6 +17,7 @@ import (
 // acknowledged them. The replica is stopped (SIGSTOP) to make every
 // acknowledgement fall short.
 func TestReplicaAck(t *testing.T) {
+	t.Parallel() // its own servers; it waits on acknowledgements and leases
 	m := redistest.Start(t)
 	r := redistest.StartReplica(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -220,6 +221,7 @@ func TestReplicaAckBadInput(t *testing.T) {
 // A renewal that reaches a master that was demoted to a replica is not
 // counted: the lease runs out, and the handle says it was lost.
 func TestRenewalOnDemotedMaster(t *testing.T) {
+	t.Parallel() // its own servers; it waits on the lease
 	m := redistest.Start(t)
 	r := redistest.StartReplica(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -71,6 +71,7 @@ func (h *releaseFault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // it: no renewal is sent after it, the key lapses within its TTL on every
 // node, and the handle ends as released (not lost) at its deadline.
 func TestReleaseOfUnknownOutcomeLapses(t *testing.T) {
+	t.Parallel()            // each case on clients and a key of its own, waiting on its lease
 	const ttl = time.Second // renewals every 333ms: room for a loaded machine
 	for _, fault := range []struct {
 		name string
@@ -78,6 +79,7 @@ func TestReleaseOfUnknownOutcomeLapses(t *testing.T) {
 	}{{"reply lost", true}, {"never sent", false}} {
 		for _, via := range []string{"Unlock", "Guard", "Do"} {
 			t.Run(fault.name+"/"+via, func(t *testing.T) {
+				t.Parallel()
 				ctx := context.Background()
 				h := &releaseFault{ran: fault.ran}
 				cs := clients(t, shared)

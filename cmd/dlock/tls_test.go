@@ -50,10 +50,9 @@ func TestEtcdTLS(t *testing.T) {
 		MinVersion:   tls.VersionTLS12,
 	})
 	ep := "https://" + front
-	short := "DLOCK_ETCD_DIAL_TIMEOUT=2s"
 
 	ok := []string{"--etcd", ep, "--etcd-cacert", caFile, "--etcd-cert", certFile, "--etcd-key", keyFile}
-	if res := dlockIn(t, append(append([]string{"run"}, ok...), "tls-key", "--", "true"), short); res.code != 0 {
+	if res := dlockIn(t, append(append([]string{"run"}, ok...), "tls-key", "--", "true")); res.code != 0 {
 		t.Fatalf("dlock run over TLS with the right files: exit %d, stderr %q", res.code, res.stderr)
 	}
 	for _, tc := range []struct {
@@ -65,13 +64,13 @@ func TestEtcdTLS(t *testing.T) {
 		{"a CA that did not sign the server's certificate", []string{"--etcd-cacert", otherFile, "--etcd-cert", certFile, "--etcd-key", keyFile}, "unknown authority"},
 		{"the system's CAs", []string{"--etcd-cert", certFile, "--etcd-key", keyFile}, "unknown authority"},
 	} {
-		res := dlockIn(t, append(append([]string{"status", "--etcd", ep}, tc.args...), "tls-key"), short)
+		res := dlockIn(t, append(append([]string{"status", "--etcd", ep}, tc.args...), "tls-key"))
 		if res.code != exitNoPerm || !strings.Contains(res.stderr, "TLS handshake with etcd at "+ep) || !strings.Contains(res.stderr, tc.say) {
 			t.Errorf("%s: exit %d, stderr %q; want exit %d: the TLS handshake failed, %s", tc.why, res.code, res.stderr, exitNoPerm, tc.say)
 		}
 	}
 	// The same files from the environment.
-	env := []string{"DLOCK_ETCD_CACERT=" + caFile, "DLOCK_ETCD_CERT=" + certFile, "DLOCK_ETCD_KEY=" + keyFile, short}
+	env := []string{"DLOCK_ETCD_CACERT=" + caFile, "DLOCK_ETCD_CERT=" + certFile, "DLOCK_ETCD_KEY=" + keyFile}
 	if res := dlockIn(t, []string{"status", "--etcd", ep, "tls-key"}, env...); res.code != 0 {
 		t.Fatalf("dlock status over TLS with the files from the environment: exit %d, stderr %q", res.code, res.stderr)
 	}
