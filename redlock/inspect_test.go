@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/redisnode"
 )
 
 // Inspect reports the holder's fence, not the largest counter of any
@@ -57,5 +59,30 @@ func TestInspectFenceIsTheHolders(t *testing.T) {
 	}
 	if !info.Held || info.Fence != lk.Fence() {
 		t.Errorf("Inspect: held %v, fence %d; want held with the holder's fence %d", info.Held, info.Fence, lk.Fence())
+	}
+}
+
+// Inspect's waiters are the majority's view, as its holder is: a waiter
+// queued on one node of three (its attempt still on its way to the
+// others) is no waiter yet; queued on two, it is.
+func TestInspectWaitersOfAMajority(t *testing.T) {
+	l := &Locker{quorum: 2}
+	for _, c := range []struct {
+		waiters []int
+		want    int
+	}{
+		{[]int{1, 0, 0}, 0},
+		{[]int{1, 1, 0}, 1},
+		{[]int{2, 1, 0}, 1},
+		{[]int{3, 2, 2}, 2},
+		{[]int{1, 1}, 1},
+	} {
+		states := map[int]redisnode.State{}
+		for i, n := range c.waiters {
+			states[i] = redisnode.State{Waiters: n}
+		}
+		if got := l.majority("k", states).Waiters; got != c.want {
+			t.Errorf("waiters by node %v: Inspect says %d; want %d", c.waiters, got, c.want)
+		}
 	}
 }
