@@ -89,7 +89,8 @@ func (l *Locker) each(ctx context.Context, op, key string, do func(context.Conte
 	return l.majority(key, states), nil
 }
 
-// majority is the view of a majority of the nodes. The fence of a held
+// majority is the view of a majority of the nodes (states has at least a
+// majority's). The waiters are those a majority queues. The fence of a held
 // lock is the largest counter among the nodes that hold it: the holder's
 // fence, for a majority of the nodes has a counter at that fence (see
 // fence), it shares a node with the majority that holds the lock, and a
@@ -102,13 +103,18 @@ func (l *Locker) each(ctx context.Context, op, key string, do func(context.Conte
 func (l *Locker) majority(key string, states map[int]redisnode.State) dlock.Info {
 	info := dlock.Info{Key: key, FenceKnown: true, WaitersKnown: true}
 	byValue := map[string][]redisnode.State{}
+	var waiters []int
 	for _, st := range states {
 		info.Fence = max(info.Fence, st.Fence)
-		info.Waiters = max(info.Waiters, st.Waiters)
+		waiters = append(waiters, st.Waiters)
 		if st.Value != "" {
 			byValue[st.Value] = append(byValue[st.Value], st)
 		}
 	}
+	// The waiters a majority queues: a waiter on fewer nodes (its attempt
+	// still on its way to the others) waits for no grant of a majority.
+	slices.Sort(waiters)
+	info.Waiters = waiters[len(waiters)-l.quorum]
 	for _, sts := range byValue {
 		if len(sts) < l.quorum {
 			continue
