@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,14 +16,19 @@ import (
 func TestReleaseAll(t *testing.T) {
 	failed := errors.New("no reply")
 	errs := []error{nil, dlock.ErrNotHeld, failed}
-	var deadlines []time.Time
+	var (
+		mu        sync.Mutex
+		deadlines []time.Time
+	)
 	began := time.Now()
 	err := driver.ReleaseAll([]int{0, 1, 2}, func(ctx context.Context, i int) error {
 		d, ok := ctx.Deadline()
 		if !ok {
-			t.Fatalf("release %d: no deadline", i)
+			t.Errorf("release %d: no deadline", i)
 		}
+		mu.Lock()
 		deadlines = append(deadlines, d)
+		mu.Unlock()
 		return errs[i]
 	})
 	if !errors.Is(err, failed) || errors.Is(err, dlock.ErrNotHeld) {
@@ -41,5 +47,29 @@ func TestReleaseAll(t *testing.T) {
 	}
 	if err := driver.ReleaseAll(nil, func(context.Context, int) error { return failed }); err != nil {
 		t.Errorf("ReleaseAll of nothing = %v", err)
+	}
+}
+
+// ReleaseAll has releases in flight together: a release that waits for
+// another to begin is not left waiting until the deadline (10,000 locks
+// released one after another took more than ReleaseTimeout).
+func TestReleaseAllAtOnce(t *testing.T) {
+	const n = 8
+	var wg sync.WaitGroup
+	wg.Add(n)
+	all := make(chan struct{})
+	go func() { wg.Wait(); close(all) }()
+	began := time.Now()
+	err := driver.ReleaseAll(make([]int, n), func(ctx context.Context, _ int) error {
+		wg.Done()
+		select {
+		case <-all: // every release has begun
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	if err != nil {
+		t.Fatalf("ReleaseAll = %v after %v; want every release in flight at once, none waiting out the deadline", err, time.Since(began).Round(time.Millisecond))
 	}
 }
