@@ -27,8 +27,11 @@ func TestMeasure(t *testing.T) {
 	cfg.goroutines = []int{1, 8}
 	cfg.contenders = []int{2, 8}
 	cfg.holdLocks = 200
-	cfg.holdWindow = 800 * time.Millisecond
-	cfg.holdTTL = 900 * time.Millisecond
+	// A renewal a second into the window; a 900ms lease left too little
+	// room for renewals that make test's other packages delayed (60 of 200
+	// locks lapsed in one run).
+	cfg.holdWindow = 1500 * time.Millisecond
+	cfg.holdTTL = 3 * time.Second
 	cfg.etcdMembers = []int{1}
 	cfg.etcdDuration = 150 * time.Millisecond
 	cfg.etcdHotDuration = 300 * time.Millisecond
