@@ -18,7 +18,8 @@ import (
 // checks that the counts make sense: no figure is timed or compared.
 func TestMeasure(t *testing.T) {
 	t.Parallel() // each starts servers of its own and runs short windows; none asserts a figure
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Two minutes alone; make test's other packages beside it took more.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cfg := defaultConfig()
 	cfg.duration = 50 * time.Millisecond
@@ -310,7 +311,8 @@ func TestParts(t *testing.T) {
 // cell.
 func TestCluster(t *testing.T) {
 	t.Parallel() // each starts servers of its own and runs short windows; none asserts a figure
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Two minutes alone; make test's other packages beside it took more.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cfg := defaultConfig()
 	cfg.duration, cfg.hotDuration = 50*time.Millisecond, 200*time.Millisecond

@@ -101,10 +101,15 @@ func growHeld(ctx context.Context, cfg config, h holder, sizes []int, run *growt
 				lk  dlock.Lock
 				err error
 			)
-			for range 3 { // a timeout under load is worth another try
-				if lk, err = h.l.TryLock(actx, "grow:"+strconv.Itoa(i)); err == nil || actx.Err() != nil {
+			key := "grow:" + strconv.Itoa(i)
+			lk, err = h.l.TryLock(actx, key)
+			for range 2 { // a timeout under load is worth another try
+				if err == nil || actx.Err() != nil {
 					break
 				}
+				// The failed attempt may have taken the lock: the retry
+				// waits until the driver gives it back or its lease ends.
+				lk, err = h.l.Lock(actx, key, dlock.WithWait(g.ttl))
 			}
 			if err != nil {
 				return err
