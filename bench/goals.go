@@ -80,9 +80,12 @@ func (r *results) redisGoals() []goal {
 			gs = append(gs, goal{fmt.Sprintf("dlock ≥ 1.0× the plain floor at %d goroutine%s", g, plural(g)), f2(st.med) + "×", st.med >= 1,
 				r.redisCosts(g, dl, floor{}.name())})
 		}
-		gs = append(gs, r.perCycleGoal("dlock allocations per cycle ≤ the plain floor's at every concurrency", "allocs", cell.allocsPer, f1))
+		gs = append(gs, r.perCycleGoal("dlock allocations per cycle ≤ the plain floor's at every concurrency", "allocs", cell.allocsPer, f1, 0))
+		// A cell's calls are what the server ran in its window, which
+		// counts a cycle cut by the window's edge and what no cycle sends
+		// (a new connection's HELLO): within callSlack, the counts agree.
 		gs = append(gs, r.perCycleGoal("dlock's uncontended cycle (nobody waits or watches): no more Redis calls than the floor's at every concurrency",
-			"calls", cell.callsPer, f1))
+			"calls", cell.callsPer, f1, callSlack))
 		var parts, costs []string
 		ok := true
 		for _, g := range r.cfg.goroutines {
@@ -196,16 +199,21 @@ func (r *results) etcdGoals() []goal {
 	return gs
 }
 
+// callSlack is how far a cell's Redis calls per cycle may stray from the
+// cycle's own: redislock's count test asserts the exact figure.
+const callSlack = 0.05
+
 // perCycleGoal compares dlock's median per-cycle figure f with the plain
-// floor's at every concurrency: met when dlock's is no larger anywhere.
-func (r *results) perCycleGoal(what, unit string, f func(cell) float64, format func(float64) string) goal {
+// floor's at every concurrency: met when dlock's is no larger than the
+// floor's plus slack anywhere.
+func (r *results) perCycleGoal(what, unit string, f func(cell) float64, format func(float64) string, slack float64) goal {
 	dl, fl := dlockSys{}.name(), floor{}.name()
 	var parts []string
 	ok := true
 	for _, g := range r.cfg.goroutines {
 		a, b := collect(cellsOf(r.uncont, ukey, dl, g), f).med, collect(cellsOf(r.uncont, ukey, fl, g), f).med
 		parts = append(parts, fmt.Sprintf("%s against %s %s at %d", format(a), format(b), unit, g))
-		ok = ok && a <= b
+		ok = ok && a <= b+slack
 	}
 	return goal{what: what, measured: strings.Join(parts, ", "), met: ok}
 }
