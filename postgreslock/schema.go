@@ -47,9 +47,15 @@ func schemaFor(t string) string {
 // CreateTable creates the Locker's tables and functions when they are
 // missing (see [Schema]): for a quick start. Production systems usually
 // run the DDL from their migrations instead. It needs the privileges to
-// create tables and functions in the schema.
+// create tables and functions in the schema. Processes that start
+// together may each call it: the calls take turns (a transaction-scoped
+// advisory lock), for PostgreSQL's IF NOT EXISTS does not keep two
+// creations of one table apart.
 func (l *Locker) CreateTable(ctx context.Context) error {
-	if _, err := l.pool.Exec(ctx, schemaFor(l.table)); err != nil {
+	// One simple query: its statements run as one transaction, which the
+	// advisory lock, taken first, serialises with the other calls.
+	ddl := "SELECT pg_advisory_xact_lock(hashtext('postgreslock.CreateTable'));\n" + schemaFor(l.table)
+	if _, err := l.pool.Exec(ctx, ddl); err != nil {
 		return fmt.Errorf("postgreslock: create table %s: %w", l.table, err)
 	}
 	return nil
