@@ -412,11 +412,15 @@ func cpuTime() time.Duration {
 func TestRenewalsAreBatched(t *testing.T) {
 	for _, oneServer := range []bool{true, false} {
 		t.Run(fmt.Sprint("oneServer=", oneServer), func(t *testing.T) {
+			t.Parallel() // a server of its own; it waits on renewals
 			s := redistest.Start(t)
 			hook := &counter{}
 			c := s.Client(t)
 			c.AddHook(hook)
-			l, err := New(c, dlock.WithTTL(600*time.Millisecond))
+			// Renewed every 500ms: at 600ms leases (200ms), make test's
+			// load delayed a renewal past a deadline.
+			const ttl = 1500 * time.Millisecond
+			l, err := New(c, dlock.WithTTL(ttl))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -425,11 +429,11 @@ func TestRenewalsAreBatched(t *testing.T) {
 			locks := holdMany(t, l, 500)
 			raw := s.Client(t)
 			trips, before := hook.trips.Load(), calls(t, raw, "pexpire")
-			time.Sleep(500 * time.Millisecond) // two and a half renewal periods of load
+			time.Sleep(5 * ttl / 6) // two and a half renewal periods of load
 			if err := s.ScriptFlush(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(500 * time.Millisecond) // and as much again after NOSCRIPT
+			time.Sleep(5 * ttl / 6) // and as much again after NOSCRIPT
 			renewals, rt := calls(t, raw, "pexpire")-before, hook.trips.Load()-trips
 			for _, lk := range locks {
 				if lk.Err() != nil {
