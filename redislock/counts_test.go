@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -92,5 +93,45 @@ func TestHotPathCounts(t *testing.T) {
 				t.Errorf("%.1f allocations per cycle, want %.0f (and a margin of %d)", allocs, tc.allocs, allocMargin)
 			}
 		})
+	}
+}
+
+// A TryLock of a key another party holds: the bare SET, refused, and the
+// GET that asks whether the key holds this attempt's own token (a SET
+// that go-redis sent twice would find it so). Two round trips and two
+// Redis calls, the busy path's contract; the floor's is one.
+func TestBusyTryLockCounts(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	raw := s.Client(t)
+	holder := lockerOf(t, s.Client(t), dlock.WithTTL(time.Minute))
+	key := "counts:busy"
+	if _, err := holder.TryLock(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	hook := &counter{}
+	c := s.Client(t)
+	c.AddHook(hook)
+	l := lockerOf(t, c, dlock.WithTTL(time.Minute))
+	if _, err := l.TryLock(ctx, key); !errors.Is(err, dlock.ErrNotAcquired) { // dials the connection
+		t.Fatalf("TryLock of a held key = %v; want ErrNotAcquired", err)
+	}
+	const n = 20
+	if err := raw.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	hook.trips.Store(0)
+	for range n {
+		if _, err := l.TryLock(ctx, key); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("TryLock of a held key = %v; want ErrNotAcquired", err)
+		}
+	}
+	trips := hook.trips.Load()
+	calls, err := redistest.Calls(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trips != 2*n || calls != 2*n {
+		t.Errorf("%d round trips and %d Redis calls in %d busy attempts; want 2 and 2 each", trips, calls, n)
 	}
 }
