@@ -63,7 +63,7 @@ func (lk *hold) table() *driver.Table[*hold] { return lk.l.tables.Of(lk.Kind()) 
 
 // leaseArg is the TTL argument of refresh.lua for a lease of ttl: negative
 // for a hold, which tells refresh.lua to renew a member of a set.
-func (lk *hold) leaseArg(ttl time.Duration) int64 { return lk.store.renewSign * ttl.Milliseconds() }
+func (lk *hold) leaseArg(ttl time.Duration) int64 { return lk.store().renewSign * ttl.Milliseconds() }
 
 // prepareHold validates a call for a hold of kind k and reserves its place
 // in the kind's table. A waiting call (wait) must call Leave on that table

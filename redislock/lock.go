@@ -61,7 +61,6 @@ type hold struct {
 	// to lk's own strings.
 	keyArgs            [6]any
 	tokenArg, ownerArg any
-	store              *store // how it lives in Redis, by its kind
 
 	unlockMu sync.Mutex // serialises Unlock, so that a second Unlock sees the first
 	unknown  bool       // a release was sent whose outcome is unknown; under unlockMu
@@ -181,7 +180,7 @@ func (lk *hold) closeRelease(ctx context.Context) error {
 		return nil
 	}
 	lk.end(driver.ErrReleasedByClose)
-	return lk.Wrap("unlock", lk.store.release.Run(ctx, lk.l.send, lk.keyArgs[:], lk.args(nil, "0")...).Err())
+	return lk.Wrap("unlock", lk.store().release.Run(ctx, lk.l.send, lk.keyArgs[:], lk.args(nil, "0")...).Err())
 }
 
 // Refresh sets the remaining lease to ttl (for an owner's lock: extends the
@@ -223,7 +222,7 @@ func (lk *hold) TTL(ctx context.Context) (time.Duration, error) {
 	if err := lk.Check("ttl"); err != nil {
 		return 0, err
 	}
-	n, err := lk.store.ttl.Run(ctx, lk.l.send, lk.leaseKeys(), lk.args(nil)...).Int64()
+	n, err := lk.store().ttl.Run(ctx, lk.l.send, lk.leaseKeys(), lk.args(nil)...).Int64()
 	if err != nil {
 		return 0, lk.Wrap("ttl", err)
 	}

@@ -208,7 +208,7 @@ func (l *Locker) prepare(ctx context.Context, key string, opts []dlock.Option, w
 }
 
 func (l *Locker) newLock(hk driver.HoldKind, key string, k redisnode.Keys, token, owner string, byOption bool, ttl time.Duration) *hold {
-	lk := &hold{l: l, keys: k, owner: owner, ttl: ttl, store: storeOf(hk)}
+	lk := &hold{l: l, keys: k, owner: owner, ttl: ttl}
 	lk.Init(hk, key, owner, byOption)
 	lk.SetToken(token)
 	// Pointers into lk, which go-redis writes as the strings they point
@@ -376,7 +376,7 @@ func (l *Locker) giveBack(ctx context.Context, lk *hold, by time.Time) error {
 	r := l.reqs.get(rctx, l.client)
 	r.cancel = cancel
 	r.keys = lk.keyArgs[:]
-	r.script, r.args = lk.store.release, lk.args(r.argBuf[:0], "1")
+	r.script, r.args = lk.store().release, lk.args(r.argBuf[:0], "1")
 	if by.After(time.Now().Add(giveBackTimeout)) {
 		by = time.Now().Add(giveBackTimeout)
 	}
@@ -392,7 +392,7 @@ func (l *Locker) giveBack(ctx context.Context, lk *hold, by time.Time) error {
 func (l *Locker) giveBackNow(ctx context.Context, lk *hold) {
 	rctx, cancel := context.WithTimeout(ctx, giveBackTimeout)
 	defer cancel()
-	lk.store.release.Run(rctx, l.client, lk.keyArgs[:], lk.args(nil, "1")...)
+	lk.store().release.Run(rctx, l.client, lk.keyArgs[:], lk.args(nil, "1")...)
 }
 
 // backend names the driver in the events of dlock.WithObserver.

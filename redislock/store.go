@@ -8,8 +8,8 @@ import (
 // A store is how a hold lives in Redis, as the calls whose script differs
 // by it see it: a lock is the key's own value (lock.lua), a permit or a
 // read or write hold a member of the key's set of holds (shared.lua). A
-// hold takes its store from its kind when it is made; the attempt and
-// Unlock of each have code of their own (lock.go, hold.go).
+// hold's store follows from its kind; the attempt and Unlock of each have
+// code of their own (lock.go, hold.go).
 type store struct {
 	// release and ttl are the release and TTL scripts, whose arguments
 	// begin with the token and, where owned, the owner (see hold.args).
@@ -25,9 +25,10 @@ var (
 	setStore  = store{release: holdReleaseScript, ttl: holdTTLScript, renewSign: -1}
 )
 
-// storeOf is the store of the holds of kind k.
-func storeOf(k driver.HoldKind) *store {
-	if k == driver.HoldLock {
+// store is how lk lives in Redis, by its kind (a Downgrade keeps a hold
+// in the set).
+func (lk *hold) store() *store {
+	if lk.Kind() == driver.HoldLock {
 		return &lockStore
 	}
 	return &setStore
@@ -37,7 +38,7 @@ func storeOf(k driver.HoldKind) *store {
 // then more.
 func (lk *hold) args(buf []any, more ...any) []any {
 	buf = append(buf, lk.tokenArg)
-	if lk.store.owned {
+	if lk.store().owned {
 		buf = append(buf, lk.ownerArg)
 	}
 	return append(buf, more...)
