@@ -176,14 +176,9 @@ func (l *Locker) Close() error {
 	l.mu.Unlock()
 	l.cancel()
 
+	err := driver.ReleaseAll(hs, func(ctx context.Context, h *hold) error { return h.release(ctx, driver.ErrReleasedByClose) })
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	var err error
-	for _, h := range hs {
-		if e := h.release(ctx, driver.ErrReleasedByClose); e != nil && !errors.Is(e, dlock.ErrNotHeld) {
-			err = errors.Join(err, e)
-		}
-	}
 	if shared != nil {
 		if e := shared.close(ctx); e != nil && !errors.Is(e, rpctypes.ErrLeaseNotFound) {
 			err = errors.Join(err, fmt.Errorf("dlock: revoke the session lease: %w", e))
