@@ -249,7 +249,7 @@ func (h *stallHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 
 // Close gives its releases driver.ReleaseTimeout in all, not each: with a
 // server that does not answer, it returns after one timeout however many
-// locks it held (it took one timeout per lock).
+// locks it held (it took one timeout per lock: 15.04s for 3).
 func TestCloseBoundedWhenServerStalls(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -260,7 +260,7 @@ func TestCloseBoundedWhenServerStalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 3
+	const n = 4 // one timeout each took 4 timeouts
 	for i := range n {
 		if _, err := l.TryLock(ctx, fmt.Sprintf("%s-%d", keyFor(t), i)); err != nil {
 			t.Fatal(err)
@@ -273,8 +273,9 @@ func TestCloseBoundedWhenServerStalls(t *testing.T) {
 	if err == nil {
 		t.Error("Close = nil; want the releases' errors")
 	}
-	// One timeout, and scheduling slack well below a second timeout.
-	if limit := driver.ReleaseTimeout + driver.ReleaseTimeout/2; took > limit {
+	// One timeout, and as much again of slack for a loaded machine: still
+	// half of what one timeout per lock takes.
+	if limit := 2 * driver.ReleaseTimeout; took > limit {
 		t.Errorf("Close took %v with %d locks on a stalled server; want at most %v", took.Round(time.Millisecond), n, limit)
 	}
 }
