@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/dlock-go/dlock"
@@ -41,7 +42,8 @@ type Locker struct {
 	watchdog  driver.Watchdog[*hold]
 	oneServer bool // the client talks to one server: a renewal batch is one script call
 	notify    *rediswait.Subscriber
-	sub       string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
+	sub       string    // the subscriber id: its waiters are woken on "<queue key>:<sub>"
+	waiters   sync.Pool // of *waiter: a waiting Lock's state, reused once its wait returned
 
 	hookAcquired func() // tests only: runs when an acquisition is about to be recorded
 }
@@ -84,6 +86,7 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	l.reqs.init(directOf(client, l.send))
 	l.notify = newSubscriber(client, l)
 	l.sub = driver.NewToken()[:8]
+	l.waiters.New = func() any { return new(waiter) }
 	return l, nil
 }
 

@@ -79,9 +79,10 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 // waiter is the state of one waiting Lock call: its attempts, its place in
 // the queue and its wake-ups. The wait loop is rediswait's.
 type waiter struct {
-	l  *Locker
-	lk *hold
-	o  dlock.Options
+	l         *Locker
+	lk        *hold
+	notify    bool // it subscribes (dlock.WithNotify)
+	autoRenew bool // the watchdog renews the lock (dlock.WithAutoRenew)
 
 	queue   attemptMode // the mode of the attempts that join the queue
 	wake    <-chan rediswait.Wake
@@ -103,11 +104,16 @@ type waiter struct {
 
 func (l *Locker) wait(ctx context.Context, lk *hold, o dlock.Options) (*hold, error) {
 	single := o.Waiting && o.Wait == 0 // WithWait(0): one attempt, like TryLock
-	w := &waiter{l: l, lk: lk, o: o, unwatch: func() {}}
+	w := l.waiters.Get().(*waiter)
+	*w = waiter{l: l, lk: lk, notify: o.Notify, autoRenew: o.AutoRenew, unwatch: func() {}}
 	if o.Waiting {
 		w.end = time.Now().Add(o.Wait) // the limit counts from the call
 	}
-	defer func() { w.unwatch() }()
+	defer func() {
+		w.unwatch()
+		*w = waiter{}
+		l.waiters.Put(w) // nothing holds it once its wait returned
+	}()
 	base := modeTry
 	if o.Fair {
 		base |= modeFair
@@ -161,7 +167,7 @@ func (l *Locker) wait(ctx context.Context, lk *hold, o dlock.Options) (*hold, er
 // watch subscribes the waiter to its Locker's channel of the key, waiting
 // for the confirmation until the wait's end at the latest (zero: none).
 func (w *waiter) watch(ctx context.Context, end time.Time) {
-	if w.o.Notify {
+	if w.notify {
 		w.wake, w.unwatch = w.l.notify.Watch(ctx, w.l.channel(w.lk), w.lk.Token(), end, nil)
 	}
 }
@@ -210,7 +216,7 @@ func (w *waiter) sleep(delay time.Duration) time.Duration {
 // Woken takes a wake-up: a grant to the waiter's last attempt hands it the
 // lock; any other wake-up has it attempt again at once.
 func (w *waiter) Woken(ctx context.Context, g rediswait.Wake) rediswait.Outcome {
-	handoff := w.settling == nil && w.l.granted(w.lk, g, w.n, w.sent, w.claim, w.o)
+	handoff := w.settling == nil && w.l.granted(w.lk, g, w.n, w.sent, w.claim, w.autoRenew)
 	w.l.tables.Locks.Woken(w.lk, handoff)
 	return rediswait.Outcome{Held: handoff, Again: true}
 }
@@ -278,8 +284,8 @@ func transient(err error) bool {
 // one that is too close to its end, one for a lock without watchdog, or
 // one that replicas must acknowledge is confirmed by the next attempt
 // instead, at once.
-func (l *Locker) granted(lk *hold, g rediswait.Wake, n int64, sent time.Time, claim time.Duration, o dlock.Options) bool {
-	if g.Attempt != n || !o.AutoRenew || lk.ack.n > 0 {
+func (l *Locker) granted(lk *hold, g rediswait.Wake, n int64, sent time.Time, claim time.Duration, autoRenew bool) bool {
+	if g.Attempt != n || !autoRenew || lk.ack.n > 0 {
 		return false
 	}
 	deadline := redisnode.Drift.Deadline(sent, claim)

@@ -43,7 +43,8 @@ type Locker struct {
 	tables   driver.Tables[*hold] // locks, and read and write holds (see rwlock.go)
 	watchdog driver.Watchdog[*hold]
 	notify   *rediswait.Subscriber
-	sub      string // the subscriber id: its waiters are woken on "<queue key>:<sub>"
+	sub      string    // the subscriber id: its waiters are woken on "<queue key>:<sub>"
+	waiters  sync.Pool // of *waiter: a waiting Lock's state, reused once its wait returned
 
 	calls calls          // calls in flight that no table counts
 	bg    sync.WaitGroup // requests in flight, and their cleanups
@@ -116,6 +117,7 @@ func New(clients []redis.UniversalClient, opts ...dlock.Option) (*Locker, error)
 		return nil, err
 	}
 	l.notify = newSubscriber(l)
+	l.waiters.New = func() any { return new(waiter) }
 	return l, nil
 }
 

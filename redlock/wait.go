@@ -95,7 +95,9 @@ func (l *Locker) wait(ctx context.Context, lk *hold, o dlock.Options) error {
 	if !res.busy {
 		line.Failed = res.err
 	}
-	w := &waiter{l: l, lk: lk, o: o, timeout: l.nodeTimeout(lk.ttl), records: map[int64]attemptRecord{}, grants: map[int]rediswait.Wake{}}
+	w := l.waiters.Get().(*waiter)
+	defer l.waiters.Put(w) // nothing holds it once its wait returned
+	w.reset(l, lk, o.AutoRenew)
 	if o.Waiting {
 		line.End = begin.Add(o.Wait)
 		w.end = line.End
@@ -108,7 +110,8 @@ func (l *Locker) wait(ctx context.Context, lk *hold, o dlock.Options) error {
 		var unwatch func()
 		line.Wake, unwatch = l.notify.Watch(ctx, l.channel(lk), lk.Token(), by, nil)
 		defer unwatch()
-		w.q = &queueing{score: time.Now().UnixMicro()}
+		w.place = queueing{score: time.Now().UnixMicro()}
+		w.q = &w.place
 	}
 	if err := line.Wait(ctx, w); err != nil {
 		return err
@@ -122,13 +125,26 @@ func (l *Locker) wait(ctx context.Context, lk *hold, o dlock.Options) error {
 type waiter struct {
 	l         *Locker
 	lk        *hold
-	o         dlock.Options
+	autoRenew bool          // the watchdog renews the lock (dlock.WithAutoRenew)
 	end       time.Time     // the wait's limit; zero: none
 	timeout   time.Duration // the per-node timeout
-	q         *queueing
+	q         *queueing     // &place when it queues, else nil
+	place     queueing
 	records   map[int64]attemptRecord
 	grants    map[int]rediswait.Wake // by node: the latest grant heard of
 	fallbacks int
+}
+
+// reset makes w the state of a new wait of lk (a waiter is reused from
+// its Locker's pool, its maps kept).
+func (w *waiter) reset(l *Locker, lk *hold, autoRenew bool) {
+	records, grants := w.records, w.grants
+	if records == nil {
+		records, grants = map[int64]attemptRecord{}, map[int]rediswait.Wake{}
+	}
+	clear(records)
+	clear(grants)
+	*w = waiter{l: l, lk: lk, autoRenew: autoRenew, timeout: l.nodeTimeout(lk.ttl), records: records, grants: grants}
 }
 
 // Attempt is the wait loop's attempt on every node. A queued waiter's
@@ -161,7 +177,7 @@ func (w *waiter) Attempt(ctx context.Context, delay time.Duration) rediswait.Out
 // Woken takes a node's grant: only a majority's hands the lock over.
 func (w *waiter) Woken(ctx context.Context, g rediswait.Wake) rediswait.Outcome {
 	w.grants[g.Node] = g
-	if w.l.heldByGrants(w.lk, w.grants, w.records, w.o) {
+	if w.l.heldByGrants(w.lk, w.grants, w.records, w.autoRenew) {
 		w.lk.table().Woken(w.lk, true)
 		err := w.l.fenceGrants(ctx, w.lk, w.grants, w.records)
 		if err == nil {
@@ -177,7 +193,7 @@ func (w *waiter) Woken(ctx context.Context, g rediswait.Wake) rediswait.Outcome 
 		return w.failed(ctx, rediswait.Outcome{Err: err})
 	}
 	// A lease without watchdog: confirm it by an attempt.
-	return rediswait.Outcome{Again: len(w.grants) >= w.l.quorum && !w.o.AutoRenew}
+	return rediswait.Outcome{Again: len(w.grants) >= w.l.quorum && !w.autoRenew}
 }
 
 // failed completes the outcome of a failure: only ErrNoQuorum may pass
@@ -205,12 +221,13 @@ func (w *waiter) Leave(ctx context.Context) {
 	if !w.end.IsZero() && w.end.Add(w.timeout).Before(by) {
 		by = w.end.Add(w.timeout)
 	}
+	l, lk := w.l, w.lk // w goes back to the pool when the wait returns
 	done := make(chan struct{})
-	w.l.bg.Add(1)
+	l.bg.Add(1)
 	go func() {
-		defer w.l.bg.Done()
+		defer l.bg.Done()
 		defer close(done)
-		w.l.giveBack(ctx, w.lk, w.l.nodes, nil)
+		l.giveBack(ctx, lk, l.nodes, nil)
 	}()
 	t := time.NewTimer(time.Until(by))
 	defer t.Stop()
@@ -226,8 +243,8 @@ func (w *waiter) Leave(ctx context.Context) {
 // is held until the majority's earliest end, less the drift margin. It
 // sets lk.deadline. A lease without watchdog is confirmed by an attempt
 // instead, for nothing would extend the grants to its TTL.
-func (l *Locker) heldByGrants(lk *hold, grants map[int]rediswait.Wake, records map[int64]attemptRecord, o dlock.Options) bool {
-	if !o.AutoRenew || len(grants) < l.quorum {
+func (l *Locker) heldByGrants(lk *hold, grants map[int]rediswait.Wake, records map[int64]attemptRecord, autoRenew bool) bool {
+	if !autoRenew || len(grants) < l.quorum {
 		return false
 	}
 	ends := make([]time.Time, 0, len(grants))
