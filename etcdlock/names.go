@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/dlock-go/dlock/driver"
 )
@@ -28,8 +29,11 @@ import (
 // deleting counts, by etcd key, the deletes under way or pending of keys
 // that an acquisition would otherwise reuse.
 type deleting struct {
-	mu sync.Mutex
-	n  map[string]int
+	// pending counts the deletes under way, so that any answers without
+	// the mutex, which every acquisition would share, while there are none.
+	pending atomic.Int64
+	mu      sync.Mutex
+	n       map[string]int
 }
 
 // add counts a delete of name under way.
@@ -39,6 +43,7 @@ func (d *deleting) add(name string) {
 		d.n = make(map[string]int)
 	}
 	d.n[name]++
+	d.pending.Add(1)
 	d.mu.Unlock()
 }
 
@@ -48,11 +53,18 @@ func (d *deleting) done(name string) {
 	if d.n[name]--; d.n[name] <= 0 {
 		delete(d.n, name)
 	}
+	d.pending.Add(-1)
 	d.mu.Unlock()
 }
 
+// idle reports whether no delete is under way.
+func (d *deleting) idle() bool { return d.pending.Load() == 0 }
+
 // any reports whether a delete of one of names is under way.
 func (d *deleting) any(names ...string) bool {
+	if d.idle() {
+		return false
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, name := range names {
@@ -70,6 +82,9 @@ func (d *deleting) any(names ...string) bool {
 func (l *Locker) tokenFor(c call, ls *lease, ranges ...string) string {
 	if c.owner != "" || ls == nil || !ls.renew || ls.token == "" {
 		return driver.NewToken()
+	}
+	if l.deleting.idle() {
+		return ls.token
 	}
 	var buf [2]string
 	names := buf[:0]
