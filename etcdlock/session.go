@@ -97,10 +97,9 @@ func (l *Locker) startSession(st *sessionStart) {
 // waiter whose session ended must not wait on (etcd-io/etcd#19597); a
 // single attempt (cancel nil) is not, for its write on a lease that
 // ended fails, and a hold it made ends with the lease (see attach). The
-// session is
-// started within the call's limit (actx). The caller calls done when the
-// call returns, saying whether it acquired; a session of the call's own
-// is revoked when it did not.
+// session is started within the call's limit (actx). The caller calls
+// done when the call returns, saying whether it acquired; a session of
+// the call's own is revoked when it did not.
 func (l *Locker) session(ctx, actx context.Context, c call, wait bool, cancel context.CancelCauseFunc) (ls *lease, done func(acquired bool), err error) {
 	if !c.renew && (c.kind == driver.HoldLock || !wait) {
 		return nil, func(bool) {}, nil
@@ -123,6 +122,9 @@ func (l *Locker) session(ctx, actx context.Context, c call, wait bool, cancel co
 		return nil, nil, &dlock.NotAcquiredError{Key: c.key}
 	default:
 		return nil, nil, driver.Wrap("lock", c.key, fmt.Errorf("start a session: %w", noAnswer(actx, err)))
+	}
+	if cancel == nil && ls.shared {
+		return ls, func(bool) {}, nil // nothing to undo
 	}
 	stop := func() bool { return false }
 	if cancel != nil {
