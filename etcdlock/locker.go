@@ -478,6 +478,7 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 		}
 		if resp.Succeeded {
 			h.token, h.name, h.rev, h.fence = token, name, resp.Header.Revision, resp.Header.Revision
+			h.named = ls
 			h.setLease(ls)
 			if err := h.tbl.Add(h); err != nil { // closed: give it back
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
