@@ -175,3 +175,30 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A name is retired only when a delete by name alone may land late: the
+// compared transactions of UnlockAfter leave the session's token, which
+// the Locker's later holds keep reusing (see names.go).
+func TestUnlockAfterKeepsNames(t *testing.T) {
+	l := newLocker(t, client(t), dlock.WithTTL(time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := "late:lapse:" + driver.NewToken()[:6]
+	first, err := l.TryLock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.(interface {
+		UnlockAfter(context.Context, time.Duration) error
+	}).UnlockAfter(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	next, err := l.TryLock(ctx, key+":next")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Unlock(ctx)
+	if next.Token() != first.Token() {
+		t.Errorf("the hold after an UnlockAfter is named %q, not the session's %q: the name was retired", next.Token(), first.Token())
+	}
+}
