@@ -60,8 +60,10 @@ type hold struct {
 	deleted   bool
 	released  bool
 	// finishing is set when the hold starts to end: no release of it
-	// starts after that (see finish).
+	// starts after that (see finish). bare counts the releases in flight
+	// that delete by name alone, with no condition.
 	finishing bool
+	bare      int
 	// named is the lease whose token names the hold's key, when the name
 	// may be reused (see names.go); nil otherwise.
 	named *lease
@@ -178,12 +180,16 @@ func (h *hold) release(ctx context.Context, ended error) error {
 		return h.Check("unlock")
 	}
 	h.releasing++
+	bare := h.qname == ""
+	if bare {
+		h.bare++
+	}
 	h.mu.Unlock()
 	var (
 		removed bool // the release deleted the hold's key
 		err     error
 	)
-	if h.qname != "" {
+	if !bare {
 		// The hold's key in the line goes with it: its delete wakes the
 		// next waiter. The line's names are compared, not retired.
 		var resp *clientv3.TxnResponse
@@ -198,13 +204,18 @@ func (h *hold) release(ctx context.Context, ended error) error {
 	}
 	h.mu.Lock()
 	h.releasing--
+	if bare {
+		h.bare--
+	}
 	if removed {
 		h.released = true
 	}
 	deleted := h.deleted && h.releasing == 0
 	h.mu.Unlock()
 	if err != nil {
-		h.retireName() // the delete may land later, after a next hold took the name
+		if bare {
+			h.retireName() // the delete may land later, after a next hold took the name
+		}
 		if deleted {
 			// The key went while we could not learn whether we deleted
 			// it: either way it is no longer held.
@@ -364,13 +375,14 @@ func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
 }
 
 // finish marks h as ending, before it leaves the Locker's table, so that
-// no release of it starts any more; when a release is on its way, whose
-// delete could land after a later hold took the name, the name is
-// retired (see names.go).
+// no release of it starts any more; when a release is on its way whose
+// delete, by name alone, could land after a later hold took the name, the
+// name is retired (see names.go). A compared transaction (UnlockAfter's,
+// a release from the line) deletes no later hold, and retires nothing.
 func (h *hold) finish() {
 	h.mu.Lock()
 	h.finishing = true
-	inFlight := h.releasing > 0
+	inFlight := h.bare > 0
 	h.mu.Unlock()
 	if inFlight {
 		h.retireName()
