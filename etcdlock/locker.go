@@ -268,13 +268,14 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 	if c.opts.Waiting && c.opts.Wait == 0 {
 		wait = false
 	}
-	// Close ends every waiting call in flight. A single attempt is left
-	// to its RequestTimeout: Close does not wait for it, and a hold it
-	// makes after Close is given back (see attempt), so that the cycle of
+	// Close ends every call in flight but a single attempt on the
+	// Locker's session, which is left to its RequestTimeout: Close does
+	// not wait for it, it starts no goroutine of the Locker, and a hold it
+	// makes after Close is given back (see attempt). So the cycle of
 	// TryLock and Unlock registers nothing with the Locker's context,
 	// which every call would share.
 	var cancel context.CancelCauseFunc
-	if wait {
+	if wait || !c.renew || c.opts.TTL != l.opts.TTL {
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
 		defer context.AfterFunc(l.ctx, func() { cancel(dlock.ErrClosed) })()

@@ -93,10 +93,11 @@ func (l *Locker) startSession(st *sessionStart) {
 // since its time runs from the grant (ls is then nil). A permit or a read
 // or write lock with a pinned lease that waits queues on the Locker's
 // session, and moves to a pinned lease when it is admitted (see queue).
-// A waiting call's context is cancelled (cancel) when the session ends: a
+// The call's context is cancelled (cancel) when the session ends: a
 // waiter whose session ended must not wait on (etcd-io/etcd#19597); a
-// single attempt (cancel nil) is not, for its write on a lease that
-// ended fails, and a hold it made ends with the lease (see attach). The
+// single attempt on the Locker's session (cancel nil) is not, for its
+// write on a lease that ended fails, and a hold it made ends with the
+// lease (see attach). The
 // session is started within the call's limit (actx). The caller calls
 // done when the call returns, saying whether it acquired; a session of
 // the call's own is revoked when it did not.
