@@ -27,6 +27,7 @@ func (l *Locker) forget(ctx context.Context, name string, ls *lease) {
 		rctx, cancel := context.WithTimeout(ctx, releaseTimeout)
 		l.deleting.add(name)
 		if _, derr := l.cli.Delete(rctx, name); derr != nil && ls.renew {
+			ls.retire(name) // that delete may land after a later hold took the name
 			l.deleteLater(name, ls, ls.pause())
 		}
 		l.deleting.done(name)

@@ -79,10 +79,17 @@
 //
 // # Release
 //
-// Unlock deletes the hold's key in a transaction that compares its create
-// revision, so a late or repeated Unlock never deletes a newer hold, even
-// from the same session (etcd-io/etcd#22082: the concurrency Mutex deletes
-// by key name). Close releases every hold of the Locker, revokes its
+// Unlock deletes the hold's key, and a late or repeated Unlock never
+// deletes a newer hold, even from the same session (etcd-io/etcd#22082:
+// the concurrency Mutex deletes by key name, and a session's next Mutex of
+// the key takes the same name). A repeated Unlock sends nothing; the next
+// hold of the key waits in the Locker's table until the release's answer
+// came back; and a name whose delete may still land (its answer never
+// came, or its hold ended meanwhile) is never taken again: the session
+// names its later holds with a new token. The delete is so a plain one,
+// not a transaction. A hold that waited in line is released by a
+// transaction that compares its create revision and deletes its key in
+// the line too. Close releases every hold of the Locker, revokes its
 // session, and stops its goroutines.
 //
 // A release that etcd does not answer (a partition, a server down) before

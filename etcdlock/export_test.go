@@ -24,3 +24,7 @@ func (l *Locker) BaseOf(k dlock.Kind, key string) string {
 // SetWatchAfter sets how long the holds of l live before they watch their
 // key (a second by default).
 func SetWatchAfter(l *Locker, d time.Duration) { l.watchAfter = d }
+
+// DeletesPending is the number of deletes of keys that l's acquisitions
+// would otherwise reuse, under way or pending (see names.go).
+func DeletesPending(l *Locker) int64 { return l.deleting.pending.Load() }

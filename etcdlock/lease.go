@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock-go/dlock"
@@ -36,8 +38,9 @@ type lease struct {
 	ttl    time.Duration // whole seconds
 	renew  bool          // kept alive by the keeper; else pinned
 	shared bool
-	// token names the keys that the lease's holds reuse (see names.go).
-	token string
+	// tok names the keys that the lease's holds reuse (see names.go);
+	// retire replaces it.
+	tok atomic.Pointer[string]
 
 	renewed func(*lease, error) // reports each keep-alive's outcome; nil: nobody watches
 
@@ -80,7 +83,9 @@ func newLease(ctx context.Context, cli *clientv3.Client, ttl time.Duration, rene
 		cancel()
 		return nil, fmt.Errorf("%w: lease %x was granted after its local deadline", dlock.ErrLeaseExpired, int64(g.ID))
 	}
-	ls := &lease{cli: cli, id: g.ID, ttl: ttl, renew: renew, token: driver.NewToken(), renewed: renewed, done: make(chan struct{}), reset: make(chan time.Time, 1), resumed: make(chan struct{}, 1)}
+	ls := &lease{cli: cli, id: g.ID, ttl: ttl, renew: renew, renewed: renewed, done: make(chan struct{}), reset: make(chan time.Time, 1), resumed: make(chan struct{}, 1)}
+	tok := driver.NewToken()
+	ls.tok.Store(&tok)
 	ls.ctx, ls.ctxStop = context.WithCancelCause(context.Background())
 	kctx, stop := context.WithCancel(context.Background())
 	ls.stop = stop
@@ -268,4 +273,23 @@ func (ls *lease) close(ctx context.Context) error {
 	}
 	_, err := ls.cli.Revoke(ctx, ls.id)
 	return err
+}
+
+// token returns the token that names the keys the lease's holds reuse.
+func (ls *lease) token() string { return *ls.tok.Load() }
+
+// retire gives the lease a new token when name, the etcd key of one of
+// its holds, carries the current one: a delete of name may still land,
+// so no later hold may take that name (see names.go).
+func (ls *lease) retire(name string) {
+	for {
+		cur := ls.tok.Load()
+		if !strings.HasSuffix(name, "/"+*cur) {
+			return
+		}
+		tok := driver.NewToken()
+		if ls.tok.CompareAndSwap(cur, &tok) {
+			return
+		}
+	}
 }

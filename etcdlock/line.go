@@ -159,6 +159,7 @@ func (l *Locker) inLine(ctx, actx context.Context, c call, h *hold, ls *lease) (
 			watch, watched = nil, ""
 		case resp.Succeeded:
 			h.token, h.name, h.rev, h.fence = token, name, resp.Header.Revision, resp.Header.Revision
+			h.named = ls
 			if qrev != 0 && !mine {
 				h.qname, h.qls = qname, ls
 			}

@@ -59,6 +59,14 @@ type hold struct {
 	releasing int
 	deleted   bool
 	released  bool
+	// finishing is set when the hold starts to end: no release of it
+	// starts after that (see finish). bare counts the releases in flight
+	// that delete by name alone, with no condition.
+	finishing bool
+	bare      int
+	// named is the lease whose token names the hold's key, when the name
+	// may be reused (see names.go); nil otherwise.
+	named *lease
 	// val is the etcd value of the hold's key: the owner id for a lock,
 	// the encoded entry (see entry) for a permit or a read or write hold;
 	// Downgrade changes it.
@@ -107,6 +115,7 @@ func (h *hold) setLease(ls *lease) {
 // onEnd detaches it from its lease) and, for a lease of its own, revokes the lease. It
 // reports whether this call ended it.
 func (h *hold) end(err error) bool {
+	h.finish()
 	if !h.tbl.End(h, err) {
 		return false
 	}
@@ -132,9 +141,10 @@ func (h *hold) lose(cause error) {
 	}
 }
 
-// Unlock deletes the hold's key in a transaction that compares its create
-// revision, so that a late or repeated Unlock never deletes a newer hold
-// (the flaw reported in etcd-io/etcd#22082). It returns ErrNotHeld after a
+// Unlock deletes the hold's key. A late or repeated Unlock never deletes a
+// newer hold (the flaw reported in etcd-io/etcd#22082): a repeated one
+// sends nothing, and no later hold takes the key's name while a delete of
+// it may still land (see names.go). It returns ErrNotHeld after a
 // release, and the LostError when the lock was lost. When etcd does not
 // answer before ctx ends, the release's outcome is unknown: Unlock returns
 // the client's error, and the hold ends all the same (Done closes, Err
@@ -159,28 +169,53 @@ func (h *hold) deletedByRelease() bool {
 	return false
 }
 
-// release deletes the hold's key; a hold it releases ends with ended.
+// release deletes the hold's key; a hold it releases ends with ended. A
+// hold that another path ends meanwhile sends nothing: release waits for
+// that end and returns what Unlock would.
 func (h *hold) release(ctx context.Context, ended error) error {
 	h.mu.Lock()
-	h.releasing++
-	h.mu.Unlock()
-	txn := h.l.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev))
-	if h.qname != "" {
-		// The hold's key in the line goes with it: its delete wakes the
-		// next waiter.
-		txn = txn.Then(clientv3.OpDelete(h.name), clientv3.OpDelete(h.qname)).Else(clientv3.OpDelete(h.qname))
-	} else {
-		txn = txn.Then(clientv3.OpDelete(h.name))
+	if h.finishing {
+		h.mu.Unlock()
+		<-h.Done()
+		return h.Check("unlock")
 	}
-	resp, err := txn.Commit()
+	h.releasing++
+	bare := h.qname == ""
+	if bare {
+		h.bare++
+	}
+	h.mu.Unlock()
+	var (
+		removed bool // the release deleted the hold's key
+		err     error
+	)
+	if !bare {
+		// The hold's key in the line goes with it: its delete wakes the
+		// next waiter. The line's names are compared, not retired.
+		var resp *clientv3.TxnResponse
+		resp, err = h.l.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(h.name), "=", h.rev)).
+			Then(clientv3.OpDelete(h.name), clientv3.OpDelete(h.qname)).Else(clientv3.OpDelete(h.qname)).Commit()
+		removed = err == nil && resp.Succeeded
+	} else {
+		// By name alone: the key under it is the hold's (see names.go).
+		var resp *clientv3.DeleteResponse
+		resp, err = h.l.cli.Delete(ctx, h.name)
+		removed = err == nil && resp.Deleted > 0
+	}
 	h.mu.Lock()
 	h.releasing--
-	if err == nil && resp.Succeeded {
+	if bare {
+		h.bare--
+	}
+	if removed {
 		h.released = true
 	}
 	deleted := h.deleted && h.releasing == 0
 	h.mu.Unlock()
 	if err != nil {
+		if bare {
+			h.retireName() // the delete may land later, after a next hold took the name
+		}
 		if deleted {
 			// The key went while we could not learn whether we deleted
 			// it: either way it is no longer held.
@@ -189,7 +224,7 @@ func (h *hold) release(ctx context.Context, ended error) error {
 		}
 		return h.abandon(err)
 	}
-	if !resp.Succeeded {
+	if !removed {
 		h.lose(fmt.Errorf("%w: the etcd key of revision %d is gone", dlock.ErrOwnershipLost, h.rev))
 		return h.Err()
 	}
@@ -218,6 +253,7 @@ func (h *hold) abandon(cause error) error {
 	}
 	ttl := ls.ttl
 	ended := h.Wrap("unlock", fmt.Errorf("%w: the release's outcome is unknown, so the lock lapses within %v: %w", dlock.ErrNotHeld, ttl, cause))
+	h.finish()
 	if h.tbl.End(h, ended) {
 		// Read after the end, as end does: a Refresh may have moved the
 		// hold to a lease of its own.
@@ -336,4 +372,26 @@ func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, h.Err()
 	}
 	return time.Duration(r.TTL) * time.Second, nil
+}
+
+// finish marks h as ending, before it leaves the Locker's table, so that
+// no release of it starts any more; when a release is on its way whose
+// delete, by name alone, could land after a later hold took the name, the
+// name is retired (see names.go). A compared transaction (UnlockAfter's,
+// a release from the line) deletes no later hold, and retires nothing.
+func (h *hold) finish() {
+	h.mu.Lock()
+	h.finishing = true
+	inFlight := h.bare > 0
+	h.mu.Unlock()
+	if inFlight {
+		h.retireName()
+	}
+}
+
+// retireName keeps every later hold from taking the name of h's key.
+func (h *hold) retireName() {
+	if h.named != nil {
+		h.named.retire(h.name)
+	}
 }

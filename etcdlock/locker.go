@@ -1,12 +1,14 @@
 package etcdlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock-go/dlock"
@@ -41,8 +43,10 @@ type Locker struct {
 
 	watchAfter time.Duration // how long a hold lives before it watches its key
 
+	// shared is the session of renewed locks with the default TTL, set
+	// under mu and read without it by the calls that find it live.
+	shared   atomic.Pointer[lease]
 	mu       sync.Mutex
-	shared   *lease        // the session of renewed locks with the default TTL
 	starting *sessionStart // the start of the session under way, if any
 }
 
@@ -171,8 +175,7 @@ func (l *Locker) Close() error {
 		l.mu.Unlock()
 		return dlock.ErrClosed
 	}
-	shared := l.shared
-	l.shared = nil
+	shared := l.shared.Swap(nil)
 	l.mu.Unlock()
 	l.cancel()
 
@@ -262,18 +265,25 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 		}
 	}()
 
-	// Close ends every call in flight.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	defer context.AfterFunc(l.ctx, func() { cancel(dlock.ErrClosed) })()
-	defer func() {
-		if err != nil && errors.Is(context.Cause(ctx), dlock.ErrClosed) {
-			err = driver.Wrap("lock", key, dlock.ErrClosed)
-		}
-	}()
-
 	if c.opts.Waiting && c.opts.Wait == 0 {
 		wait = false
+	}
+	// Close ends every call in flight but a single attempt on the
+	// Locker's session, which is left to its RequestTimeout: Close does
+	// not wait for it, it starts no goroutine of the Locker, and a hold it
+	// makes after Close is given back (see attempt). So the cycle of
+	// TryLock and Unlock registers nothing with the Locker's context,
+	// which every call would share.
+	var cancel context.CancelCauseFunc
+	if wait || !c.renew || c.opts.TTL != l.opts.TTL {
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		defer context.AfterFunc(l.ctx, func() { cancel(dlock.ErrClosed) })()
+		defer func() {
+			if err != nil && errors.Is(context.Cause(ctx), dlock.ErrClosed) {
+				err = driver.Wrap("lock", key, dlock.ErrClosed)
+			}
+		}()
 	}
 	// actx ends with the call's limit (see RequestTimeout): every request
 	// made for the call ends with it, for its reply may never come.
@@ -306,13 +316,14 @@ func (l *Locker) take(ctx context.Context, k kind, key string, limit int, wait b
 // attempt is made with actx, which ends with the call's limit.
 func (l *Locker) attempts(ctx, actx context.Context, c call, h *hold, ls *lease, wait bool) (dlock.Lock, error) {
 	var (
-		watch   clientv3.WatchChan
-		retry   = driver.NewBackoff(c.opts.Retry)
-		b       busy
-		lastErr error // the error of the last attempt, when it failed
+		watch     clientv3.WatchChan
+		retry     = driver.NewBackoff(c.opts.Retry)
+		b         busy
+		lastErr   error // the error of the last attempt, when it failed
+		wctx      context.Context
+		stopWatch = func() {}
 	)
-	wctx, wcancel := context.WithCancel(ctx)
-	defer wcancel()
+	defer func() { stopWatch() }()
 	limit, stopLimit := c.waitLimit(wait)
 	defer stopLimit()
 	lsDone := ls.ended()
@@ -343,6 +354,11 @@ func (l *Locker) attempts(ctx, actx context.Context, c call, h *hold, ls *lease,
 		h.tbl.Waiting(h)
 		if watch == nil && b.rev > 0 && c.opts.Notify {
 			p := l.rangeOf(c.key)
+			if wctx == nil { // made once a first attempt found the lock busy
+				var cancel context.CancelFunc
+				wctx, cancel = context.WithCancel(ctx)
+				stopWatch = cancel
+			}
 			watch = l.cli.Watch(wctx, p, clientv3.WithRange(clientv3.GetPrefixRangeEnd(p)), clientv3.WithRev(b.rev+1), clientv3.WithFilterPut())
 		}
 		d, ok := retry.Next()
@@ -449,11 +465,11 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 	token := l.tokenFor(c, ls, p)
 	name := p + token
 	put := clientv3.OpPut(name, c.owner, clientv3.WithLease(ls.id))
-	get := clientv3.OpGet(p, clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	cmp := clientv3.Compare(clientv3.Version(p), "=", 0).WithRange(end)
+	get := clientv3.OpGet(p, clientv3.WithRange(end)) // sorted here, when busy
+	cond := clientv3.Compare(clientv3.Version(p), "=", 0).WithRange(end)
 	var b busy
 	for range maxRaces {
-		resp, err := l.cli.Txn(ctx).If(cmp).Then(put).Else(get).Commit()
+		resp, err := l.cli.Txn(ctx).If(cond).Then(put).Else(get).Commit()
 		if err != nil {
 			if ls.renew {
 				l.forget(ctx, name, ls)
@@ -463,6 +479,7 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 		}
 		if resp.Succeeded {
 			h.token, h.name, h.rev, h.fence = token, name, resp.Header.Revision, resp.Header.Revision
+			h.named = ls
 			h.setLease(ls)
 			if err := h.tbl.Add(h); err != nil { // closed: give it back
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
@@ -475,6 +492,7 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 			return true, busy{}, nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
+		slices.SortFunc(kvs, byCreate)
 		b = busy{rev: resp.Header.Revision}
 		if len(kvs) > 0 {
 			b.lease = clientv3.LeaseID(kvs[0].Lease)
@@ -484,8 +502,11 @@ func (l *Locker) attempt(ctx context.Context, c call, h *hold, ls *lease) (bool,
 			return false, b, nil
 		}
 		// Free, or held by our owner alone: write if nothing changed since.
-		cmp = clientv3.Compare(clientv3.ModRevision(p), "<", b.rev+1).WithRange(end)
+		cond = clientv3.Compare(clientv3.ModRevision(p), "<", b.rev+1).WithRange(end)
 	}
 	pinnedFail()
 	return false, b, nil
 }
+
+// byCreate orders the holds of a key oldest first.
+func byCreate(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) }

@@ -11,7 +11,10 @@ import (
 )
 
 // How a hold learns of its loss, at no cost to a short hold. The hold
-// ends with its lease at once (context.AfterFunc on the lease's context).
+// ends with its lease at once: a hold on the Locker's session is found and
+// ended by the session's end (see sessionEnded), so that holds register
+// nothing with the session, which every hold shares; a hold on a lease of
+// its own follows that lease's context (context.AfterFunc).
 // A hold still held watchAfter after its acquisition watches its key from
 // the revision that created it (see watch): the watch replays a delete
 // made meanwhile, so a key deleted by someone else (an operator, dlock's
@@ -27,17 +30,29 @@ const watchAfter = time.Second
 // (its onEnd, detach, ran first) is not attached.
 func (h *hold) attach(ls *lease) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.lease = ls
 	if h.detached {
+		h.mu.Unlock()
 		return
 	}
 	h.followLease(ls)
 	h.watchTimer = time.AfterFunc(h.l.watchAfter, h.startWatch)
+	h.mu.Unlock()
+	if ls.shared && ls.lost() {
+		// The session ended before h was in the table, where its end
+		// looks for the holds on it: h was registered (and in the table)
+		// before this read, so that one of the two ends it.
+		h.lose(context.Cause(ls.ctx))
+	}
 }
 
-// followLease makes h end with ls; h.mu is held.
+// followLease makes h, unless it is on the Locker's session (see
+// sessionEnded), end with ls; h.mu is held.
 func (h *hold) followLease(ls *lease) {
+	if ls.shared {
+		h.stopLease = nil
+		return
+	}
 	h.stopLease = context.AfterFunc(ls.ctx, func() {
 		// A Refresh that moved the hold to another lease closes the old
 		// one: that end is not the hold's.
@@ -45,6 +60,20 @@ func (h *hold) followLease(ls *lease) {
 			h.lose(context.Cause(ls.ctx))
 		}
 	})
+}
+
+// sessionEnded ends the holds on ls, the Locker's session, which ended:
+// run once, when it ends (see startSession). A hold that a Refresh moved
+// to a lease of its own is not on ls any more.
+func (l *Locker) sessionEnded(ls *lease) {
+	cause := context.Cause(ls.ctx)
+	for _, t := range l.tables.All() {
+		for _, h := range t.Held() {
+			if h.currentLease() == ls {
+				h.lose(cause)
+			}
+		}
+	}
 }
 
 // startWatch starts the watch of h, unless h ended or its Locker closed:
@@ -72,6 +101,8 @@ func (h *hold) detach() {
 	h.detached = true
 	if h.stopLease != nil {
 		h.stopLease()
+	}
+	if h.watchTimer != nil {
 		h.watchTimer.Stop()
 	}
 	if h.stop != nil {
@@ -86,7 +117,9 @@ func (h *hold) moveLocked(ls *lease) {
 	if h.detached {
 		return
 	}
-	h.stopLease()
+	if h.stopLease != nil {
+		h.stopLease()
+	}
 	h.followLease(ls)
 }
 

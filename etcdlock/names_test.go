@@ -14,15 +14,16 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// faultyKV fails a client's calls on demand: the next Txn (done, its
-// reply lost; or failTxn: not sent), and every DeleteRange while deletes
-// are held back; it counts the deletes that reached etcd. Its errors are
-// ones the etcd client does not retry.
+// faultyKV fails a client's calls on demand: the next Txn (failTxn: not
+// sent), the next DeleteRange (dropDelete: done, its reply lost), and
+// every other DeleteRange while deletes are held back; it counts the
+// deletes that reached etcd and were answered. Its errors are ones the
+// etcd client does not retry.
 type faultyKV struct {
-	dropTxn   atomic.Bool
-	failTxn   atomic.Bool
-	noDeletes atomic.Bool
-	deleted   atomic.Int64
+	failTxn    atomic.Bool
+	dropDelete atomic.Bool
+	noDeletes  atomic.Bool
+	deleted    atomic.Int64
 }
 
 func (f *faultyKV) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -31,13 +32,13 @@ func (f *faultyKV) unary(ctx context.Context, method string, req, reply any, cc 
 		if f.failTxn.CompareAndSwap(true, false) {
 			return status.Error(codes.Unavailable, "faultyKV: not sent")
 		}
-		if f.dropTxn.CompareAndSwap(true, false) {
+	case "/etcdserverpb.KV/DeleteRange":
+		if f.dropDelete.CompareAndSwap(true, false) {
 			if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
 				return err
 			}
 			return status.Error(codes.Unavailable, "faultyKV: reply lost")
 		}
-	case "/etcdserverpb.KV/DeleteRange":
 		if f.noDeletes.Load() {
 			return status.Error(codes.Unavailable, "faultyKV: delete held back")
 		}
@@ -75,7 +76,7 @@ func TestNameNotReusedWhileDeletePending(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.noDeletes.Store(true)
-	f.dropTxn.Store(true)
+	f.dropDelete.Store(true) // the release's
 	if err := first.Unlock(ctx); err == nil {
 		t.Fatal("Unlock succeeded with its reply lost")
 	}

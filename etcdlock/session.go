@@ -25,14 +25,19 @@ type sessionStart struct {
 // caller waits for it until its ctx ends, and a caller with time left
 // starts it again after a start that etcd did not answer.
 func (l *Locker) sharedLease(ctx context.Context) (*lease, error) {
+	// The live session is found without l.mu, which every call would
+	// share: a call that takes it as Close begins gives back what it
+	// acquires, as any call that Close overtakes does (see Table.Add).
+	if ls := l.shared.Load(); ls != nil && !ls.lost() && !l.tables.Locks.Closed() {
+		return ls, nil
+	}
 	for {
 		l.mu.Lock()
 		if l.tables.Locks.Closed() {
 			l.mu.Unlock()
 			return nil, dlock.ErrClosed
 		}
-		if l.shared != nil && !l.shared.lost() {
-			ls := l.shared
+		if ls := l.shared.Load(); ls != nil && !ls.lost() {
 			l.mu.Unlock()
 			return ls, nil
 		}
@@ -66,7 +71,8 @@ func (l *Locker) startSession(st *sessionStart) {
 	closed := l.tables.Locks.Closed()
 	if err == nil && !closed {
 		ls.shared = true
-		l.shared = ls
+		l.shared.Store(ls)
+		context.AfterFunc(ls.ctx, func() { l.sessionEnded(ls) })
 	}
 	l.mu.Unlock()
 	switch {
@@ -87,11 +93,14 @@ func (l *Locker) startSession(st *sessionStart) {
 // since its time runs from the grant (ls is then nil). A permit or a read
 // or write lock with a pinned lease that waits queues on the Locker's
 // session, and moves to a pinned lease when it is admitted (see queue).
-// The call's context is cancelled when the session ends: a waiter whose
-// session ended must not wait on (etcd-io/etcd#19597). The session is
-// started within the call's limit (actx). The caller calls done when the
-// call returns, saying whether it acquired; a session of the call's own
-// is revoked when it did not.
+// The call's context is cancelled (cancel) when the session ends: a
+// waiter whose session ended must not wait on (etcd-io/etcd#19597); a
+// single attempt on the Locker's session (cancel nil) is not, for its
+// write on a lease that ended fails, and a hold it made ends with the
+// lease (see attach). The
+// session is started within the call's limit (actx). The caller calls
+// done when the call returns, saying whether it acquired; a session of
+// the call's own is revoked when it did not.
 func (l *Locker) session(ctx, actx context.Context, c call, wait bool, cancel context.CancelCauseFunc) (ls *lease, done func(acquired bool), err error) {
 	if !c.renew && (c.kind == driver.HoldLock || !wait) {
 		return nil, func(bool) {}, nil
@@ -115,7 +124,13 @@ func (l *Locker) session(ctx, actx context.Context, c call, wait bool, cancel co
 	default:
 		return nil, nil, driver.Wrap("lock", c.key, fmt.Errorf("start a session: %w", noAnswer(actx, err)))
 	}
-	stop := context.AfterFunc(ls.ctx, func() { cancel(context.Cause(ls.ctx)) })
+	if cancel == nil && ls.shared {
+		return ls, func(bool) {}, nil // nothing to undo
+	}
+	stop := func() bool { return false }
+	if cancel != nil {
+		stop = context.AfterFunc(ls.ctx, func() { cancel(context.Cause(ls.ctx)) })
+	}
 	return ls, func(acquired bool) {
 		stop()
 		if !acquired && !ls.shared {

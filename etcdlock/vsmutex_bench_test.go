@@ -10,18 +10,35 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/etcdlock/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // BenchmarkVsMutex measures uncontended TryLock and Unlock cycles of a
-// Locker beside etcd's own concurrency.Mutex on the shared cluster: g
-// goroutines share one client, each on a key of its own, as the bench's
-// etcd part does. The Locker's session and the Mutex's are started before
-// the count.
+// Locker beside etcd's own concurrency.Mutex, on the shared one-member
+// cluster and on a three-member cluster of its own (members=3, started for
+// the benchmark): g goroutines share one client, each on a key of its own,
+// as the bench's etcd part does. The Locker's session and the Mutex's are
+// started before the count.
 func BenchmarkVsMutex(b *testing.B) {
-	for _, g := range []int{1, 8} {
+	for _, members := range []int{1, 3} {
+		b.Run(fmt.Sprintf("members=%d", members), func(b *testing.B) {
+			cli := func(b *testing.B) *clientv3.Client { return client(b) }
+			if members > 1 {
+				cl := etcdtest.StartN(b, members)
+				cli = func(b *testing.B) *clientv3.Client { return cl.Client(b) }
+			}
+			vsMutex(b, cli)
+		})
+	}
+}
+
+// vsMutex runs the cycles of BenchmarkVsMutex on the clients of cli.
+func vsMutex(b *testing.B, cli func(*testing.B) *clientv3.Client) {
+	for _, g := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("dlock/g=%d", g), func(b *testing.B) {
-			l := newLocker(b, client(b))
+			l := newLocker(b, cli(b))
 			ctx := context.Background()
 			parallel(b, g, func(key string) error {
 				lk, err := l.TryLock(ctx, key)
@@ -32,7 +49,7 @@ func BenchmarkVsMutex(b *testing.B) {
 			})
 		})
 		b.Run(fmt.Sprintf("mutex/g=%d", g), func(b *testing.B) {
-			s, err := concurrency.NewSession(client(b))
+			s, err := concurrency.NewSession(cli(b))
 			if err != nil {
 				b.Fatal(err)
 			}
