@@ -103,4 +103,3 @@ func TestGrantToPollingWaiter(t *testing.T) {
 	first.Unlock(ctx)
 	acquiredWithin(t, after, 5*time.Second, "the second waiter").Unlock(ctx)
 }
-
