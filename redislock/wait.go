@@ -177,7 +177,7 @@ func (w *waiter) attempt(ctx context.Context, mode attemptMode, delay time.Durat
 	q := queueing{polls: !w.o.Notify || !w.l.notify.Ready(w.l.channel(w.lk)), stretch: 1}
 	if mode&modeWait != 0 {
 		w.n, w.claim, w.queued = w.n+1, claimFor(delay), true
-		q.maxStretch, q.step = rediswait.MaxStretch(delay), 2*delay
+		q.maxStretch, q.step = rediswait.MaxStretch(delay, w.lk.ttl), 2*delay
 	}
 	w.lk.queueing = q
 	w.sent = time.Now()

@@ -10,17 +10,20 @@ import "time"
 // its place (one for the first two), at most MaxStretch times, and its
 // queue entry lasts as much longer (see the lock scripts' enqueue). The
 // attempts a queue makes while the lock is held then grow with the
-// logarithm of its length, up to a few hundred waiters, not with every
+// logarithm of its length, up to a few dozen waiters, not with every
 // waiter at the pace of its delay.
 
-// MaxStretch is how many times its delay a queued waiter may sleep: at
-// most 8, and no more than makes a second (as long as the delay itself
-// when it is longer).
-func MaxStretch(delay time.Duration) int64 {
+// MaxStretch is how many times its delay a queued waiter of a lock of
+// ttl may sleep: no longer than a quarter of the TTL, and at most 64
+// times. Its claim window, twice its sleep and a quarter second, then
+// stays within the TTL: a waiter that hangs at the head of the queue, to
+// which a release grants the lock for its claim window, holds the queue
+// up no longer than a holder that hangs (the TTL).
+func MaxStretch(delay, ttl time.Duration) int64 {
 	if delay <= 0 {
 		return 1
 	}
-	return max(1, min(8, int64(time.Second/delay)))
+	return max(1, min(64, int64(ttl/4/delay)))
 }
 
 // StretchShift places, in a busy reply of the lock scripts (-1 - the
