@@ -38,16 +38,19 @@ end
 -- enqueue puts token in the queue at score (nil: it is queued already and
 -- keeps its place), with its entry (the deadline counted from now), and
 -- keeps the queue for twice the claim window. A waiter that sends
--- k_max > 1 sleeps longer the further back it queues: its place r (0 at
--- the head) stretches its entry's claim window by (k - 1) * step, where
+-- k_max > 1 sleeps longer the further back it queues: its place r (the
+-- waiters queued before it) stretches its entry's claim window by (k - 1) * step, where
 -- k = min(max(r, 1), k_max), the factor its sleep takes (see package
 -- rediswait). It returns the entry's claim window and k.
 local function enqueue(token, score, claim, attempt, fenced, sub, owner, k_max, step)
   if score then redis.call('ZADD', queue, score, token) end
   local k = 1
   if k_max and k_max > 1 then
-    local r = redis.call('ZRANK', queue, token)
-    if r then k = math.min(math.max(r, 1), k_max) end
+    -- the place, counted up to k_max (by ZRANGEBYSCORE, which the
+    -- least-privilege ACL grants, where ZRANK is not)
+    local s = score or tonumber(redis.call('ZSCORE', queue, token))
+    local r = #redis.call('ZRANGEBYSCORE', queue, '-inf', string.format('(%d', s), 'LIMIT', 0, k_max)
+    k = math.max(r, 1)
     claim = claim + (k - 1) * step
   end
   redis.call('HSET', waiters, token, table.concat({now_ms() + claim, claim, attempt, fenced, sub, owner}, '|'))
