@@ -12,17 +12,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// queuedOn waits until n waiters queue for key on every server.
+// queuedOn waits until n waiters queue for key on a majority of the
+// servers (what orders them; a node whose reply was late may miss one).
 func queuedOn(t testing.TB, key string, n int64) {
 	t.Helper()
 	cs := clients(t, shared)
-	dlocktest.Eventually(t, 10*time.Second, fmt.Sprintf("%d waiters queued on every node", n), func() bool {
+	dlocktest.Eventually(t, 10*time.Second, fmt.Sprintf("%d waiters queued on a majority", n), func() bool {
+		full := 0
 		for _, c := range cs {
-			if c.ZCard(context.Background(), "{dlock:lock:"+key+"}:q").Val() != n {
-				return false
+			if c.ZCard(context.Background(), "{dlock:lock:"+key+"}:q").Val() == n {
+				full++
 			}
 		}
-		return true
+		return full > len(cs)/2
 	})
 }
 
