@@ -3,11 +3,15 @@
 -- ARGV[4] mode: 0 try, 1 fair try, 2 wait, 3 fair wait (wait = join the
 -- queue when busy), ARGV[5] claim window in ms of a waiter's queue entry,
 -- ARGV[6] the number of this attempt of the waiter, ARGV[7] '1' for a
--- fenced acquisition, ARGV[8] the subscriber id of the waiter's Locker.
+-- fenced acquisition, ARGV[8] the subscriber id of the waiter's Locker
+-- ('' when it polls), ARGV[9] and ARGV[10] the stretch of a waiter's entry
+-- (k_max and step of lock.lua's enqueue; absent: none).
 -- Returns the fence (0 when not fenced) when the lock is ours, else
--- -1 - holder's PTTL.
+-- -1 - holder's PTTL, and for an attempt that queued, the stretch of its
+-- entry above it (see lock.lua's queued_reply).
 -- From prelude.lua: next_fence; from base.lua: busy_reply, leave_queue;
--- from lock.lua: the keys, enqueue, live_head, grant, tell_observers.
+-- from lock.lua: the keys, enqueue, queued_reply, live_head, grant,
+-- tell_observers.
 local token, ttl, owner, mode, claim = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local fenced = ARGV[7]
 local fair, wait = mode % 2 == 1, mode >= 2
@@ -80,12 +84,14 @@ if wait then
   if not redis.call('ZSCORE', queue, token) then
     score = (tonumber(redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]) or 0) + 1
   end
-  enqueue(token, score, claim, ARGV[6], fenced, ARGV[8], owner)
+  local k
+  claim, k = enqueue(token, score, claim, ARGV[6], fenced, ARGV[8], owner, tonumber(ARGV[9]), tonumber(ARGV[10]))
   -- The release of a plain lock learns that someone waits from the
   -- observed key, which it reads with the lock: it lives as long as the
   -- queue (a watcher's 30s lease is never shortened).
   if redis.call('PTTL', observed) < 2 * claim then
     redis.call('SET', observed, '1', 'PX', 2 * claim)
   end
+  return queued_reply(k)
 end
 return busy_reply(lock)

@@ -294,7 +294,9 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim 
 		if lk.fenced {
 			fenced = "1"
 		}
-		r, err = l.run(ctx, deadline, p, acquireScript, lk.keyArgs[:], []any{lk.tokenArg, ttl, lk.ownerArg, int(mode &^ modeRetried), claim.Milliseconds(), n, fenced, l.sub}, lk).Int64()
+		q := &lk.queueing
+		r, err = l.run(ctx, deadline, p, acquireScript, lk.keyArgs[:], []any{lk.tokenArg, ttl, lk.ownerArg, int(mode &^ modeRetried), claim.Milliseconds(), n, fenced,
+			q.sub(l.sub), q.maxStretch, q.step.Milliseconds()}, lk).Int64()
 	}
 	taken := false // but not where a failover would keep it
 	if err == nil && r >= 0 && ack != nil {
@@ -305,7 +307,8 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim 
 		return false, 0, l.failed(ctx, lk, mode, deadline, taken, err)
 	}
 	if r < 0 {
-		return false, time.Duration(-1-r) * time.Millisecond, nil
+		retryAfter, lk.queueing.stretch = rediswait.Busy(r)
+		return false, retryAfter, nil
 	}
 	lk.SetFence(uint64(r))
 	lk.setDeadline(sent, lk.ttl)

@@ -91,6 +91,7 @@ type waiter struct {
 	n          int64         // the number of the last attempt that joined the queue
 	sent       time.Time     // when it was sent
 	claim      time.Duration // its claim window
+	stretch    int64         // the factor of its sleep, by its place in the queue (see rediswait.MaxStretch)
 	queued     bool          // an attempt joined the queue
 	retryAfter time.Duration // the holder's remaining lease, as the last attempt saw it
 
@@ -179,11 +180,18 @@ func (w *waiter) watch(ctx context.Context, end time.Time) {
 // names it is not taken for a grant. When the attempt, or its give-back,
 // was not waited for to the end, the waiter is settling until it ended.
 func (w *waiter) attempt(ctx context.Context, mode attemptMode, delay time.Duration) (held bool, err error) {
+	q := queueing{polls: !w.o.Notify || !w.l.notify.Ready(w.l.channel(w.lk)), stretch: 1}
 	if mode&modeWait != 0 {
 		w.n, w.claim, w.queued = w.n+1, claimFor(delay), true
+		q.maxStretch, q.step = rediswait.MaxStretch(delay, w.lk.ttl), 2*delay
 	}
+	w.lk.queueing = q
 	w.sent = time.Now()
 	held, w.retryAfter, err = w.l.attempt(ctx, w.lk, mode, w.claim, w.n)
+	w.stretch = w.lk.queueing.stretch
+	if w.stretch > 1 && err == nil {
+		w.claim = claimFor(time.Duration(w.stretch) * delay) // the script's stretch of the entry
+	}
 	if err != nil {
 		w.n++
 		if nr := (*noReplyError)(nil); errors.As(err, &nr) {
@@ -205,8 +213,13 @@ func (w *waiter) Attempt(ctx context.Context, delay time.Duration) rediswait.Out
 }
 
 // sleep is how long the waiter sleeps after an attempt that planned a
-// sleep of delay: no longer than the holder's remaining lease.
+// sleep of delay: no longer than the holder's remaining lease, unless its
+// place in the queue stretched it (the waiters ahead are the ones to
+// notice the lease's end).
 func (w *waiter) sleep(delay time.Duration) time.Duration {
+	if w.stretch > 1 {
+		return time.Duration(w.stretch) * delay
+	}
 	if w.retryAfter > 0 && w.retryAfter < delay {
 		return w.retryAfter
 	}
@@ -305,3 +318,24 @@ func (l *Locker) channel(lk *hold) string { return lk.keys.Queue + ":" + l.sub }
 // by a sleep of at most delay: a waiter that stops coming back (a crash)
 // loses its place, and a grant made to it lapses, after that long.
 func claimFor(delay time.Duration) time.Duration { return 2*delay + 250*time.Millisecond }
+
+// queueing is a waiting attempt's part of its queue entry, beyond its
+// claim window and number: whether its Locker listens for its grant, and
+// how far its place may stretch its sleep and claim window (see
+// rediswait.MaxStretch); and, after a busy reply, the stretch the script
+// gave it.
+type queueing struct {
+	polls      bool          // no subscriber hears a grant: a release grants it without a message
+	maxStretch int64         // at most this many times its delay (0 or 1: not stretched)
+	step       time.Duration // the claim window added per unit of stretch: twice the delay
+	stretch    int64         // the stretch of the entry, from the reply
+}
+
+// sub is the subscriber id the attempt sends: the Locker's, or none for a
+// waiter that polls, whose grant no message tells.
+func (q *queueing) sub(locker string) string {
+	if q.polls {
+		return ""
+	}
+	return locker
+}

@@ -298,8 +298,14 @@ func TestFairNoBarging(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// a waiter at the head of the queue, alive for 10s, while the lock is free
+	// a waiter at the head of the queue, alive for 10s (its Locker listens
+	// on its channel), while the lock is free
 	raw := shared.Client(t)
+	listen := raw.SSubscribe(ctx, l.channel(&hold{keys: k}))
+	defer listen.Close()
+	if _, err := listen.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
 	raw.Set(ctx, "dlock:lock:"+key, "holder", time.Minute)
 	head := l.newLock(driver.HoldLock, key, k, "queued-waiter", "", false, 10*time.Second)
 	if held, _, err := l.attempt(ctx, head, modeFair|modeWait, 10*time.Second, 1); err != nil || held {

@@ -4,9 +4,11 @@
 -- comes before it, else join the queue), ARGV[5] the waiter's score,
 -- ARGV[6] its claim window ms, ARGV[7] its attempt number, ARGV[8] its
 -- Locker's subscriber id, ARGV[9] the caller's clock in µs (the start of
--- a fresh counter).
+-- a fresh counter), ARGV[10] and ARGV[11] the stretch of a waiter's entry
+-- (k_max and step of lock.lua's enqueue).
 -- Returns this node's fence (>= 0) when the hold is ours, else
--- -1 - the holder's PTTL. Taking the lock, or handing it to a waiter,
+-- -1 - the holder's PTTL, and for a waiter that queued, the stretch of
+-- its entry above it (see lock.lua's queued_reply). Taking the lock, or handing it to a waiter,
 -- tells the lock's watchers.
 local token, ttl, owner, wait = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 local score = tonumber(ARGV[5])
@@ -65,6 +67,7 @@ elseif current == value then
   end
 end
 if wait then
-  enqueue(token, score, tonumber(ARGV[6]), ARGV[7], '1', ARGV[8], owner)
+  local _, k = enqueue(token, score, tonumber(ARGV[6]), ARGV[7], '1', ARGV[8], owner, tonumber(ARGV[10]), tonumber(ARGV[11]))
+  return queued_reply(k)
 end
 return busy_reply(lock)

@@ -229,6 +229,10 @@ type queueing struct {
 	score   int64         // when the waiter began to wait, in µs
 	claim   time.Duration // how long its entry stays valid after this attempt
 	attempt int64         // the attempt's number
+	// How far the waiter's place may stretch its entry's claim window:
+	// at most maxStretch - 1 steps (see rediswait.MaxStretch).
+	maxStretch int64
+	step       time.Duration
 }
 
 // result is the outcome of one attempt.
@@ -236,6 +240,7 @@ type result struct {
 	err        error         // nil: the lock is ours (lk.fence and lk.deadline set)
 	busy       bool          // the lock is held by another party
 	retryAfter time.Duration // the holder's remaining lease, as the busy nodes said
+	stretch    []int64       // by node: the stretch a busy node gave the waiter's entry (0: no such reply)
 }
 
 // attempt makes one attempt on every node at once (see TryLock); q, when
@@ -255,6 +260,8 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, q *queueing) result {
 	}
 	if lk.Kind() != driver.HoldLock {
 		args = append(args, lk.Kind().Letter())
+	} else if q != nil {
+		args = append(args, q.maxStretch, q.step.Milliseconds())
 	}
 	q2 := l.quorum
 	n := len(l.nodes)
@@ -283,6 +290,7 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, q *queueing) result {
 	var (
 		won       []reply
 		busy      []time.Duration
+		stretch   = make([]int64, n)
 		errs      []error
 		uncertain []*node // no reply: the request may have taken the lock
 		upgrade   bool    // a node says that the owner holds a read lock
@@ -292,7 +300,8 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, q *queueing) result {
 		case r.err == nil && r.n >= 0:
 			won = append(won, r)
 		case r.err == nil:
-			busy = append(busy, time.Duration(-1-r.n)*time.Millisecond)
+			lease, k := rediswait.Busy(r.n)
+			busy, stretch[r.node] = append(busy, lease), k
 		case redis.HasErrorPrefix(r.err, "DLOCK_UPGRADE"):
 			upgrade = true
 		default:
@@ -348,7 +357,7 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, q *queueing) result {
 		return result{err: l.noQuorum("lock", lk.Key(), len(won)+len(busy), errs)}
 	}
 	slices.Sort(busy)
-	return result{err: &dlock.NotAcquiredError{Key: lk.Key(), RetryAfter: busy[0]}, busy: true, retryAfter: busy[0]}
+	return result{err: &dlock.NotAcquiredError{Key: lk.Key(), RetryAfter: busy[0]}, busy: true, retryAfter: busy[0], stretch: stretch}
 }
 
 // noQuorum is the error of a call that too few nodes answered.
@@ -379,6 +388,8 @@ func (l *Locker) giveBack(ctx context.Context, lk *hold, nodes []*node, q *queue
 	}
 	if lk.Kind() != driver.HoldLock {
 		args = append(args, lk.Kind().Letter())
+	} else if q != nil {
+		args = append(args, q.maxStretch, q.step.Milliseconds())
 	}
 	var wg sync.WaitGroup
 	for _, nd := range nodes {

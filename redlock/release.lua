@@ -3,7 +3,8 @@
 -- gives up (leave the queue, and release a grant it had), '2' a waiter
 -- gives back what a failed attempt took but stays queued (ARGV[4] score,
 -- ARGV[5] claim ms, ARGV[6] attempt, ARGV[7] subscriber id); ARGV[8] the
--- caller's clock in µs, for the fence of a grant.
+-- caller's clock in µs, for the fence of a grant; ARGV[9] and ARGV[10]
+-- the stretch of a requeued entry (see acquire.lua).
 -- Returns 1 released, 0 the hold is gone (released before, or expired),
 -- -1 another party holds the lock. A freed lock goes to the first live
 -- waiter; a lock that changed hands tells its watchers.
@@ -37,7 +38,7 @@ else
   return 1 -- the owner holds the lock still
 end
 if mode == '2' then
-  enqueue(token, tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], '1', ARGV[7], owner)
+  enqueue(token, tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], '1', ARGV[7], owner, tonumber(ARGV[9]), tonumber(ARGV[10]))
 end
 if redis.call('EXISTS', lock) == 0 then
   if grant() or deleted then tell_observers() end

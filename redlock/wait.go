@@ -71,6 +71,18 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 type attemptRecord struct {
 	sent  time.Time
 	claim time.Duration
+	// claims are the claim windows that the busy nodes stretched (by
+	// node; the others' is claim, or longer).
+	claims map[int]time.Duration
+}
+
+// claimOn is the claim window of the attempt's entry on node i, or a
+// lower bound of it.
+func (r attemptRecord) claimOn(i int) time.Duration {
+	if c, ok := r.claims[i]; ok {
+		return c
+	}
+	return r.claim
 }
 
 func (l *Locker) wait(ctx context.Context, lk *hold, o dlock.Options) error {
@@ -151,16 +163,43 @@ func (w *waiter) reset(l *Locker, lk *hold, autoRenew bool) {
 // fallback sleeps double while the lock stays busy, up to 8 times the
 // delay or a second: the release wakes it.
 func (w *waiter) Attempt(ctx context.Context, delay time.Duration) rediswait.Outcome {
+	base := delay
 	if w.q != nil {
 		delay = min(delay<<min(w.fallbacks, 3), max(delay, time.Second))
 		w.q.attempt++
 		w.q.claim = 2*delay + 250*time.Millisecond
+		w.q.maxStretch, w.q.step = rediswait.MaxStretch(base, w.lk.ttl), 2*base
 		w.records[w.q.attempt] = attemptRecord{sent: time.Now(), claim: w.q.claim}
 	}
 	w.fallbacks++
 	res := w.l.attempt(ctx, w.lk, w.q)
 	if res.err == nil {
 		return rediswait.Outcome{Held: true}
+	}
+	if w.q != nil && res.busy {
+		// The busy nodes stretched the entry by the waiter's place there:
+		// it sleeps as the one nearest the head allows.
+		r := w.records[w.q.attempt]
+		var k int64
+		told := 0
+		for i, s := range res.stretch {
+			if s > 1 {
+				if r.claims == nil {
+					r.claims = map[int]time.Duration{}
+				}
+				r.claims[i] = w.q.claim + time.Duration(s-1)*w.q.step
+			}
+			if s > 0 {
+				told++
+				if k == 0 || s < k {
+					k = s
+				}
+			}
+		}
+		w.records[w.q.attempt] = r
+		if told >= w.l.quorum { // a majority keeps the entry through the sleep
+			delay = max(delay, time.Duration(k)*base)
+		}
 	}
 	// The attempt gave back every node it found ours, the ones granted
 	// to the waiter included: those grants are void.
@@ -247,21 +286,24 @@ func (l *Locker) heldByGrants(lk *hold, grants map[int]rediswait.Wake, records m
 	if !autoRenew || len(grants) < l.quorum {
 		return false
 	}
-	ends := make([]time.Time, 0, len(grants))
-	var claim time.Duration
+	type end struct {
+		at    time.Time
+		claim time.Duration
+	}
+	ends := make([]end, 0, len(grants))
 	for _, g := range grants {
 		r, ok := records[g.Attempt]
 		if !ok {
 			continue
 		}
-		ends = append(ends, redisnode.Drift.Deadline(r.sent, r.claim))
-		claim = max(claim, r.claim)
+		c := r.claimOn(g.Node)
+		ends = append(ends, end{redisnode.Drift.Deadline(r.sent, c), c})
 	}
 	if len(ends) < l.quorum {
 		return false
 	}
-	slices.SortFunc(ends, func(a, b time.Time) int { return b.Compare(a) })
-	deadline := ends[l.quorum-1]
+	slices.SortFunc(ends, func(a, b end) int { return b.at.Compare(a.at) })
+	deadline, claim := ends[l.quorum-1].at, ends[l.quorum-1].claim
 	if time.Until(deadline) < claim/2 {
 		return false // too close to its end: the next attempt confirms it
 	}

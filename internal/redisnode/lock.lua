@@ -37,14 +37,35 @@ end
 
 -- enqueue puts token in the queue at score (nil: it is queued already and
 -- keeps its place), with its entry (the deadline counted from now), and
--- keeps the queue for twice the claim window.
-local function enqueue(token, score, claim, attempt, fenced, sub, owner)
+-- keeps the queue for twice the claim window. A waiter that sends
+-- k_max > 1 sleeps longer the further back it queues: its place r (the
+-- waiters queued before it) stretches its entry's claim window by (k - 1) * step, where
+-- k = min(max(r, 1), k_max), the factor its sleep takes (see package
+-- rediswait). It returns the entry's claim window and k.
+local function enqueue(token, score, claim, attempt, fenced, sub, owner, k_max, step)
   if score then redis.call('ZADD', queue, score, token) end
+  local k = 1
+  if k_max and k_max > 1 then
+    -- the place, counted up to k_max (by ZRANGEBYSCORE, which the
+    -- least-privilege ACL grants, where ZRANK is not)
+    local s = score or tonumber(redis.call('ZSCORE', queue, token))
+    local r = #redis.call('ZRANGEBYSCORE', queue, '-inf', string.format('(%d', s), 'LIMIT', 0, k_max)
+    k = math.max(r, 1)
+    claim = claim + (k - 1) * step
+  end
   redis.call('HSET', waiters, token, table.concat({now_ms() + claim, claim, attempt, fenced, sub, owner}, '|'))
   if redis.call('PTTL', queue) < 2 * claim then -- also when it has no TTL yet
     redis.call('PEXPIRE', queue, 2 * claim)
     redis.call('PEXPIRE', waiters, 2 * claim)
   end
+  return claim, k
+end
+
+-- queued_reply is the busy reply of an attempt that queued with stretch
+-- k: busy_reply with k - 1 above the holder's PTTL (see
+-- rediswait.StretchShift).
+local function queued_reply(k)
+  return busy_reply(lock) - (k - 1) * 1099511627776
 end
 
 -- live_head returns the first waiter in the queue whose entry is live, its
@@ -72,20 +93,32 @@ end
 -- "<token> <attempt> <fence>". The waiter's watchdog extends the grant to
 -- its TTL, and a waiter that died lets it lapse. The attempt number is the
 -- one of the waiter's last attempt, so that the waiter can tell this grant
--- from an older one that lapsed. Returns true when it granted.
+-- from an older one that lapsed. A waiter whose Locker no longer listens
+-- on that channel (no receiver: its process is gone) is not waited for:
+-- the grant is undone, the waiter left out of the queue, and the next one
+-- granted. (A waiter that polls, with no subscriber id, is granted
+-- without a message; its next attempt confirms it.) Returns true when it
+-- granted.
 local function grant()
-  local head, _, claim, attempt, fenced, sub, owner = live_head()
-  if not head then return false end
-  leave_queue(queue, waiters, head)
-  local fence = next_fence(meta, fenced)
-  if owner == '' then
-    redis.call('SET', lock, head, 'PX', claim)
-  else
-    redis.call('SET', lock, 'o:' .. owner, 'PX', claim)
-    redis.call('DEL', holds)
-    redis.call('HSET', holds, head, fence)
-    redis.call('PEXPIRE', holds, claim)
+  for _ = 1, 100 do
+    local head, _, claim, attempt, fenced, sub, owner = live_head()
+    if not head then return false end
+    leave_queue(queue, waiters, head)
+    local fence = next_fence(meta, fenced)
+    if owner == '' then
+      redis.call('SET', lock, head, 'PX', claim)
+    else
+      redis.call('SET', lock, 'o:' .. owner, 'PX', claim)
+      redis.call('DEL', holds)
+      redis.call('HSET', holds, head, fence)
+      redis.call('PEXPIRE', holds, claim)
+    end
+    if sub == '' then return true end
+    if redis.call('SPUBLISH', queue .. ':' .. sub, head .. ' ' .. attempt .. ' ' .. string.format('%d', fence)) > 0 then
+      return true
+    end
+    redis.call('DEL', lock)
+    if owner ~= '' then redis.call('DEL', holds) end
   end
-  redis.call('SPUBLISH', queue .. ':' .. sub, head .. ' ' .. attempt .. ' ' .. string.format('%d', fence))
-  return true
+  return false
 end
