@@ -56,7 +56,6 @@ type hold struct {
 	ack          replicaAck    // what its writes ask of the replicas
 	ttl          time.Duration // the lease asked for
 	deadline     time.Time     // the local deadline when acquired (or granted)
-	queueing     queueing      // a waiting attempt's part of its queue entry
 
 	// The script arguments, boxed once: keys, token and owner, as pointers
 	// to lk's own strings.

@@ -131,7 +131,7 @@ func (l *Locker) try(ctx context.Context, lk *hold, o dlock.Options) error {
 	if o.Fair {
 		mode = modeFair
 	}
-	held, retryAfter, err := l.attempt(ctx, lk, mode, 0, 0)
+	held, retryAfter, err := l.attempt(ctx, lk, mode, 0, 0, nil)
 	if err == nil && !held {
 		err = &dlock.NotAcquiredError{Key: lk.Key(), RetryAfter: retryAfter}
 	}
@@ -249,10 +249,12 @@ func (l *Locker) acquired(ctx context.Context, lk *hold) (*hold, error) {
 // is ours (and then sets lk.fence), or the holder's remaining lease when
 // the attempt could ask (zero otherwise). The lease deadline of a lock it
 // takes counts from the moment before the command was sent. n numbers the
-// waiter's attempts that join the queue (0 for the others). With replica
+// waiter's attempts that join the queue (0 for the others); q, when not
+// nil, is the waiter's part of its queue entry, and gets the stretch the
+// script gave it. With replica
 // acknowledgement (see WithReplicaAck), a lock taken but not acknowledged
 // is given back, and the attempt fails with ErrNotReplicated.
-func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim time.Duration, n int64) (held bool, retryAfter time.Duration, err error) {
+func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim time.Duration, n int64, q *queueing) (held bool, retryAfter time.Duration, err error) {
 	if lk.Kind() != driver.HoldLock {
 		return l.attemptHold(ctx, lk, mode, claim, n)
 	}
@@ -294,7 +296,9 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim 
 		if lk.fenced {
 			fenced = "1"
 		}
-		q := &lk.queueing
+		if q == nil {
+			q = &queueing{}
+		}
 		r, err = l.run(ctx, deadline, p, acquireScript, lk.keyArgs[:], []any{lk.tokenArg, ttl, lk.ownerArg, int(mode &^ modeRetried), claim.Milliseconds(), n, fenced,
 			q.sub(l.sub), q.maxStretch, q.step.Milliseconds()}, lk).Int64()
 	}
@@ -307,7 +311,11 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, mode attemptMode, claim 
 		return false, 0, l.failed(ctx, lk, mode, deadline, taken, err)
 	}
 	if r < 0 {
-		retryAfter, lk.queueing.stretch = rediswait.Busy(r)
+		var stretch int64
+		retryAfter, stretch = rediswait.Busy(r)
+		if q != nil {
+			q.stretch = stretch
+		}
 		return false, retryAfter, nil
 	}
 	lk.SetFence(uint64(r))

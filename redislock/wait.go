@@ -180,15 +180,14 @@ func (w *waiter) watch(ctx context.Context, end time.Time) {
 // names it is not taken for a grant. When the attempt, or its give-back,
 // was not waited for to the end, the waiter is settling until it ended.
 func (w *waiter) attempt(ctx context.Context, mode attemptMode, delay time.Duration) (held bool, err error) {
-	q := queueing{polls: !w.o.Notify || !w.l.notify.Ready(w.l.channel(w.lk)), stretch: 1}
+	q := queueing{polls: !w.notify || !w.l.notify.Ready(w.l.channel(w.lk)), stretch: 1}
 	if mode&modeWait != 0 {
 		w.n, w.claim, w.queued = w.n+1, claimFor(delay), true
 		q.maxStretch, q.step = rediswait.MaxStretch(delay, w.lk.ttl), 2*delay
 	}
-	w.lk.queueing = q
 	w.sent = time.Now()
-	held, w.retryAfter, err = w.l.attempt(ctx, w.lk, mode, w.claim, w.n)
-	w.stretch = w.lk.queueing.stretch
+	held, w.retryAfter, err = w.l.attempt(ctx, w.lk, mode, w.claim, w.n, &q)
+	w.stretch = q.stretch
 	if w.stretch > 1 && err == nil {
 		w.claim = claimFor(time.Duration(w.stretch) * delay) // the script's stretch of the entry
 	}

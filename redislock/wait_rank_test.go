@@ -61,7 +61,7 @@ func TestGrantSkipsGoneWaiter(t *testing.T) {
 	// a Locker that never subscribed.
 	gone := newLocker(t, shared)
 	dead := gone.newLock(driver.HoldLock, key, lk.(*hold).keys, "gone-waiter", "", false, 10*time.Second)
-	if _, _, err := gone.attempt(ctx, dead, modeWait, time.Minute, 1); err != nil {
+	if _, _, err := gone.attempt(ctx, dead, modeWait, time.Minute, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	waiter := newLocker(t, shared)

@@ -308,7 +308,7 @@ func TestFairNoBarging(t *testing.T) {
 	}
 	raw.Set(ctx, "dlock:lock:"+key, "holder", time.Minute)
 	head := l.newLock(driver.HoldLock, key, k, "queued-waiter", "", false, 10*time.Second)
-	if held, _, err := l.attempt(ctx, head, modeFair|modeWait, 10*time.Second, 1); err != nil || held {
+	if held, _, err := l.attempt(ctx, head, modeFair|modeWait, 10*time.Second, 1, nil); err != nil || held {
 		t.Fatalf("the head's attempt: held %v, %v", held, err)
 	}
 	raw.Del(ctx, "dlock:lock:"+key) // the holder's lease ran out
@@ -332,7 +332,7 @@ func TestFairCrashedWaiter(t *testing.T) {
 	}
 	// The crashed waiter: it queued (claim window 300ms) and never came back.
 	dead := holder.newLock(driver.HoldLock, key, lk.(*hold).keys, "crashed-waiter", "", false, 10*time.Second)
-	if _, _, err := holder.attempt(ctx, dead, modeFair|modeWait, 300*time.Millisecond, 1); err != nil {
+	if _, _, err := holder.attempt(ctx, dead, modeFair|modeWait, 300*time.Millisecond, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	waiter := newLocker(t, shared)
