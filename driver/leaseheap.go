@@ -1,18 +1,13 @@
 package driver
 
-// leaseHeap orders leases by due time: a 4-ary min-heap whose entries
+// leaseHeap orders leases by due time: a binary min-heap whose entries
 // carry their due time beside the handle, so that ordering them reads no
 // lease. A watchdog of many leases moves each twice per renewal period,
 // and a comparison that reads two leases, scattered in memory, cost most
 // of its time. An entry's due is its lease's due as Watchdog.at counts
 // it, kept equal by every change to the lease's due under the watchdog's
-// mutex. Each lease knows its index in the heap (-1 when not there),
-// which every move writes: four children a node halve the levels, and so
-// the leases written, of a binary heap's.
+// mutex. Each lease knows its index in the heap (-1 when not there).
 type leaseHeap[L Leased] []leaseEntry[L]
-
-// arity is the number of children of a node.
-const arity = 4
 
 type leaseEntry[L Leased] struct {
 	due int64 // Watchdog.at of the lease's due
@@ -60,7 +55,7 @@ func (h *leaseHeap[L]) remove(i int) L {
 func (h leaseHeap[L]) up(i int) {
 	e := h[i]
 	for i > 0 {
-		p := (i - 1) / arity
+		p := (i - 1) / 2
 		if h[p].due <= e.due {
 			break
 		}
@@ -77,15 +72,12 @@ func (h leaseHeap[L]) up(i int) {
 func (h leaseHeap[L]) down(i0 int) bool {
 	i, e, n := i0, h[i0], len(h)
 	for {
-		first := arity*i + 1
-		if first >= n {
+		c := 2*i + 1
+		if c >= n {
 			break
 		}
-		c := first // the child due first
-		for k := first + 1; k < min(first+arity, n); k++ {
-			if h[k].due < h[c].due {
-				c = k
-			}
+		if r := c + 1; r < n && h[r].due < h[c].due {
+			c = r
 		}
 		if e.due <= h[c].due {
 			break

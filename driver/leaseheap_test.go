@@ -21,8 +21,8 @@ func TestLeaseHeapOrder(t *testing.T) {
 			if e.due != due[e.lk] {
 				t.Fatalf("entry %d due %d, want %d", i, e.due, due[e.lk])
 			}
-			if i > 0 && h[(i-1)/arity].due > e.due {
-				t.Fatalf("entry %d due %d before its parent's %d", i, e.due, h[(i-1)/arity].due)
+			if i > 0 && h[(i-1)/2].due > e.due {
+				t.Fatalf("entry %d due %d before its parent's %d", i, e.due, h[(i-1)/2].due)
 			}
 		}
 	}
