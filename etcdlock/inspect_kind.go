@@ -52,7 +52,7 @@ func (l *Locker) inspectQueue(ctx context.Context, ttls leaseTTLs, kd kind, key 
 	if kd == driver.HoldPermit {
 		info.Kind, info.Limit = dlock.KindSemaphore, v.limitOr(0)
 	}
-	owners := map[string]bool{}
+	var tally driver.Tally
 	for _, e := range v.entries {
 		if ok, _ := v.admits(e, e.limit); !ok {
 			info.Waiters++
@@ -65,19 +65,8 @@ func (l *Locker) inspectQueue(ctx context.Context, ttls leaseTTLs, kd kind, key 
 		if d == gone {
 			continue
 		}
-		info.Held = true
-		info.Holds++
-		if e.kind == driver.HoldRead {
-			info.Readers++
-		}
-		owners[e.owner] = true
-		info.TTL = max(info.TTL, d)
+		tally.Add(&info, e.kind, e.owner, d)
 		info.Fence = max(info.Fence, uint64(e.mod))
-	}
-	if len(owners) == 1 {
-		for o := range owners {
-			info.Owner = o
-		}
 	}
 	return info, nil
 }

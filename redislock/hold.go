@@ -193,11 +193,8 @@ func (l *Locker) attemptHold(ctx context.Context, lk *hold, mode attemptMode, cl
 func (lk *hold) unlockHold(ctx context.Context) error {
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if err := lk.Check("unlock"); err != nil {
+	if err := lk.releasing(); err != nil {
 		return err
-	}
-	if err := lk.l.watchdog.Releasing(lk); err != nil {
-		return lk.lose(err)
 	}
 	n, err := holdReleaseScript.Run(ctx, lk.l.send, lk.keyArgs[:], lk.tokenArg, "0").Int64()
 	if err != nil {

@@ -61,7 +61,7 @@ func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlo
 	}
 	nowMs := float64(now.Val().UnixMilli())
 	hs := holds.Val()
-	owners := map[string]bool{}
+	var tally driver.Tally
 	for _, z := range set.Val() {
 		if z.Score <= nowMs {
 			continue // its lease has ended
@@ -72,19 +72,12 @@ func (l *Locker) InspectKind(ctx context.Context, k dlock.Kind, key string) (dlo
 			continue
 		}
 		_, rest, _ := strings.Cut(v, "|") // the fence: the counter read above is the latest
-		kindLetter, owner, _ := strings.Cut(rest, "|")
-		info.Holds++
-		if kindLetter == "r" {
-			info.Readers++
+		letter, owner, _ := strings.Cut(rest, "|")
+		hk := driver.HoldWrite // or a permit: only readers are told apart
+		if letter == driver.HoldRead.Letter() {
+			hk = driver.HoldRead
 		}
-		owners[owner] = true
-		info.Held = true
-		info.TTL = max(info.TTL, time.Duration(z.Score-nowMs)*time.Millisecond)
-	}
-	if len(owners) == 1 {
-		for o := range owners {
-			info.Owner = o
-		}
+		tally.Add(&info, hk, owner, time.Duration(z.Score-nowMs)*time.Millisecond)
 	}
 	return info, nil
 }

@@ -26,11 +26,8 @@ func (lk *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	}
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if err := lk.Check("unlock"); err != nil {
+	if err := lk.releasing(); err != nil {
 		return err
-	}
-	if err := lk.l.watchdog.Releasing(lk); err != nil {
-		return lk.lose(err)
 	}
 	sent := time.Now()
 	n, err := lapseScript.Run(ctx, lk.l.send, lk.leaseKeys(), lk.tokenArg, lk.ownerArg, lk.leaseArg(d)).Int64()

@@ -127,12 +127,9 @@ func (lk *hold) Unlock(ctx context.Context) error {
 	}
 	lk.unlockMu.Lock()
 	defer lk.unlockMu.Unlock()
-	if err := lk.Check("unlock"); err != nil {
-		return err
-	}
 	began := time.Now()
-	if err := lk.l.watchdog.Releasing(lk); err != nil {
-		return lk.lose(err)
+	if err := lk.releasing(); err != nil {
+		return err
 	}
 	var release *redis.Cmd
 	if lk.Owner() == "" {
@@ -167,6 +164,19 @@ func (lk *hold) released(n int64, began time.Time) error {
 		return lk.lose(dlock.ErrOwnershipLost)
 	}
 	return lk.Wrap("unlock", fmt.Errorf("unexpected reply %d", n))
+}
+
+// releasing begins a release of lk: it checks that lk is held and stops
+// its renewals (a renewal in flight ends first). The caller holds
+// lk.unlockMu.
+func (lk *hold) releasing() error {
+	if err := lk.Check("unlock"); err != nil {
+		return err
+	}
+	if err := lk.l.watchdog.Releasing(lk); err != nil {
+		return lk.lose(err)
+	}
+	return nil
 }
 
 // closeRelease is Close's release of lk: it ends the handle first, so

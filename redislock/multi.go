@@ -195,12 +195,8 @@ func (l *Locker) UnlockMulti(ctx context.Context, locks []dlock.Lock) error {
 	for _, lk := range own {
 		lk.unlockMu.Lock()
 		defer lk.unlockMu.Unlock()
-		if err := lk.Check("unlock"); err != nil {
+		if err := lk.releasing(); err != nil {
 			errs = append(errs, err)
-			continue
-		}
-		if err := l.watchdog.Releasing(lk); err != nil {
-			errs = append(errs, lk.lose(err))
 			continue
 		}
 		live = append(live, lk)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/dlock-go/dlock/internal/rediswait"
 	"github.com/redis/go-redis/v9"
@@ -78,7 +77,7 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...dlock.Option) (dl
 }
 
 // waiter is the state of one waiting Lock call: its attempts, its place in
-// the queue and its wake-ups.
+// the queue and its wake-ups. The wait loop is rediswait's.
 type waiter struct {
 	l  *Locker
 	lk *hold
@@ -93,7 +92,6 @@ type waiter struct {
 	claim      time.Duration // its claim window
 	queued     bool          // an attempt joined the queue
 	retryAfter time.Duration // the holder's remaining lease, as the last attempt saw it
-	failed     error         // the last attempt's error, when it failed and the wait went on
 
 	end time.Time // the wait's limit; zero: none
 	// settling, when not nil, closes once a request of the waiter that
@@ -131,84 +129,33 @@ func (l *Locker) wait(ctx context.Context, lk *hold, o dlock.Options) (*hold, er
 		mode, delay = w.queue, o.Retry.Max
 	}
 	held, err := w.attempt(ctx, mode, delay)
+	line := rediswait.Line{Key: lk.Key(), Retry: o.Retry, End: w.end, Quit: l.quit, RetryAfter: w.retryAfter}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, w.busy(ctx.Err()) // attempt gave back whatever it may hold
 	case err != nil && (single || !transient(err)):
 		return nil, err
 	case err != nil:
-		w.failed = err // and wait on: attempt gave back whatever it may hold
+		line.Failed = err // and wait on: attempt gave back whatever it may hold
 	case held:
 		return l.acquired(ctx, lk)
 	case single:
 		return nil, w.busy(nil)
 	}
 	l.tables.Locks.Waiting(lk)
-	var limit <-chan time.Time
-	if o.Waiting {
-		t := time.NewTimer(time.Until(w.end))
-		defer t.Stop()
-		limit = t.C
-	}
 	if w.wake == nil {
 		w.watch(ctx, w.end)
 	}
-
-	backoff := driver.NewBackoff(o.Retry)
-	sleep := time.NewTimer(time.Hour)
-	defer sleep.Stop()
 	// A waiter that did not join the queue yet attempts again right after
 	// subscribing: a release in between is then never missed.
-	delay, again := o.Retry.Max, !w.queued
-	for {
-		if again && w.settling == nil {
-			var ok bool
-			if delay, ok = backoff.Next(); !ok || w.ended() {
-				return nil, w.giveUp(ctx) // no attempt begins after the limit
-			}
-			held, err := w.attempt(ctx, w.queue, delay)
-			w.failed = nil
-			switch {
-			case err != nil && ctx.Err() != nil:
-				return nil, w.busy(ctx.Err()) // attempt gave back whatever it may hold
-			case err != nil && !transient(err):
-				return nil, err // attempt gave the lock back if it had taken it
-			case err != nil:
-				w.failed = err
-				w.l.log.DebugContext(ctx, "attempt failed, waiting on", "key", lk.Key(), "error", err)
-			case held:
-				return l.acquired(ctx, lk)
-			}
-		}
-		again = true
-		if w.retryAfter > 0 && w.retryAfter < delay {
-			delay = w.retryAfter
-		}
-		sleep.Reset(delay)
-		select {
-		case g := <-w.wake:
-			handoff := w.settling == nil && l.granted(lk, g, w.n, w.sent, w.claim, o)
-			l.tables.Locks.Woken(lk, handoff)
-			if handoff {
-				return l.acquired(ctx, lk)
-			}
-		case <-w.settling: // nil unless settling: then it may attempt again
-			w.settling = nil
-		case <-sleep.C:
-		case <-limit:
-			return nil, w.giveUp(ctx)
-		case <-ctx.Done():
-			return nil, w.leave(ctx, ctx.Err())
-		case <-l.quit:
-			return nil, w.leave(ctx, dlock.ErrClosed)
-		}
-		if !sleep.Stop() {
-			select {
-			case <-sleep.C:
-			default:
-			}
-		}
+	if w.queued {
+		line.First = w.sleep(o.Retry.Max)
 	}
+	line.Wake = w.wake
+	if err := line.Wait(ctx, w); err != nil {
+		return nil, err
+	}
+	return l.acquired(ctx, lk)
 }
 
 // watch subscribes the waiter to its Locker's channel of the key, waiting
@@ -240,38 +187,64 @@ func (w *waiter) attempt(ctx context.Context, mode attemptMode, delay time.Durat
 	return held, err
 }
 
-// ended reports whether the wait's limit has passed.
-func (w *waiter) ended() bool { return !w.end.IsZero() && !time.Now().Before(w.end) }
+// Attempt is the wait loop's attempt: one that joins the queue.
+func (w *waiter) Attempt(ctx context.Context, delay time.Duration) rediswait.Outcome {
+	held, err := w.attempt(ctx, w.queue, delay)
+	if err != nil && ctx.Err() == nil && transient(err) {
+		w.l.log.DebugContext(ctx, "attempt failed, waiting on", "key", w.lk.Key(), "error", err)
+	}
+	// A failed attempt gave back what it may have taken, and left the
+	// queue: nothing is left to leave when the error ends the wait.
+	return rediswait.Outcome{Held: held, Err: err, Fatal: err != nil && !transient(err), Sleep: w.sleep(delay), RetryAfter: w.retryAfter}
+}
+
+// sleep is how long the waiter sleeps after an attempt that planned a
+// sleep of delay: no longer than the holder's remaining lease.
+func (w *waiter) sleep(delay time.Duration) time.Duration {
+	if w.retryAfter > 0 && w.retryAfter < delay {
+		return w.retryAfter
+	}
+	return delay
+}
+
+// Woken takes a wake-up: a grant to the waiter's last attempt hands it the
+// lock; any other wake-up has it attempt again at once.
+func (w *waiter) Woken(ctx context.Context, g rediswait.Wake) rediswait.Outcome {
+	handoff := w.settling == nil && w.l.granted(w.lk, g, w.n, w.sent, w.claim, w.o)
+	w.l.tables.Locks.Woken(w.lk, handoff)
+	return rediswait.Outcome{Held: handoff, Again: true}
+}
+
+// Settling is closed once the request the waiter stopped waiting for
+// ended (see the settling field); nil when none is pending.
+func (w *waiter) Settling() <-chan struct{} {
+	if w.settling != nil {
+		select {
+		case <-w.settling:
+			w.settling = nil
+		default:
+		}
+	}
+	return w.settling
+}
 
 // busy is the error of a wait that ended without the lock.
 func (w *waiter) busy(cause error) error {
 	return &dlock.NotAcquiredError{Key: w.lk.Key(), RetryAfter: w.retryAfter, Err: cause}
 }
 
-// leave ends the wait without the lock: it leaves the queue, if it joined
+// Leave ends the wait without the lock: it leaves the queue, if it joined
 // and no request it stopped waiting for will (see settling). The
 // give-back is waited for no longer than giveBackTimeout, nor past the
 // wait's limit plus RequestTimeout; it goes on meanwhile.
-func (w *waiter) leave(ctx context.Context, cause error) error {
-	if w.queued && w.settling == nil {
+func (w *waiter) Leave(ctx context.Context) {
+	if w.queued && w.Settling() == nil {
 		by := time.Now().Add(giveBackTimeout)
 		if !w.end.IsZero() && w.end.Add(w.lk.requestTimeout()).Before(by) {
 			by = w.end.Add(w.lk.requestTimeout())
 		}
 		w.l.giveBack(ctx, w.lk, by)
 	}
-	return w.busy(cause)
-}
-
-// giveUp ends a wait that ran out: busy, with the last attempt's error as
-// its cause when it failed, so that a server out of reach is not reported
-// as a busy lock only.
-func (w *waiter) giveUp(ctx context.Context) error {
-	err := w.leave(ctx, nil)
-	if w.failed != nil {
-		return w.busy(w.failed)
-	}
-	return err
 }
 
 // transient reports whether an attempt's error may pass by itself: a reply

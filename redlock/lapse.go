@@ -35,19 +35,12 @@ func (lk *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		return lk.Unlock(ctx)
 	}
 	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
-	lk.unlockMu.Lock()
-	defer lk.unlockMu.Unlock()
-	if err := lk.Check("unlock"); err != nil {
+	done, err := lk.releasing()
+	if err != nil {
 		return err
 	}
+	defer done()
 	l := lk.l
-	if !l.calls.enter() {
-		return errClosed("unlock", lk.Key())
-	}
-	defer l.calls.leave()
-	if err := l.watchdog.Releasing(lk); err != nil {
-		return lk.lose(err)
-	}
 	send := func(ctx context.Context, nd *node) reply {
 		v, err := lapseScript.Run(ctx, nd.send, lk.keyArgs, lk.Token(), lk.Owner(), lk.leaseArg(ms)).Int64()
 		return reply{n: v, err: err}

@@ -96,19 +96,12 @@ func (l *Locker) tally(got []reply) tally {
 // released. Unlocking twice returns dlock.ErrNotHeld; unlocking a lost
 // lock returns the *dlock.LostError.
 func (lk *hold) Unlock(ctx context.Context) error {
-	lk.unlockMu.Lock()
-	defer lk.unlockMu.Unlock()
-	if err := lk.Check("unlock"); err != nil {
+	done, err := lk.releasing()
+	if err != nil {
 		return err
 	}
+	defer done()
 	l := lk.l
-	if !l.calls.enter() {
-		return errClosed("unlock", lk.Key())
-	}
-	defer l.calls.leave()
-	if err := l.watchdog.Releasing(lk); err != nil {
-		return lk.lose(err)
-	}
 	t, err := l.release(ctx, lk)
 	if err != nil {
 		lk.unknown = true
@@ -184,6 +177,32 @@ func (l *Locker) release(ctx context.Context, lk *hold) (tally, error) {
 		return t, l.noQuorum("unlock", lk.Key(), answered, t.errs)
 	}
 	return t, nil
+}
+
+// releasing begins a release of lk: it takes lk.unlockMu, checks that lk
+// is held, counts the release among the Locker's calls in flight and
+// stops the renewals (a renewal in flight ends first). Unless it fails,
+// the caller calls done when the release ended.
+func (lk *hold) releasing() (done func(), err error) {
+	lk.unlockMu.Lock()
+	if err := lk.Check("unlock"); err != nil {
+		lk.unlockMu.Unlock()
+		return nil, err
+	}
+	if !lk.l.calls.enter() {
+		lk.unlockMu.Unlock()
+		return nil, errClosed("unlock", lk.Key())
+	}
+	done = func() {
+		lk.l.calls.leave()
+		lk.unlockMu.Unlock()
+	}
+	if err := lk.l.watchdog.Releasing(lk); err != nil {
+		err = lk.lose(err)
+		done()
+		return nil, err
+	}
+	return done, nil
 }
 
 // closeRelease is Close's release of lk: it ends the handle first, so

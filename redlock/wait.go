@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redisnode"
 	"github.com/dlock-go/dlock/internal/rediswait"
 )
@@ -77,181 +76,147 @@ type attemptRecord struct {
 func (l *Locker) wait(ctx context.Context, lk *hold, o dlock.Options) error {
 	begin := time.Now()                // the wait limit counts from here
 	single := o.Waiting && o.Wait == 0 // WithWait(0): one attempt, like TryLock
-	if !single && o.Notify && l.notify.Ready(l.channel(lk)) {
-		// A hot key: the Locker is subscribed already, so the first
-		// attempt may join the queue at once.
-		return l.queue(ctx, lk, o, begin, result{busy: true})
-	}
-	res := l.attempt(ctx, lk, nil)
-	switch {
-	case res.err == nil:
-		return l.acquired(ctx, lk)
-	case ctx.Err() != nil:
-		return &dlock.NotAcquiredError{Key: lk.Key(), Err: ctx.Err()}
-	case single || !res.busy && !errors.Is(res.err, ErrNoQuorum):
-		return res.err
-	}
-	return l.queue(ctx, lk, o, begin, res)
-}
-
-// queue is the waiting part of wait, begun at begin, after a first
-// attempt with result res that neither took the lock nor ended the wait.
-func (l *Locker) queue(ctx context.Context, lk *hold, o dlock.Options, begin time.Time, res result) error {
-	failed := res.err
-	if res.busy {
-		failed = nil
-	}
-	lk.table().Waiting(lk)
-	var limit <-chan time.Time
-	end := time.Now().Add(time.Hour)
-	if o.Waiting {
-		end = begin.Add(o.Wait)
-		t := time.NewTimer(time.Until(end))
-		defer t.Stop()
-		limit = t.C
-	}
-	notify := o.Notify
-	var (
-		wake    <-chan rediswait.Wake
-		q       *queueing
-		records = map[int64]attemptRecord{}
-		grants  = map[int]rediswait.Wake{} // by node: the latest grant heard of
-	)
-	if notify {
-		var unwatch func()
-		by := time.Now().Add(max(2*l.timeout, 100*time.Millisecond))
-		if end.Before(by) {
-			by = end
-		}
-		wake, unwatch = l.notify.Watch(ctx, l.channel(lk), lk.Token(), by, nil)
-		defer unwatch()
-		q = &queueing{score: time.Now().UnixMicro()}
-	}
-	timeout := l.nodeTimeout(lk.ttl)
-	leave := func() {
-		if q == nil {
-			return
-		}
-		// Out of every queue, and any grant given back: waited for at
-		// most the per-node timeout, and not past the wait's limit plus
-		// it; the give-back goes on in the background (Close waits for
-		// it), and no later request of this waiter can overtake it.
-		by := time.Now().Add(timeout)
-		if o.Waiting && end.Add(timeout).Before(by) {
-			by = end.Add(timeout)
-		}
-		done := make(chan struct{})
-		l.bg.Add(1)
-		go func() {
-			defer l.bg.Done()
-			defer close(done)
-			l.giveBack(ctx, lk, l.nodes, nil)
-		}()
-		t := time.NewTimer(time.Until(by))
-		defer t.Stop()
-		select {
-		case <-done:
-		case <-t.C:
-		}
-	}
-	backoff := driver.NewBackoff(o.Retry)
-	sleep := time.NewTimer(time.Hour)
-	defer sleep.Stop()
-	fallbacks := 0
-	retryAfter := res.retryAfter
-	// giveUp ends a wait that ran out: busy, or, when the last attempt
-	// failed, that failure (ErrNoQuorum) as the cause of a busy error, so
-	// that the error matches both dlock.ErrNotAcquired and the failure.
-	giveUp := func() error {
-		leave()
-		return &dlock.NotAcquiredError{Key: lk.Key(), RetryAfter: retryAfter, Err: failed}
-	}
-	for {
-		if o.Waiting && !time.Now().Before(end) {
-			return giveUp() // no attempt begins after the limit
-		}
-		delay, ok := backoff.Next()
-		if !ok {
-			return giveUp()
-		}
-		if q != nil {
-			// queued waiters back off: the release wakes them
-			delay = min(delay<<min(fallbacks, 3), max(delay, time.Second))
-			q.attempt++
-			q.claim = 2*delay + 250*time.Millisecond
-			records[q.attempt] = attemptRecord{sent: time.Now(), claim: q.claim}
-		}
-		res := l.attempt(ctx, lk, q)
-		if res.err != nil {
-			// The attempt gave back every node it found ours, the ones
-			// granted to the waiter included: those grants are void.
-			clear(grants)
-		}
-		failed = nil
+	res := result{busy: true}
+	if single || !o.Notify || !l.notify.Ready(l.channel(lk)) {
+		// Unless the Locker is subscribed already (a hot key, whose first
+		// attempt may join the queue at once), a plain attempt first.
+		res = l.attempt(ctx, lk, nil)
 		switch {
 		case res.err == nil:
 			return l.acquired(ctx, lk)
 		case ctx.Err() != nil:
-			leave()
-			return &dlock.NotAcquiredError{Key: lk.Key(), Err: ctx.Err(), RetryAfter: retryAfter}
-		case !res.busy && !errors.Is(res.err, ErrNoQuorum):
-			leave()
+			return &dlock.NotAcquiredError{Key: lk.Key(), Err: ctx.Err()}
+		case single || !res.busy && !errors.Is(res.err, ErrNoQuorum):
 			return res.err
-		case !res.busy:
-			failed = res.err
-		default:
-			retryAfter = res.retryAfter
 		}
-		fallbacks++
-		if q == nil && retryAfter > 0 {
-			delay = min(delay, retryAfter)
+	}
+	lk.table().Waiting(lk)
+	line := rediswait.Line{Key: lk.Key(), Retry: o.Retry, Quit: l.quit, RetryAfter: res.retryAfter}
+	if !res.busy {
+		line.Failed = res.err
+	}
+	w := &waiter{l: l, lk: lk, o: o, timeout: l.nodeTimeout(lk.ttl), records: map[int64]attemptRecord{}, grants: map[int]rediswait.Wake{}}
+	if o.Waiting {
+		line.End = begin.Add(o.Wait)
+		w.end = line.End
+	}
+	if o.Notify {
+		by := time.Now().Add(max(2*l.timeout, 100*time.Millisecond))
+		if !line.End.IsZero() && line.End.Before(by) {
+			by = line.End
 		}
-		sleep.Reset(delay)
-	sleeping:
-		for {
-			select {
-			case g := <-wake:
-				grants[g.Node] = g
-				// A node's grant alone is no wake-up: only a majority's
-				// hands the lock over.
-				if l.heldByGrants(lk, grants, records, o) {
-					lk.table().Woken(lk, true)
-					err := l.fenceGrants(ctx, lk, grants, records)
-					if err == nil {
-						return l.acquired(ctx, lk)
-					}
-					if !errors.Is(err, ErrNoQuorum) {
-						leave()
-						return err
-					}
-					// A node took its grant back before the fence reached
-					// it: no majority after all. Give back what the grants
-					// hold, staying queued, and wait on.
-					l.giveBack(ctx, lk, l.nodes, q)
-					clear(grants)
-					failed = err
-				}
-				if len(grants) >= l.quorum && !o.AutoRenew {
-					break sleeping // a lease without watchdog: confirm it by an attempt
-				}
-			case <-sleep.C:
-				break sleeping
-			case <-limit:
-				return giveUp()
-			case <-ctx.Done():
-				leave()
-				return &dlock.NotAcquiredError{Key: lk.Key(), Err: ctx.Err(), RetryAfter: retryAfter}
-			case <-l.quit:
-				leave()
-				return &dlock.NotAcquiredError{Key: lk.Key(), Err: dlock.ErrClosed}
-			}
+		var unwatch func()
+		line.Wake, unwatch = l.notify.Watch(ctx, l.channel(lk), lk.Token(), by, nil)
+		defer unwatch()
+		w.q = &queueing{score: time.Now().UnixMicro()}
+	}
+	if err := line.Wait(ctx, w); err != nil {
+		return err
+	}
+	return l.acquired(ctx, lk)
+}
+
+// waiter is the state of one waiting Lock call past its first attempt:
+// its place in the queues (nil when it polls), its attempts and the
+// grants the nodes made to them. The wait loop is rediswait's.
+type waiter struct {
+	l         *Locker
+	lk        *hold
+	o         dlock.Options
+	end       time.Time     // the wait's limit; zero: none
+	timeout   time.Duration // the per-node timeout
+	q         *queueing
+	records   map[int64]attemptRecord
+	grants    map[int]rediswait.Wake // by node: the latest grant heard of
+	fallbacks int
+}
+
+// Attempt is the wait loop's attempt on every node. A queued waiter's
+// fallback sleeps double while the lock stays busy, up to 8 times the
+// delay or a second: the release wakes it.
+func (w *waiter) Attempt(ctx context.Context, delay time.Duration) rediswait.Outcome {
+	if w.q != nil {
+		delay = min(delay<<min(w.fallbacks, 3), max(delay, time.Second))
+		w.q.attempt++
+		w.q.claim = 2*delay + 250*time.Millisecond
+		w.records[w.q.attempt] = attemptRecord{sent: time.Now(), claim: w.q.claim}
+	}
+	w.fallbacks++
+	res := w.l.attempt(ctx, w.lk, w.q)
+	if res.err == nil {
+		return rediswait.Outcome{Held: true}
+	}
+	// The attempt gave back every node it found ours, the ones granted
+	// to the waiter included: those grants are void.
+	clear(w.grants)
+	if res.busy {
+		if w.q == nil && res.retryAfter > 0 {
+			delay = min(delay, res.retryAfter)
 		}
-		if !sleep.Stop() {
-			select {
-			case <-sleep.C:
-			default:
-			}
+		return rediswait.Outcome{Sleep: delay, RetryAfter: res.retryAfter}
+	}
+	return w.failed(ctx, rediswait.Outcome{Err: res.err, Sleep: delay})
+}
+
+// Woken takes a node's grant: only a majority's hands the lock over.
+func (w *waiter) Woken(ctx context.Context, g rediswait.Wake) rediswait.Outcome {
+	w.grants[g.Node] = g
+	if w.l.heldByGrants(w.lk, w.grants, w.records, w.o) {
+		w.lk.table().Woken(w.lk, true)
+		err := w.l.fenceGrants(ctx, w.lk, w.grants, w.records)
+		if err == nil {
+			return rediswait.Outcome{Held: true}
 		}
+		if errors.Is(err, ErrNoQuorum) {
+			// A node took its grant back before the fence reached it:
+			// no majority after all. Give back what the grants hold,
+			// staying queued, and wait on.
+			w.l.giveBack(ctx, w.lk, w.l.nodes, w.q)
+			clear(w.grants)
+		}
+		return w.failed(ctx, rediswait.Outcome{Err: err})
+	}
+	// A lease without watchdog: confirm it by an attempt.
+	return rediswait.Outcome{Again: len(w.grants) >= w.l.quorum && !w.o.AutoRenew}
+}
+
+// failed completes the outcome of a failure: only ErrNoQuorum may pass
+// by itself; a failure that ends the wait leaves the queues.
+func (w *waiter) failed(ctx context.Context, out rediswait.Outcome) rediswait.Outcome {
+	out.Fatal = !errors.Is(out.Err, ErrNoQuorum)
+	if out.Fatal || ctx.Err() != nil {
+		w.Leave(ctx)
+	}
+	return out
+}
+
+// Settling is nil: a Redlock attempt ends, on every node, before the next.
+func (w *waiter) Settling() <-chan struct{} { return nil }
+
+// Leave takes the waiter out of every queue and gives back any grant:
+// waited for at most the per-node timeout, and not past the wait's limit
+// plus it; the give-back goes on in the background (Close waits for it),
+// and no later request of this waiter can overtake it.
+func (w *waiter) Leave(ctx context.Context) {
+	if w.q == nil {
+		return
+	}
+	by := time.Now().Add(w.timeout)
+	if !w.end.IsZero() && w.end.Add(w.timeout).Before(by) {
+		by = w.end.Add(w.timeout)
+	}
+	done := make(chan struct{})
+	w.l.bg.Add(1)
+	go func() {
+		defer w.l.bg.Done()
+		defer close(done)
+		w.l.giveBack(ctx, w.lk, w.l.nodes, nil)
+	}()
+	t := time.NewTimer(time.Until(by))
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
 	}
 }
 
