@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -110,6 +109,7 @@ type Watchdog[L Leased] struct {
 	started bool
 	stopped bool
 
+	epoch   time.Time     // the origin of the heap's due times (see at)
 	timer   *time.Timer   // wakes the scheduler at next
 	next    time.Time     // when the scheduler looks at the heap next; zero: never
 	kick    chan struct{} // batch has work
@@ -132,9 +132,14 @@ func (w *Watchdog[L]) Init(cfg WatchdogConfig[L]) error {
 	}
 	w.cfg = cfg
 	w.kick = make(chan struct{}, 1)
+	w.epoch = time.Now()
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	return nil
 }
+
+// at is t as the heap orders it: nanoseconds since w.epoch, on the
+// monotonic clock when t has a reading of it.
+func (w *Watchdog[L]) at(t time.Time) int64 { return int64(t.Sub(w.epoch)) }
 
 func signal(c chan struct{}) {
 	select {
@@ -175,7 +180,7 @@ func (w *Watchdog[L]) AddUntil(lk L, deadline time.Time, ttl time.Duration, rene
 		now := time.Now()
 		ls.due = now.Add(min(deadline.Sub(now)/3, ttl/3))
 	}
-	heap.Push(&w.leases, lk)
+	w.leases.push(lk, w.at(ls.due))
 	w.arm(ls.due)
 }
 
@@ -196,14 +201,14 @@ func (w *Watchdog[L]) Remove(lk L) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.watched(lk) {
-		heap.Remove(&w.leases, ls.index)
+		w.leases.remove(ls.index)
 	}
 }
 
 // watched reports whether lk is in the heap. Called with w.mu held.
 func (w *Watchdog[L]) watched(lk L) bool {
 	i := lk.lease().index
-	return i >= 0 && i < len(w.leases) && w.leases[i] == lk
+	return i >= 0 && i < len(w.leases) && w.leases[i].lk == lk
 }
 
 // Deadline returns lk's local lease deadline.
@@ -256,7 +261,7 @@ func (w *Watchdog[L]) RefreshedUntil(lk L, deadline, sent time.Time, ttl time.Du
 	default:
 		return
 	}
-	heap.Fix(&w.leases, ls.index)
+	w.leases.fix(ls.index, w.at(ls.due))
 	w.arm(ls.due)
 }
 
@@ -280,14 +285,14 @@ func (w *Watchdog[L]) Releasing(lk L) error {
 	}
 	if !time.Now().Before(ls.deadline) {
 		if w.watched(lk) {
-			heap.Remove(&w.leases, ls.index)
+			w.leases.remove(ls.index)
 		}
 		return expired(ls.lastErr)
 	}
 	ls.releasing, ls.renew = true, false
 	if w.watched(lk) && !ls.inflight {
 		ls.due = ls.deadline
-		heap.Fix(&w.leases, ls.index)
+		w.leases.fix(ls.index, w.at(ls.due))
 		w.arm(ls.due)
 	}
 	return nil
@@ -314,22 +319,22 @@ func (w *Watchdog[L]) schedule() {
 		w.mu.Lock()
 	due:
 		for len(w.leases) > 0 {
-			lk := w.leases[0]
+			lk := w.leases[0].lk
 			ls := lk.lease()
 			switch {
 			case !now.Before(ls.deadline):
-				heap.Pop(&w.leases)
+				w.leases.remove(0)
 				expired = append(expired, lk)
 			case ls.renew && !ls.inflight && !ls.due.After(now.Add(ls.ttl/coalesce)):
 				// due now or soon: renewals that fall due together share a
 				// batch
 				ls.inflight = true
 				ls.due = ls.deadline // still watched while on the wire
-				heap.Fix(&w.leases, 0)
+				w.leases.fix(0, w.at(ls.due))
 				w.batch = append(w.batch, lk)
 			case !ls.due.After(now):
 				ls.due = ls.deadline // nothing to send: watch the deadline
-				heap.Fix(&w.leases, 0)
+				w.leases.fix(0, w.at(ls.due))
 			default:
 				break due
 			}
@@ -339,7 +344,7 @@ func (w *Watchdog[L]) schedule() {
 		}
 		w.next = time.Time{}
 		if len(w.leases) > 0 {
-			w.arm(w.leases[0].lease().due)
+			w.arm(w.leases[0].lk.lease().due)
 		}
 		w.mu.Unlock()
 		for _, lk := range expired {
@@ -468,7 +473,7 @@ func (w *Watchdog[L]) renew(batch []L) {
 			ls.due = ls.deadline
 		case errors.Is(err, dlock.ErrOwnershipLost):
 			lost, causes = append(lost, items[i]), append(causes, err)
-			heap.Remove(&w.leases, ls.index)
+			w.leases.remove(ls.index)
 			continue
 		default:
 			if failed == nil {
@@ -481,7 +486,7 @@ func (w *Watchdog[L]) renew(batch []L) {
 				ls.due = ls.deadline
 			}
 		}
-		heap.Fix(&w.leases, ls.index)
+		w.leases.fix(ls.index, w.at(ls.due))
 		w.arm(ls.due)
 	}
 	w.mu.Unlock()
@@ -494,28 +499,4 @@ func (w *Watchdog[L]) renew(batch []L) {
 	for i, r := range lost {
 		w.cfg.Lost(r.Lock, causes[i])
 	}
-}
-
-// leaseHeap orders leases by due time.
-type leaseHeap[L Leased] []L
-
-func (h leaseHeap[L]) Len() int           { return len(h) }
-func (h leaseHeap[L]) Less(i, j int) bool { return h[i].lease().due.Before(h[j].lease().due) }
-func (h leaseHeap[L]) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].lease().index, h[j].lease().index = i, j
-}
-func (h *leaseHeap[L]) Push(x any) {
-	lk := x.(L)
-	lk.lease().index = len(*h)
-	*h = append(*h, lk)
-}
-func (h *leaseHeap[L]) Pop() any {
-	old := *h
-	lk := old[len(old)-1]
-	var zero L
-	old[len(old)-1] = zero
-	lk.lease().index = -1
-	*h = old[:len(old)-1]
-	return lk
 }

@@ -310,3 +310,65 @@ func TestCoalesceBehindPipeline(t *testing.T) {
 		t.Fatalf("after the replies: %d flushes, %d queued; want none", f, q)
 	}
 }
+
+// One pipeline at a time: a flush that ends while a pipeline is on the
+// wire leaves the commands queued meanwhile to that pipeline's end, so
+// that they leave together, in one pipeline as deep as the load, rather
+// than in one more of their own.
+func TestCoalesceOnePipelineAtATime(t *testing.T) {
+	ctx := context.Background()
+	g := newGate()
+	g.pipes = make(chan struct{})
+	// Connections dialled before the gate: a new one's set-up would wait
+	// at it too, and this test lets commands through one at a time.
+	c := shared.Client(t)
+	key := keyFor(t)
+	var warm sync.WaitGroup
+	for range 2 * redisnode.MaxFlushes {
+		warm.Go(func() { c.BLPop(ctx, 100*time.Millisecond, key+":none") })
+	}
+	warm.Wait()
+	c.AddHook(g)
+	co, ok := newProcessor(c).(*redisnode.Coalescer)
+	if !ok {
+		t.Fatal("a *redis.Client got no coalescer")
+	}
+	solo := fillFlushes(t, co, g, key)
+	replied := make(chan *redis.IntCmd, len(solo))
+	for _, ch := range solo {
+		go func() { replied <- <-ch }()
+	}
+	var rest []<-chan *redis.IntCmd
+	for range 10 {
+		rest = append(rest, incr(ctx, co, key))
+	}
+	dlocktest.Eventually(t, 5*time.Second, "10 commands queued", func() bool { _, q := co.Busy(); return q == 10 })
+	g.open <- struct{}{} // one flush ends, and hands the queue to a pipeline
+	within(t, replied, 5*time.Second, "the first flush's reply")
+	dlocktest.Eventually(t, 5*time.Second, "a pipeline at the gate", func() bool { return g.piped.Load() == 1 })
+	for range 5 {
+		rest = append(rest, incr(ctx, co, key))
+	}
+	dlocktest.Eventually(t, 5*time.Second, "5 commands queued behind the pipeline", func() bool { _, q := co.Busy(); return q == 5 })
+	g.open <- struct{}{} // a second flush ends while the pipeline is on the wire
+	within(t, replied, 5*time.Second, "the second flush's reply")
+	if _, q := co.Busy(); q != 5 {
+		t.Fatalf("%d commands queued after a flush ended beside a pipeline, want the 5 left for the pipeline's end", q)
+	}
+	close(g.open)
+	close(g.pipes)
+	for i, ch := range rest {
+		if err := within(t, ch, 5*time.Second, "a reply").Err(); err != nil {
+			t.Fatalf("command %d: %v", i, err)
+		}
+	}
+	for range len(solo) - 2 {
+		within(t, replied, 5*time.Second, "a reply")
+	}
+	if g.piped.Load() != 2 {
+		t.Fatalf("%d pipelines, want 2: the 10 commands, then the 5", g.piped.Load())
+	}
+	if f, q := co.Busy(); f != 0 || q != 0 {
+		t.Fatalf("after the replies: %d flushes, %d queued; want none", f, q)
+	}
+}

@@ -192,7 +192,7 @@ func TestRenewalRacingRefresh(t *testing.T) {
 	gate := make(chan struct{})
 	var once sync.Once
 	l := lockerWith(t, scriptHook{
-		match: func(cmd redis.Cmder) bool { return renewScript.Runs(cmd) },
+		match: func(cmd redis.Cmder) bool { return renews(cmd) },
 		do: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 			err := next(ctx, cmd)
 			once.Do(func() {

@@ -22,7 +22,7 @@ func TestShorterRefreshDuringRenewalKeepsLock(t *testing.T) {
 	var once sync.Once
 	var renewals atomic.Int64 // replies handed back to the watchdog
 	l := lockerWith(t, scriptHook{
-		match: func(cmd redis.Cmder) bool { return renewScript.Runs(cmd) },
+		match: func(cmd redis.Cmder) bool { return renews(cmd) },
 		do: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 			err := next(ctx, cmd)
 			once.Do(func() {

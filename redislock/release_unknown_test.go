@@ -24,7 +24,7 @@ type releaseFault struct {
 
 func (h *releaseFault) fail(ctx context.Context, cmd redis.Cmder, next func() error) error {
 	switch {
-	case renewScript.Runs(cmd) || refreshScript.Runs(cmd):
+	case renews(cmd) || refreshScript.Runs(cmd):
 		if h.released.Load() {
 			h.late.Add(1)
 		}

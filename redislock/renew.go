@@ -52,11 +52,18 @@ func (l *Locker) newWatchdog() error {
 // the replicas have, so the renewal does not count, and the watchdog
 // retries it until the deadline).
 func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*hold]) []error {
-	args := make([][]any, len(batch))
 	var ack replicaAck // the most that a lock of the batch asks
-	for i, r := range batch {
-		args[i] = r.Lock.renewal(r.TTL)
+	plain := true      // every lock of the batch a plain lock, renewed for the same lease
+	for _, r := range batch {
 		ack.n, ack.timeout = max(ack.n, r.Lock.ack.n), max(ack.timeout, r.Lock.ack.timeout)
+		plain = plain && r.Lock.plain() && r.TTL == batch[0].TTL
+	}
+	var args [][]any
+	if !l.oneServer || !plain {
+		args = make([][]any, len(batch))
+		for i, r := range batch {
+			args[i] = r.Lock.renewal(r.TTL)
+		}
 	}
 	var (
 		codes []byte      // per lock: '1' renewed, '0' not ours
@@ -65,6 +72,8 @@ func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*hold]) []err
 		err   error
 	)
 	switch {
+	case l.oneServer && plain:
+		codes, acks, err = l.renewPlain(ctx, batch, ack)
 	case l.oneServer:
 		codes, acks, err = l.renewScript(ctx, args, ack)
 	case ack.n > 0:
@@ -126,6 +135,35 @@ func (l *Locker) renewScript(ctx context.Context, args [][]any, ack replicaAck) 
 	}
 	return []byte(res), acks, err
 }
+
+// renewPlain is renewScript for a batch of plain locks renewed for the
+// same lease: one call of renew_plain.lua, which takes a key and a token
+// per lock.
+func (l *Locker) renewPlain(ctx context.Context, batch []driver.Renewal[*hold], ack replicaAck) ([]byte, []ackResult, error) {
+	keys := make([]any, len(batch))
+	argv := make([]any, len(batch)+1)
+	argv[0] = batch[0].TTL.Milliseconds()
+	for i, r := range batch {
+		keys[i], argv[i+1] = r.Lock.keyArgs[0], r.Lock.tokenArg
+	}
+	var p redisnode.Processor = l.client
+	var a *acker
+	if ack.n > 0 {
+		a = &acker{client: l.client, ack: ack}
+		p = a
+	}
+	res, err := renewPlain.Run(ctx, p, keys, argv...).Text()
+	res, err = redisnode.RenewCodes(res, err, len(batch))
+	var acks []ackResult
+	if a != nil {
+		acks = slices.Repeat([]ackResult{{a.replicas, a.err}}, len(batch))
+	}
+	return []byte(res), acks, err
+}
+
+// plain reports whether lk is a plain lock: no owner, not a hold of a
+// semaphore or a read-write lock.
+func (lk *hold) plain() bool { return lk.Owner() == "" && lk.Kind() == driver.HoldLock }
 
 // renewNodes renews a batch of locks of a Cluster that asks replicas (ack):
 // one pipeline per master of refresh.lua calls followed by WAIT, sent to

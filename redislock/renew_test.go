@@ -450,3 +450,7 @@ func TestRenewalsAreBatched(t *testing.T) {
 		})
 	}
 }
+
+// renews reports whether cmd is a batch of the watchdog's renewals on one
+// server: renew.lua, or renew_plain.lua for plain locks.
+func renews(cmd redis.Cmder) bool { return renewScript.Runs(cmd) || renewPlain.Runs(cmd) }

@@ -23,6 +23,8 @@ var (
 	lapseLua string
 	//go:embed ttl.lua
 	ttlLua string
+	//go:embed renew_plain.lua
+	renewPlainLua string
 )
 
 // The preludes of the scripts: this driver's fence counter and package
@@ -40,6 +42,7 @@ var (
 	refreshScript = redisnode.NewScript(redisnode.LeaseLua + refreshLua)
 	lapseScript   = redisnode.NewScript(redisnode.LeaseLua + lapseLua)
 	renewScript   = redisnode.NewScript(redisnode.LeaseLua + redisnode.RenewLua)
+	renewPlain    = redisnode.NewScript(renewPlainLua)
 	ttlScript     = redisnode.NewScript(redisnode.LeaseLua + ttlLua)
 )
 

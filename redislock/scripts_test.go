@@ -15,7 +15,7 @@ func TestScriptsLoad(t *testing.T) {
 	c := shared.Client(t)
 	for name, s := range map[string]*redisnode.Script{
 		"try": tryScript, "acquire": acquireScript, "release": releaseScript,
-		"refresh": refreshScript, "lapse": lapseScript, "renew": renewScript, "ttl": ttlScript, "force": forceScript,
+		"refresh": refreshScript, "lapse": lapseScript, "renew": renewScript, "renew_plain": renewPlain, "ttl": ttlScript, "force": forceScript,
 	} {
 		if err := s.Load(context.Background(), c); err != nil {
 			t.Errorf("%s: %v", name, err)

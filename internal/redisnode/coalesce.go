@@ -14,16 +14,25 @@ type Processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// MaxFlushes is how many sends a coalescer keeps on the wire at once. Up
-// to that many goroutines at a time, every command goes out on its own, as
-// without a coalescer; beyond, commands wait and leave together, and while
-// such a pipeline is on the wire every new command waits too: the batches
-// grow with the load. Chosen by
+// MaxFlushes is how many sends a coalescer keeps on the wire at once while
+// the load is light. Up to that many goroutines at a time, every command
+// goes out on its own, as without a coalescer; beyond, commands wait and
+// leave together, and while such a pipeline is on the wire every new
+// command waits too: the batches grow with the load. Chosen by
 // measurement on 2 cores against direct sends: with a limit of 2, 3 to 5
 // goroutines ran about 12% slower (their commands waited behind too few
 // flushes); with 4, 1 to 8 goroutines ran as fast as direct sends, and 64
 // about 3 times faster.
 const MaxFlushes = 4
+
+// maxPipelines is how many pipelines a coalescer keeps on the wire at
+// once. With one, the commands that the goroutines of a pipeline issue
+// once it is answered leave together in the next, as deep as the load
+// makes it. Measured on 2 cores: with four (MaxFlushes), 64 goroutines
+// made a round trip per 7 lock+unlock cycles, and with one per 16; 16
+// goroutines one per cycle, and with one per 2; the CPU per cycle, client
+// and server, was as much or less.
+const maxPipelines = 1
 
 // A Coalescer sends the commands that a Locker's goroutines issue at the
 // same time in pipelines, so that 64 goroutines locking 64 keys share a
@@ -34,8 +43,16 @@ const MaxFlushes = 4
 // them all busy, or a pipeline on the wire, joins the queue, and a flush
 // that ends hands the queue to the goroutine of its first command, which
 // sends its own command and all the others in one pipeline and wakes
-// them. Alone, a command goes out at
-// once, straight through the client, with the caller's context.
+// them. Alone, a command goes out at once, straight through the client,
+// with the caller's context.
+//
+// How many callers send alone follows what is in flight: once a pipeline
+// carried more than MaxFlushes commands, as many goroutines as that are
+// about to issue their next, and a command goes out alone only when
+// nothing is on the wire (else it waits for the next pipeline), until a
+// pipeline carries MaxFlushes or fewer. Between two pipelines no command
+// goes out alone: the flush counts as a pipeline from the moment it is
+// handed over.
 //
 // A pipeline is sent with a context of its own, cancelled by no caller: it
 // ends within the client's read and write timeouts. A caller whose
@@ -47,9 +64,10 @@ type Coalescer struct {
 
 	mu       sync.Mutex
 	flushing int        // sends on the wire
-	piped    int        // of which pipelines: the load makes commands queue
+	piped    int        // of which pipelines, or flushes handed over: the load makes commands queue
 	queue    []*pending // commands waiting for a flush, in arrival order
 	spare    []*pending // an empty array for the next queue, or nil
+	deep     bool       // the last pipeline carried more than MaxFlushes commands: one send at a time
 
 	pending sync.Pool // of *pending
 	batches sync.Pool // of *batch
@@ -84,10 +102,10 @@ func NewCoalescer(c *redis.Client) *Coalescer {
 // error is cmd's.
 func (c *Coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 	c.mu.Lock()
-	if c.flushing < MaxFlushes && c.piped == 0 { // and so nobody queues
+	if c.piped == 0 && (c.flushing == 0 || !c.deep && c.flushing < MaxFlushes) { // and so nobody queues
 		c.flushing++
 		c.mu.Unlock()
-		c.flush(ctx, cmd, nil)
+		c.flush(ctx, cmd, nil, false)
 		return cmd.Err()
 	}
 	p := c.pending.Get().(*pending)
@@ -120,7 +138,7 @@ func (c *Coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 			cmd.SetErr(err)
 			own = nil // not sent; the others are
 		}
-		c.flush(ctx, own, queue)
+		c.flush(ctx, own, queue, true)
 	}
 	return cmd.Err()
 }
@@ -149,7 +167,7 @@ func (a Alone) Process(ctx context.Context, cmd redis.Cmder) error {
 	if c.flushing < MaxFlushes && c.piped == 0 && len(c.queue) == 0 {
 		c.flushing++
 		c.mu.Unlock()
-		c.flush(ctx, cmd, nil)
+		c.flush(ctx, cmd, nil, false)
 		return cmd.Err()
 	}
 	c.mu.Unlock()
@@ -173,8 +191,11 @@ func (c *Coalescer) release(p *pending) {
 }
 
 // flush sends own (when not nil) and the commands of queue, then hands the
-// flush to the first command that queued meanwhile, or ends it.
-func (c *Coalescer) flush(ctx context.Context, own redis.Cmder, queue []*pending) {
+// flush to the first command that queued meanwhile, or ends it. handed
+// says that the flush was handed over by another: it counts in c.piped
+// from the hand-over on, so that no command goes out alone between two
+// pipelines.
+func (c *Coalescer) flush(ctx context.Context, own redis.Cmder, queue []*pending, handed bool) {
 	switch {
 	case len(queue) == 0 && own != nil:
 		_ = c.client.Process(ctx, own) // the error is own's
@@ -182,9 +203,6 @@ func (c *Coalescer) flush(ctx context.Context, own redis.Cmder, queue []*pending
 		// The pipeline is nobody's in particular: no caller's context
 		// cancels it or carries its values.
 		ctx := context.Background()
-		c.mu.Lock()
-		c.piped++
-		c.mu.Unlock()
 		b := c.batches.Get().(*batch)
 		if own != nil {
 			b.cmds = append(b.cmds, own)
@@ -202,18 +220,24 @@ func (c *Coalescer) flush(ctx context.Context, own redis.Cmder, queue []*pending
 		}
 	}
 	c.mu.Lock()
-	if len(queue) > 0 {
-		c.piped--
-	}
 	if queue != nil && c.spare == nil {
 		clear(queue)
 		c.spare = queue[:0]
 	}
-	if len(c.queue) == 0 {
+	others := c.piped
+	if handed {
+		others--
+	}
+	if len(queue) > 0 {
+		c.deep = len(queue) >= MaxFlushes // and own, unless its caller left
+	}
+	if len(c.queue) == 0 || others >= maxPipelines {
 		c.flushing--
+		c.piped = others
 		c.mu.Unlock()
 		return
 	}
+	c.piped = others + 1
 	next := c.queue[0]
 	c.queue = c.queue[1:]
 	next.sent = true
