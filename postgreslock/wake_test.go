@@ -2,7 +2,9 @@ package postgreslock_test
 
 import (
 	"context"
+	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,5 +79,60 @@ func TestWaiterRegistersOnceListening(t *testing.T) {
 		r.lk.Unlock(ctx)
 	case <-time.After(20 * time.Second):
 		t.Fatal("the release did not wake the waiter within 20s")
+	}
+}
+
+// A LISTEN session that fails to come up wakes no waiter: nothing was
+// missed, as none was up, and the waiters poll meanwhile. Only a session
+// that was up and ended, and one that comes up, make them attempt again.
+// The first connections are refused, each only once the waiter had time
+// to act on a wake-up; then the session comes up.
+func TestFailedListenConnectWakesNobody(t *testing.T) {
+	ctx := context.Background()
+	listen, err := pgx.ParseConfig(shared.URL(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c counter
+	const refused = 3
+	var dials atomic.Int32
+	var d net.Dialer
+	listen.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		n := dials.Add(1)
+		// The waiter's first attempt, and one after each refusal before
+		// this dial if refusals woke it: give it the chance.
+		for deadline := time.Now().Add(500 * time.Millisecond); c.done.Load() < int64(n) && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if n <= refused {
+			return nil, errors.New("refused by the test")
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	a, err := postgreslock.New(countedPool(t, shared.URL(""), &c, 4), postgreslock.WithListen(listen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b := newLocker(t, pool(t, ""))
+	holder, err := b.TryLock(ctx, t.Name(), dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Unlock(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		// The fallback attempt a minute away: only wake-ups bring attempts.
+		if lk, err := a.Lock(wctx, t.Name(), dlock.WithRetry(dlock.FixedInterval(time.Minute))); err == nil {
+			lk.Unlock(ctx)
+		}
+	}()
+	dlocktest.Eventually(t, 20*time.Second, "the waiter's registration once the session is up", func() bool {
+		info, err := b.Inspect(ctx, t.Name())
+		return err == nil && info.Waiters == 1
+	})
+	if got := c.n.Load(); got != 2 {
+		t.Fatalf("the waiter sent %d attempts over %d refused LISTEN connections and one that came up; want 2 (its first, and one once the session is up)", got, refused)
 	}
 }
