@@ -101,7 +101,7 @@ func TestFailedListenConnectWakesNobody(t *testing.T) {
 		n := dials.Add(1)
 		// The waiter's first attempt, and one after each refusal before
 		// this dial if refusals woke it: give it the chance.
-		for deadline := time.Now().Add(500 * time.Millisecond); c.done.Load() < int64(n) && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(300 * time.Millisecond); c.done.Load() < int64(n) && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
 		if n <= refused {
