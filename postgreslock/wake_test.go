@@ -136,3 +136,32 @@ func TestFailedListenConnectWakesNobody(t *testing.T) {
 		t.Fatalf("the waiter sent %d attempts over %d refused LISTEN connections and one that came up; want 2 (its first, and one once the session is up)", got, refused)
 	}
 }
+
+// A waiter registered for a release's wake-up, its LISTEN session up,
+// needs its fallback attempt only for a wake-up lost, so it comes a third
+// of the TTL after the last, not every second: with hundreds of waiters,
+// their polls would be most of the statements per hand-off. Its
+// registration lasts until past that attempt.
+func TestRegisteredWaiterPollsAtAThirdOfTheTTL(t *testing.T) {
+	ctx := context.Background()
+	a := newLocker(t, pool(t, ""))
+	b := newLocker(t, pool(t, ""))
+	holder, err := b.TryLock(ctx, t.Name(), dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Unlock(ctx)
+	const ttl = 9 * time.Second
+	got := waiting(t, a, t.Name(), 1, dlock.WithTTL(ttl), dlock.WithRetry(dlock.FixedInterval(10*time.Millisecond)))
+	var left time.Duration
+	if err := pool(t, "").QueryRow(ctx, `SELECT until - now() FROM dlock_waiters WHERE name = $1`, a.NameOf(t.Name())).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left < 2*ttl/3 {
+		t.Errorf("the waiter's registration lasts %v more; want more than %v: it attempts again a third of the TTL (%v) after the last", left.Round(time.Millisecond), 2*ttl/3, ttl/3)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	take(t, got, 20*time.Second).Unlock(ctx)
+}
