@@ -314,8 +314,15 @@ DECLARE
 	w record;
 	f bigint;
 BEGIN
-	-- Grants and acquisitions of one name queue on its row.
-	PERFORM 1 FROM dlock WHERE name = p_name FOR UPDATE;
+	-- Grants and acquisitions of one name queue on its row. An
+	-- acquisition that holds it may next lock the hold this release just
+	-- deleted (to register as a waiter): waiting for it would be a
+	-- deadlock. So the release grants nothing then, and wakes the first
+	-- waiter instead (dlock_release).
+	PERFORM 1 FROM dlock WHERE name = p_name FOR UPDATE SKIP LOCKED;
+	IF NOT FOUND THEN
+		RETURN false;
+	END IF;
 	IF EXISTS (SELECT 1 FROM dlock_holds WHERE name = p_name AND expires_at > now()) THEN
 		RETURN false;
 	END IF;
