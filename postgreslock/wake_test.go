@@ -3,6 +3,7 @@ package postgreslock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -115,21 +116,24 @@ func TestFailedListenConnectWakesNobody(t *testing.T) {
 	}
 	t.Cleanup(func() { a.Close() })
 	b := newLocker(t, pool(t, ""))
-	holder, err := b.TryLock(ctx, t.Name(), dlock.WithTTL(time.Minute))
+	key := fmt.Sprintf("%s:%d", t.Name(), time.Now().UnixNano()) // a key of its own each run
+	holder, err := b.TryLock(ctx, key, dlock.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Unlock(ctx)
 	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ended := make(chan struct{})
+	defer func() { cancel(); <-ended }()
 	go func() {
+		defer close(ended)
 		// The fallback attempt a minute away: only wake-ups bring attempts.
-		if lk, err := a.Lock(wctx, t.Name(), dlock.WithRetry(dlock.FixedInterval(time.Minute))); err == nil {
+		if lk, err := a.Lock(wctx, key, dlock.WithRetry(dlock.FixedInterval(time.Minute))); err == nil {
 			lk.Unlock(ctx)
 		}
 	}()
 	dlocktest.Eventually(t, 20*time.Second, "the waiter's registration once the session is up", func() bool {
-		info, err := b.Inspect(ctx, t.Name())
+		info, err := b.Inspect(ctx, key)
 		return err == nil && info.Waiters == 1
 	})
 	if got := c.n.Load(); got != 2 {
