@@ -148,6 +148,11 @@ func growPostgres(ctx context.Context, cfg config, _ string, run *growthRun) err
 		return err
 	}
 	defer e.pool.Close()
+	// As many connections as contenders, opened before any cell: each
+	// stands for a process's own.
+	if err := e.warm(ctx, top); err != nil {
+		return err
+	}
 	l, err := postgreslock.New(e.pool, dlock.WithTTL(cfg.growth.ttl))
 	if err != nil {
 		return err

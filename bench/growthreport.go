@@ -114,6 +114,8 @@ func (run *growthRun) markdown(p printer) {
 	p("`/proc`; etcd runs in this process, so its server CPU is in the client's and its Raft writes stand for it), and this")
 	p("process's CPU. What each contender does once per cell (its first attempt, joining the line, leaving it when the cell")
 	p("ends) is spread over the cell's hand-offs: where a contender gets few hand-offs (the figure in brackets), it weighs.")
+	p("What a process does once in its life is not: PostgreSQL's connections, one per contender, and each contender's LISTEN")
+	p("session are set up before the cell's clock.")
 	p("")
 	p("![hand-off cost](growth-handoff.svg)")
 	p("")

@@ -34,8 +34,11 @@ import (
 // use of it: try takes key or reports busy, lock waits, and the returned
 // function releases.
 type pgSystem struct {
-	name  string
-	open  func(ctx context.Context, p *pgParty) error
+	name string
+	open func(ctx context.Context, p *pgParty) error
+	// ready, when set, readies an opened party for a hand-off cell
+	// before its clock starts: what a process does once in its life.
+	ready func(ctx context.Context, p *pgParty) error
 	try   func(ctx context.Context, p *pgParty, key string) (func(), bool, error)
 	lock  func(ctx context.Context, p *pgParty, key string) (func(), error)
 	close func(p *pgParty)
@@ -166,6 +169,7 @@ func (e *pgEnv) systems() []pgSystem {
 				}
 				return func() { lk.Unlock(ctx) }, nil
 			},
+			ready: func(ctx context.Context, p *pgParty) error { return listening(ctx, p.locker) },
 			close: func(p *pgParty) { p.locker.Close() },
 		},
 		{
@@ -208,6 +212,48 @@ WHERE l.expires_at < now()`, key, p.owner, e.ttl.Milliseconds())
 		return nil, false, err
 	}
 	return func() { e.pool.Exec(ctx, `DELETE FROM bench_leader WHERE name = $1 AND owner = $2`, key, p.owner) }, true, nil
+}
+
+// listening starts l's LISTEN session, which a Locker starts at its
+// first wait and keeps, and waits until it is up (or 30s): a hand-off
+// cell of a few seconds would count a connection per contender, and the
+// server's cost of starting hundreds of them, as if each hand-off paid it.
+func listening(ctx context.Context, l *postgreslock.Locker) error {
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	// A watch's first value comes once it is registered and the session
+	// is up (or after a few seconds without).
+	c, err := l.Watch(wctx, "bench:listening")
+	if err != nil {
+		return err
+	}
+	select {
+	case <-c:
+		return nil
+	case <-wctx.Done():
+		return fmt.Errorf("the LISTEN session of a contender: %w", wctx.Err())
+	}
+}
+
+// readyAll readies the parties of s, a few at a time.
+func readyAll(ctx context.Context, s pgSystem, parties []*pgParty) error {
+	if s.ready == nil {
+		return nil
+	}
+	var (
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, 8)
+		errs = make([]error, len(parties))
+	)
+	for i, p := range parties {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = s.ready(ctx, p)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // pgCycles runs g goroutines, each on a key of its own, taking and
@@ -286,6 +332,9 @@ func (e *pgEnv) pgHot(ctx context.Context, s pgSystem, c int, key string) (pgHot
 		}
 		defer s.close(parties[i])
 	}
+	if err := readyAll(ctx, s, parties); err != nil {
+		return pgHotCell{}, err
+	}
 	cctx, cancel := context.WithTimeout(ctx, e.hotD)
 	defer cancel()
 	var (
@@ -351,8 +400,8 @@ func (e *pgEnv) pgHot(ctx context.Context, s pgSystem, c int, key string) (pgHot
 	return h, nil
 }
 
-// warm opens n connections in the pool and in db, so that no cell pays
-// for starting server processes.
+// warm opens n connections in the pool and in db (when set), so that no
+// cell pays for starting server processes.
 func (e *pgEnv) warm(ctx context.Context, n int) error {
 	conns := make([]*pgxpool.Conn, 0, n)
 	sconns := make([]*sql.Conn, 0, n)
@@ -370,6 +419,9 @@ func (e *pgEnv) warm(ctx context.Context, n int) error {
 			return err
 		}
 		conns = append(conns, c)
+		if e.db == nil {
+			continue
+		}
 		sc, err := e.db.Conn(ctx)
 		if err != nil {
 			return err
@@ -491,7 +543,7 @@ func runPostgres(ctx context.Context, cfg config, file string) error {
 		version, runtime.NumCPU(), runtime.GOMAXPROCS(0), strings.Join(strings.Fields(string(load))[:3], " "))
 	fmt.Fprintf(&b, "cirello.io/pglock v1.16.0 runs over pgx's database/sql driver (its `New` takes lib/pq only, so `UnsafeNew`), lease %v, heartbeat every %v; every lease here is %v.\n\n", e.ttl, e.ttl/3, e.ttl)
 	fmt.Fprintf(&b, "- **Uncontended**: each goroutine takes and releases a key of its own for %v (try, then release), %d repeats interleaved with the other systems; the median, and the min–max in brackets. The advisory lock keeps one pooled session per goroutine.\n", e.cycleD, repeats)
-	fmt.Fprintf(&b, "- **Hand-off**: contenders each a party of its own (a Locker, a pglock client, a session) wait for one key, hold it %v, release it, and let another take it; latency from the start of a release to the next holder's return, over %v per cell. Statements per acquisition are all the statements the parties sent (attempts, registrations, releases, polls, heartbeats), counted by a pgx tracer.\n\n", e.hold, e.hotD)
+	fmt.Fprintf(&b, "- **Hand-off**: contenders each a party of its own (a Locker, a pglock client, a session) wait for one key, hold it %v, release it, and let another take it; latency from the start of a release to the next holder's return, over %v per cell (each Locker's LISTEN session, which a process sets up once, is up before the cell's clock). Statements per acquisition are all the statements the parties sent (attempts, registrations, releases, polls, heartbeats), counted by a pgx tracer.\n\n", e.hold, e.hotD)
 	b.WriteString("| system | cycles/s at 1 | at 8 | at 64 | hand-off p50 / p99 at 8 | at 32 | statements per acquisition at 8 / 32 | acquisitions at 8 / 32 |\n|---|---|---|---|---|---|---|---|\n")
 	for si, s := range systems {
 		fmt.Fprintf(&b, "| %s |", s.name)

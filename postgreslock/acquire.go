@@ -143,8 +143,9 @@ func (l *Locker) giveBack(name, token string) {
 // wait makes attempts until h is held, ctx ends, the wait limit passes or
 // the retry strategy gives up. Between attempts it sleeps until a release
 // wakes it (a NOTIFY for its waiter id), the holder's lease would run
-// out, or the fallback delay passes: the retry strategy's, at most a third
-// of the TTL.
+// out, or the fallback delay passes: the retry strategy's, at least a
+// third of the TTL for a registered waiter (at least a second, or the
+// third when shorter, for one that could not register).
 // attemptGrace is how long an attempt may run past a wait's limit: a
 // server that answers nothing ends the wait there, and the attempt's
 // outcome is unknown (a hold it took lapses within its TTL).
@@ -189,8 +190,12 @@ func (l *Locker) wait(ctx context.Context, h *hold, o dlock.Options, limit int) 
 		}
 		return &dlock.NotAcquiredError{Key: h.Key(), RetryAfter: after, Err: cause}
 	}
-	fallback := min(o.TTL/3, time.Second) // with notifications on
-	window := 2*fallback + time.Second    // of a waiter's registration
+	// With notifications on, a registered waiter's fallback attempt only
+	// covers a wake-up lost, so it comes a third of the TTL after the
+	// last; one that could not register (its LISTEN session down, or its
+	// attempt failed) tries again within a second.
+	registered, unregistered := o.TTL/3, min(o.TTL/3, time.Second)
+	window := 2*registered + time.Second // of a waiter's registration: past the next attempt
 	for {
 		// A waiter registers only while the LISTEN session is up, so that
 		// the release that finds it reaches it; until then its attempts
@@ -223,8 +228,12 @@ func (l *Locker) wait(ctx context.Context, h *hold, o dlock.Options, limit int) 
 			return nil, giveUp(nil)
 		}
 		if o.Notify {
-			d = max(d, fallback)
-			window = 2*d + time.Second
+			if as != "" && err == nil {
+				d = max(d, registered)
+			} else {
+				d = max(d, unregistered)
+			}
+			window = 2*max(d, registered) + time.Second
 		}
 		if err == nil {
 			d = min(d, busy)

@@ -169,8 +169,16 @@ func (ln *listener) run(ctx context.Context) {
 	defer close(ln.done)
 	backoff := 10 * time.Millisecond
 	for ctx.Err() == nil {
-		err := ln.session(ctx)
-		ln.wakeAll(false)
+		up, err := ln.session(ctx)
+		if up {
+			// Notifications may have been missed since: everyone looks.
+			// A session that never came up missed none (the waiters
+			// poll meanwhile), and waking them at each failed connection
+			// would add an attempt per waiter to a server that may be
+			// failing connections for the load.
+			ln.wakeAll(false)
+			backoff = 10 * time.Millisecond
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -184,13 +192,14 @@ func (ln *listener) run(ctx context.Context) {
 	}
 }
 
-// session runs one LISTEN connection until it fails or ctx ends.
-func (ln *listener) session(ctx context.Context) error {
+// session runs one LISTEN connection until it fails or ctx ends; up
+// reports whether it came up.
+func (ln *listener) session(ctx context.Context) (up bool, _ error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	conn, err := pgx.ConnectConfig(cctx, ln.cfg)
 	if err != nil {
 		cancel()
-		return err
+		return false, err
 	}
 	defer func() {
 		c, cl := context.WithTimeout(context.Background(), time.Second)
@@ -200,14 +209,14 @@ func (ln *listener) session(ctx context.Context) error {
 	_, err = conn.Exec(cctx, "LISTEN "+pgx.Identifier{channelOf(ln.l.id)}.Sanitize())
 	cancel()
 	if err != nil {
-		return err
+		return false, err
 	}
 	ln.sessions.Add(1)
 	ln.wakeAll(true)
 	for {
 		n, err := ln.next(ctx, conn)
 		if err != nil {
-			return err
+			return true, err
 		}
 		who, name, ok := strings.Cut(n.Payload, " ")
 		if !ok {

@@ -18,6 +18,9 @@
 -- changes only expires_at, which no index holds, so the new version fits
 -- on the same page as a HOT update, with no index entry to add.
 --
+-- The functions set synchronous_commit by assignment (v := set_config(…)),
+-- which PL/pgSQL evaluates without running a query, unlike PERFORM.
+--
 -- To use another name, replace every "dlock" word in this file with it.
 -- Everything is created only when missing, so running it again is safe.
 
@@ -145,6 +148,11 @@ CREATE OR REPLACE FUNCTION dlock_acquire(p_name text, p_token text, p_kind "char
 	p_ttl_ms bigint, p_limit integer, p_waiter text, p_wait_ms bigint, p_grant text,
 	OUT fence bigint, OUT retry_ms bigint)
 LANGUAGE plpgsql AS $$
+DECLARE
+	bumped bigint;    -- the fence the first statement bumped, if it did
+	took bigint;      -- the fence of the hold it inserted, if it did
+	watched boolean;  -- a watcher waits for news of the name
+	v text;
 BEGIN
 	fence := 0;
 	IF p_grant <> '' THEN
@@ -159,15 +167,44 @@ BEGIN
 		END IF;
 		fence := 0;
 	END IF;
-	IF p_kind = 'w' AND p_owner <> '' AND EXISTS (SELECT 1 FROM dlock_holds
-		WHERE name = p_name AND kind = 'r' AND owner = p_owner AND expires_at > now()) THEN
-		retry_ms := -1; -- a reader does not become a writer: it would wait on itself
-		RETURN;
+	IF p_kind = 'w' AND p_owner <> '' THEN
+		IF EXISTS (SELECT 1 FROM dlock_holds
+			WHERE name = p_name AND kind = 'r' AND owner = p_owner AND expires_at > now()) THEN
+			retry_ms := -1; -- a reader does not become a writer: it would wait on itself
+			RETURN;
+		END IF;
 	END IF;
 	-- A busy key is answered without a write, unless the caller waits.
-	IF p_kind IN ('l', 'w') THEN -- dlock_busy's answer for them, without a call
-		SELECT ceil(extract(epoch FROM max(expires_at) - now()) * 1000) INTO retry_ms -- >= 1: expires_at > now()
-		FROM dlock_holds WHERE name = p_name AND expires_at > now() AND (p_owner = '' OR owner <> p_owner);
+	IF p_kind IN ('l', 'w') THEN
+		-- One statement answers, and takes a key that is free: it reads
+		-- dlock_busy's answer for a lock or write lock (r.busy, >= 1:
+		-- expires_at > now()), whether lapsed holds are there to delete,
+		-- and the name's fence (r.seen), in one snapshot; when nothing is
+		-- in the way it bumps the fence (f), and inserts the hold (i) when
+		-- the bumped fence is one above the one read and no lapsed hold is
+		-- there. Every hold is inserted by a transaction that bumps its
+		-- name's fence, and the update waits for any other that does and
+		-- then bumps the newest fence: one above r.seen means that no hold
+		-- came after the snapshot, so that its answer stands.
+		WITH r AS (
+			SELECT ceil(extract(epoch FROM max(h.expires_at) FILTER (WHERE h.expires_at > now() AND (p_owner = '' OR h.owner <> p_owner)) - now()) * 1000) AS busy,
+			       coalesce(bool_or(h.expires_at <= now()), false) AS stale,
+			       coalesce((SELECT d.fence FROM dlock AS d WHERE d.name = p_name), 0) AS seen
+			FROM dlock_holds AS h WHERE h.name = p_name
+		), f AS (
+			UPDATE dlock AS d SET fence = d.fence + 1 FROM r
+			WHERE d.name = p_name AND r.busy IS NULL
+			RETURNING d.fence
+		), i AS (
+			INSERT INTO dlock_holds (name, token, kind, owner, fence, expires_at)
+			SELECT p_name, p_token, p_kind, p_owner, f.fence, now() + p_ttl_ms * interval '1 millisecond'
+			FROM f, r WHERE f.fence = r.seen + 1 AND NOT r.stale
+			RETURNING dlock_holds.fence
+		)
+		SELECT r.busy, (SELECT f.fence FROM f), (SELECT i.fence FROM i),
+		       EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o')
+		INTO retry_ms, bumped, took, watched
+		FROM r;
 	ELSE
 		retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, false);
 	END IF;
@@ -175,31 +212,45 @@ BEGIN
 		RETURN;
 	END IF;
 	IF retry_ms IS NULL THEN
-		-- Take the name's row and bump its fence in one write: acquisitions
-		-- of one name queue here.
-		INSERT INTO dlock AS d (name, fence) VALUES (p_name, 1)
-		ON CONFLICT (name) DO UPDATE SET fence = d.fence + 1
-		RETURNING d.fence INTO fence;
-		DELETE FROM dlock_holds WHERE name = p_name AND expires_at <= now();
-		IF p_kind IN ('l', 'w') THEN -- dlock_busy's answer for them, without a call
-			SELECT ceil(extract(epoch FROM max(expires_at) - now()) * 1000) INTO retry_ms -- >= 1: expires_at > now()
-			FROM dlock_holds WHERE name = p_name AND expires_at > now() AND (p_owner = '' OR owner <> p_owner);
+		IF took IS NOT NULL THEN
+			fence := took;
 		ELSE
-			retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, false);
+			-- The slow way: take the name's row and bump its fence, unless
+			-- the statement above did (acquisitions of one name queue
+			-- there); delete lapsed holds; look again.
+			fence := bumped;
+			IF fence IS NULL THEN
+				UPDATE dlock AS d SET fence = d.fence + 1 WHERE d.name = p_name RETURNING d.fence INTO fence;
+			END IF;
+			IF fence IS NULL THEN -- the name's first acquisition
+				INSERT INTO dlock AS d (name, fence) VALUES (p_name, 1)
+				ON CONFLICT (name) DO UPDATE SET fence = d.fence + 1
+				RETURNING d.fence INTO fence;
+			END IF;
+			DELETE FROM dlock_holds WHERE name = p_name AND expires_at <= now();
+			IF p_kind IN ('l', 'w') THEN -- dlock_busy's answer for them, without a call
+				SELECT ceil(extract(epoch FROM max(expires_at) - now()) * 1000) INTO retry_ms -- >= 1: expires_at > now()
+				FROM dlock_holds WHERE name = p_name AND expires_at > now() AND (p_owner = '' OR owner <> p_owner);
+			ELSE
+				retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, false);
+			END IF;
+			IF retry_ms IS NULL THEN
+				IF p_kind = 'p' THEN
+					UPDATE dlock SET lim = p_limit WHERE name = p_name AND lim <> p_limit;
+				END IF;
+				INSERT INTO dlock_holds (name, token, kind, owner, fence, expires_at)
+				VALUES (p_name, p_token, p_kind, p_owner, fence, now() + p_ttl_ms * interval '1 millisecond')
+				RETURNING EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o') INTO watched;
+			END IF;
 		END IF;
 		IF retry_ms IS NULL THEN
-			IF p_kind = 'p' THEN
-				UPDATE dlock SET lim = p_limit WHERE name = p_name AND lim <> p_limit;
-			END IF;
-			INSERT INTO dlock_holds (name, token, kind, owner, fence, expires_at)
-			VALUES (p_name, p_token, p_kind, p_owner, fence, now() + p_ttl_ms * interval '1 millisecond');
 			IF p_waiter <> '' OR p_grant <> '' THEN
 				DELETE FROM dlock_waiters WHERE name = p_name AND (waiter = p_waiter OR (p_grant <> '' AND token = p_grant));
 				IF p_kind IN ('p', 'r') THEN
 					PERFORM dlock_notify(p_name, true); -- the next may come in too
 				END IF;
 			END IF;
-			IF EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o') THEN
+			IF watched THEN
 				PERFORM dlock_notify(p_name, false);
 			END IF;
 			RETURN;
@@ -217,7 +268,7 @@ BEGIN
 	-- fallback attempt covers that), so its commit does not wait for the
 	-- WAL to reach the disk. An acquisition's commit always does: one lost
 	-- in a crash could hand out its fence twice.
-	PERFORM set_config('synchronous_commit', 'off', true);
+	v := set_config('synchronous_commit', 'off', true);
 	-- Lock the holds in its way, so that their release waits for this
 	-- transaction and then finds the waiter.
 	retry_ms := dlock_busy(p_name, p_kind, p_owner, p_limit, p_waiter, true);
@@ -263,8 +314,15 @@ DECLARE
 	w record;
 	f bigint;
 BEGIN
-	-- Grants and acquisitions of one name queue on its row.
-	PERFORM 1 FROM dlock WHERE name = p_name FOR UPDATE;
+	-- Grants and acquisitions of one name queue on its row. An
+	-- acquisition that holds it may next lock the hold this release just
+	-- deleted (to register as a waiter): waiting for it would be a
+	-- deadlock. So the release grants nothing then, and wakes the first
+	-- waiter instead (dlock_release).
+	PERFORM 1 FROM dlock WHERE name = p_name FOR UPDATE SKIP LOCKED;
+	IF NOT FOUND THEN
+		RETURN false;
+	END IF;
 	IF EXISTS (SELECT 1 FROM dlock_holds WHERE name = p_name AND expires_at > now()) THEN
 		RETURN false;
 	END IF;
@@ -301,21 +359,22 @@ CREATE OR REPLACE FUNCTION dlock_release(p_name text, p_token text) RETURNS bool
 LANGUAGE plpgsql AS $$
 DECLARE
 	k "char";
+	v text;
 BEGIN
 	DELETE FROM dlock_holds WHERE name = p_name AND token = p_token RETURNING kind INTO k;
 	IF NOT FOUND THEN
-		PERFORM set_config('synchronous_commit', 'off', true);
+		v := set_config('synchronous_commit', 'off', true);
 		RETURN false;
 	END IF;
 	IF EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name) THEN
 		IF k = 'l' AND dlock_grant(p_name) THEN
 			RETURN true;
 		END IF;
-		PERFORM set_config('synchronous_commit', 'off', true);
+		v := set_config('synchronous_commit', 'off', true);
 		PERFORM dlock_notify(p_name, true);
 		RETURN true;
 	END IF;
-	PERFORM set_config('synchronous_commit', 'off', true);
+	v := set_config('synchronous_commit', 'off', true);
 	RETURN true;
 END $$;
 
@@ -325,11 +384,13 @@ END $$;
 -- wait for the WAL: a registration a crash brings back lapses.
 CREATE OR REPLACE FUNCTION dlock_leave(p_name text, p_waiter text, p_grant text) RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+	v text;
 BEGIN
 	DELETE FROM dlock_waiters WHERE name = p_name AND waiter = p_waiter;
 	IF p_grant <> '' AND EXISTS (SELECT 1 FROM dlock_holds WHERE name = p_name AND token = p_grant) THEN
 		PERFORM dlock_release(p_name, p_grant);
 		RETURN;
 	END IF;
-	PERFORM set_config('synchronous_commit', 'off', true);
+	v := set_config('synchronous_commit', 'off', true);
 END $$;
