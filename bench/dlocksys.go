@@ -15,7 +15,7 @@ import (
 func dlockSystems(p int) []system {
 	switch p {
 	case partUncontended:
-		return []system{dlockSys{}, dlockSys{fenced: true}, dlockSys{lease: true}, dlockSys{fair: true}}
+		return []system{dlockSys{}, dlockSys{fenced: true}, dlockSys{lease: true}, dlockSys{fair: true}, dlockSys{bounded: true}}
 	case partHot:
 		return []system{dlockSys{}, dlockSys{fenced: true}, dlockSys{fair: true}, dlockSys{poll: true}}
 	default:
@@ -26,10 +26,15 @@ func dlockSystems(p int) []system {
 // dlockSys is dlock's Redis driver with default options (watchdog on,
 // waiters woken on release, no fencing token), or with a fencing token on
 // every acquisition (fenced: all three on), with the watchdog off (lease:
-// the TTL is pinned), in fair mode, or with wake-on-release off (poll:
-// waiters poll at the default retry interval, 100ms).
+// the TTL is pinned), in fair mode, with wake-on-release off (poll:
+// waiters poll at the default retry interval, 100ms), or on a client with
+// ContextTimeoutEnabled (bounded: the client stops reading at the
+// context's deadline, so the Locker sends a lone request from its
+// caller's goroutine; on a default client a request goes through a
+// worker, so that its caller returns at RequestTimeout whatever the
+// client's read timeout).
 type dlockSys struct {
-	fenced, lease, fair, poll bool
+	fenced, lease, fair, poll, bounded bool
 }
 
 func (s dlockSys) name() string {
@@ -42,11 +47,16 @@ func (s dlockSys) name() string {
 		return "dlock fair"
 	case s.poll:
 		return "dlock notify off " + fmtDur(dlock.DefaultRetryInterval)
+	case s.bounded:
+		return "dlock, client ContextTimeoutEnabled"
 	}
 	return "dlock"
 }
 
 func (s dlockSys) party(e endpoint, rtt *counter) (party, error) {
+	if s.bounded {
+		e = e.withContextTimeout()
+	}
 	c := newUniversal(e, rtt)
 	l, err := redislock.New(c)
 	if err != nil {

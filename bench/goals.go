@@ -66,7 +66,7 @@ func goalRows(p printer, gs []goal) {
 
 func (r *results) redisGoals() []goal {
 	var gs []goal
-	dl, fenced := dlockSys{}.name(), dlockSys{fenced: true}.name()
+	dl, fenced, bounded := dlockSys{}.name(), dlockSys{fenced: true}.name(), dlockSys{bounded: true}.name()
 	if len(r.uncont) > 0 {
 		gmax := slices.Max(r.cfg.goroutines)
 		st := ratio(cellsOf(r.uncont, ukey, dl, gmax), r.bestFloor(gmax))
@@ -76,8 +76,13 @@ func (r *results) redisGoals() []goal {
 			if g == gmax {
 				continue
 			}
-			st := ratio(cellsOf(r.uncont, ukey, dl, g), rates(cellsOf(r.uncont, ukey, floor{}.name(), g)))
-			gs = append(gs, goal{fmt.Sprintf("dlock ≥ 1.0× the plain floor at %d goroutine%s", g, plural(g)), f2(st.med) + "×", st.med >= 1,
+			plain := rates(cellsOf(r.uncont, ukey, floor{}.name(), g))
+			st := ratio(cellsOf(r.uncont, ukey, dl, g), plain)
+			measured := f2(st.med) + "×"
+			if b := cellsOf(r.uncont, ukey, bounded, g); len(b) > 0 {
+				measured += fmt.Sprintf(" (%s: %s×)", bounded, f2(ratio(b, plain).med))
+			}
+			gs = append(gs, goal{fmt.Sprintf("dlock ≥ 1.0× the plain floor at %d goroutine%s", g, plural(g)), measured, st.med >= 1,
 				r.redisCosts(g, dl, floor{}.name())})
 		}
 		gs = append(gs, r.perCycleGoal("dlock allocations per cycle ≤ the plain floor's at every concurrency", "allocs", cell.allocsPer, f1, 0))

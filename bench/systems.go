@@ -84,6 +84,22 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // newUniversal returns a client of e's Redis: a Cluster client, whose
 // every node client counts its round trips in rtt, when e names a Cluster;
 // else a client of the one server.
+// withContextTimeout is e with ContextTimeoutEnabled in its clients'
+// options.
+func (e endpoint) withContextTimeout() endpoint {
+	if e.redis != nil {
+		o := *e.redis
+		o.ContextTimeoutEnabled = true
+		e.redis = &o
+	}
+	if e.cluster != nil {
+		o := *e.cluster
+		o.ContextTimeoutEnabled = true
+		e.cluster = &o
+	}
+	return e
+}
+
 func newUniversal(e endpoint, rtt *counter) redis.UniversalClient {
 	if e.cluster == nil {
 		return newClient(e.redis, rtt)
