@@ -148,7 +148,12 @@ func TestUnlockAfterUnknown(t *testing.T) {
 	}
 	t.Cleanup(func() { l.Close() })
 	k := keyFor(t)
-	const ttl, d = 1500 * time.Millisecond, 1200 * time.Millisecond
+	// The handle ends at the shorter of the two leases: the lapse counts
+	// from UnlockAfter, the TTL from the acquisition. A TTL 1.8s longer
+	// than the lapse keeps the acquisition's lease the longer one however
+	// long a loaded machine takes to pause two servers in between (with
+	// 300ms, once: "the handle lapsed 916ms after UnlockAfter(1.2s)").
+	const ttl, d = 3 * time.Second, 1200 * time.Millisecond
 	lk, err := l.TryLock(ctx, k, dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
