@@ -96,6 +96,9 @@ func (ln *Line) Wait(ctx context.Context, w Waiter) error {
 	sleep := time.NewTimer(time.Hour)
 	defer sleep.Stop()
 	delay, again := ln.First, ln.First == 0
+	if again {
+		delay = ln.Retry.Max // the sleep when settling holds the first attempt back
+	}
 	for {
 		if again && w.Settling() == nil {
 			d, ok := backoff.Next()
