@@ -8,9 +8,11 @@
 //
 // # Round trips
 //
-// Acquiring is one round trip: on the plain path a bare SET NX PX GET (with
-// dlock.WithFencing, try.lua: SET NX PX and the fence increment, or the
-// holder's remaining lease when busy); with an owner, in fair mode or while
+// Acquiring is one round trip: on the plain path a bare SET NX PX, as a
+// hand-rolled lock sends it (a TryLock that finds the key busy asks with
+// a GET whether it holds this attempt's own token, a SET the client sent
+// twice: 2 round trips); with dlock.WithFencing, try.lua: SET NX PX and
+// the fence increment, or the holder's remaining lease when busy; with an owner, in fair mode or while
 // waiting, acquire.lua: the same plus reentry and the queue. Releasing is
 // one (release.lua): compare-and-delete and the hand-over to the first
 // waiter. Scripts go by EVALSHA and fall back to EVAL on NOSCRIPT. A
@@ -20,12 +22,14 @@
 // (lock_all.lua, see [Locker.TryLockMulti]), and so is their release.
 //
 // The goroutines of one Locker share round trips. To each server (each
-// master of a Cluster), at most four commands are on the wire at once; the
-// commands issued meanwhile wait and leave together, in one pipeline, as
-// soon as one of the four is answered. A Locker alone sends
-// each command at once, as a plain client would; 64 goroutines locking
-// keys of their own make a few round trips instead of 128, and the client
-// and the server spend a fraction of the CPU (see bench/RESULTS.md).
+// master of a Cluster), up to four commands go out on their own at once
+// while the load is light, as from a plain client; beyond that, the
+// commands issued meanwhile wait and leave together in one pipeline, and
+// while a pipeline is on the wire the next commands wait for the one
+// after it, so that batches grow with the load: 64 goroutines locking
+// keys of their own make a round trip per 16 cycles or so instead of 2
+// per cycle, and the client and the server spend a fraction of the CPU
+// (see bench/RESULTS.md).
 //
 // # Timeouts
 //
@@ -34,6 +38,14 @@
 // TryLock returns within it, and a Lock with dlock.WithWait within its
 // limit plus RequestTimeout, also when the server is out of reach or
 // stopped. A request left unanswered is given back once it ends.
+//
+// To keep that bound on a client whose reads ignore the context, an
+// acquisition's request runs on a worker goroutine that its caller waits
+// for. On a *redis.Client with ContextTimeoutEnabled, a lone request under
+// a context without a Done channel (context.Background, its values, or
+// context.WithoutCancel of another) is sent by its caller instead, which
+// saves the two goroutine switches: about half the client CPU of an
+// uncontended cycle.
 //
 // # Keys and wire compatibility
 //
