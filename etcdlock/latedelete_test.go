@@ -55,14 +55,7 @@ func (f *lateDelete) unary(ctx context.Context, method string, req, reply any, c
 // lateClient returns a Locker, with watches started after an hour, over a
 // client of the shared cluster whose deletes f can hold back.
 func lateClient(t *testing.T, f *lateDelete) *etcdlock.Locker {
-	cfg := shared.ClientConfig()
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(f.unary))
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	l := newLocker(t, cli, dlock.WithTTL(time.Minute))
+	l := newLocker(t, faultyClient(t, f.unary), dlock.WithTTL(time.Minute))
 	etcdlock.SetWatchAfter(l, time.Hour)
 	return l
 }

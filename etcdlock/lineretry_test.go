@@ -9,8 +9,6 @@ import (
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/observe"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
 )
 
 // A waiter in line whose attempt fails (etcd did not answer the take
@@ -20,13 +18,7 @@ import (
 func TestLineRetriesAfterFailedTake(t *testing.T) {
 	t.Parallel()
 	var f faultyKV
-	cfg := shared.ClientConfig()
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(f.unary))
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := faultyClient(t, f.unary)
 	var rec dlocktest.Recorder
 	waiter := newLocker(t, cli, dlock.WithObserver(&rec))
 	holder := newLocker(t, client(t))
@@ -74,13 +66,7 @@ func TestLineRetriesAfterFailedTake(t *testing.T) {
 func TestLineRetakesUnderANewName(t *testing.T) {
 	t.Parallel()
 	var f faultyKV
-	cfg := shared.ClientConfig()
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(f.unary))
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := faultyClient(t, f.unary)
 	var rec dlocktest.Recorder
 	waiter := newLocker(t, cli, dlock.WithObserver(&rec), dlock.WithTTL(time.Hour))
 	holder := newLocker(t, client(t))

@@ -15,6 +15,7 @@ import (
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/etcdlock/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 )
 
 // shared is the one-member cluster of the tests and examples that need no
@@ -76,6 +77,21 @@ func checkLeaks(d time.Duration) error {
 
 // client returns a client of the shared cluster, closed when t ends.
 func client(t testing.TB) *clientv3.Client { return shared.Client(t) }
+
+// faultyClient returns a client of the shared cluster whose unary calls go
+// through unary (which drops, fails or holds them back), closed when t
+// ends, after the Lockers made over it.
+func faultyClient(t testing.TB, unary grpc.UnaryClientInterceptor) *clientv3.Client {
+	t.Helper()
+	cfg := shared.ClientConfig()
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(unary))
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
 
 // newLocker returns a Locker over cli, closed when t ends.
 func newLocker(t testing.TB, cli *clientv3.Client, opts ...dlock.Option) *etcdlock.Locker {

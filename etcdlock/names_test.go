@@ -58,13 +58,7 @@ func (f *faultyKV) unary(ctx context.Context, method string, req, reply any, cc 
 func TestNameNotReusedWhileDeletePending(t *testing.T) {
 	t.Parallel()
 	var f faultyKV
-	cfg := shared.ClientConfig()
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(f.unary))
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := faultyClient(t, f.unary)
 	l := newLocker(t, cli, dlock.WithTTL(time.Hour))
 	admin := client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

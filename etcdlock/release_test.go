@@ -11,7 +11,6 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/etcdlock/etcdtest"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -111,14 +110,7 @@ func TestUnlockFailedLapses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var fault txnFault
-			cfg := shared.ClientConfig()
-			cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(fault.unary))
-			cli, err := clientv3.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cli.Close() })
-			a := newLocker(t, cli, dlock.WithTTL(ttl))
+			a := newLocker(t, faultyClient(t, fault.unary), dlock.WithTTL(ttl))
 			b := newLocker(t, client(t))
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

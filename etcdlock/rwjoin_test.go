@@ -12,7 +12,6 @@ import (
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/observe"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 )
 
@@ -50,20 +49,6 @@ func (g *txnGate) unary(ctx context.Context, method string, req, reply any, cc *
 		return ctx.Err()
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
-}
-
-// gatedClient returns a client of the shared cluster whose first
-// conditional transaction passes g, closed when t ends.
-func gatedClient(t *testing.T, g *txnGate) *clientv3.Client {
-	t.Helper()
-	cfg := shared.ClientConfig()
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(g.unary))
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
 }
 
 // await receives from ch, or fails the test after d.
@@ -109,8 +94,8 @@ func TestRWOwnerJoinRace(t *testing.T) {
 				}
 			})
 			first := newLocker(t, client(t))
-			second := newLocker(t, gatedClient(t, joinGate), dlock.WithObserver(watch))
-			other := newLocker(t, gatedClient(t, confirmGate))
+			second := newLocker(t, faultyClient(t, joinGate.unary), dlock.WithObserver(watch))
+			other := newLocker(t, faultyClient(t, confirmGate.unary))
 
 			h1, err := tc.take(first, octx, key, dlock.WithWait(0))
 			if err != nil {
