@@ -41,11 +41,12 @@
 //
 // To keep that bound on a client whose reads ignore the context, an
 // acquisition's request runs on a worker goroutine that its caller waits
-// for. On a *redis.Client with ContextTimeoutEnabled, a lone request under
-// a context without a Done channel (context.Background, its values, or
-// context.WithoutCancel of another) is sent by its caller instead, which
-// saves the two goroutine switches: about half the client CPU of an
-// uncontended cycle.
+// for, so that a cancel ends the wait at once. On a *redis.Client with
+// ContextTimeoutEnabled, a lone request is sent by its caller instead,
+// which saves the two goroutine switches: about half the client CPU of an
+// uncontended cycle. Such a client stops a read at the context's
+// deadline, not at its cancel: a cancel that comes while the request is
+// on the wire is seen once the reply comes, or at the bound.
 //
 // # Keys and wire compatibility
 //

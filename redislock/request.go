@@ -11,7 +11,8 @@ import (
 )
 
 // RequestTimeout bounds how long an acquisition waits for the reply to
-// one request: TryLock returns within it (sooner when ctx ends), and Lock
+// one request: TryLock returns within it (sooner when ctx ends, but see
+// ContextTimeoutEnabled in the package doc), and Lock
 // within its wait limit (dlock.WithWait) plus RequestTimeout, whatever the
 // server does: a closed port, a server that accepts connections and never
 // answers, one that answers late. With WithReplicaAck the bound of a
@@ -69,10 +70,12 @@ func (e *noReplyError) Unwrap() error { return e.cause }
 // on a loaded machine double the client's CPU of an uncontended cycle. So
 // when the client bounds a command by its context's deadline
 // (ContextTimeoutEnabled: reads, writes, the wait for a connection and
-// between retries) and nothing is on the wire, an attempt whose context
-// has no Done (it cannot end before its bound) is sent alone on its
-// caller's goroutine, with a context whose deadline is the request's
-// bound: the client keeps the bound itself.
+// between retries) and nothing is on the wire, an attempt is sent alone on
+// its caller's goroutine, with a context whose deadline is the request's
+// bound: the client keeps the bound itself. Such a client reads a reply
+// until that deadline, not until a cancel: a caller whose context is
+// cancelled while its attempt is on the wire waits for the reply, at most
+// until the bound, as it would calling the client itself.
 //
 // A request whose caller stops waiting is abandoned: an attempt's context
 // is cancelled (the client stops retrying it), and once it ends its
@@ -205,7 +208,7 @@ func (s *sender) put(r *request) {
 // caller's context ends. It returns nil when r was answered, else a
 // *noReplyError: r is then abandoned, and no longer the caller's.
 func (s *sender) send(r *request, deadline time.Time) error {
-	if s.direct != nil && len(r.undo) > 0 && r.p == redisnode.Processor(s.direct) && r.ctx.parent.Done() == nil && s.direct.Idle() {
+	if s.direct != nil && len(r.undo) > 0 && r.p == redisnode.Processor(s.direct) && r.ctx.parent.Err() == nil && s.direct.Idle() {
 		s.sendAlone(r, deadline)
 		return nil
 	}
