@@ -141,8 +141,7 @@ func TestBusyTryLockCounts(t *testing.T) {
 // goroutines of one Locker, each on a key of its own: their commands share
 // pipelines (see the package doc), so that a cycle costs a fraction of the
 // two round trips it costs alone. Measured on 2 cores: 0.06, and 0.055 to
-// 0.14 under the race detector on a loaded machine; sent alone, as from
-// the coalescer of an earlier release at 16 goroutines, it would be near 1.
+// 0.14 under the race detector on a loaded machine.
 const coalescedTrips = 0.3
 
 // The round trips of a Locker's goroutines are shared: 64 goroutines
