@@ -548,9 +548,8 @@ func runPostgres(ctx context.Context, cfg config, file string) error {
 	for si, s := range systems {
 		fmt.Fprintf(&b, "| %s |", s.name)
 		for gi := range goroutines {
-			v := slices.Clone(cycles[si][gi])
-			slices.Sort(v)
-			fmt.Fprintf(&b, " %.0f (%.0f–%.0f) |", v[len(v)/2], v[0], v[len(v)-1])
+			v := cycles[si][gi]
+			fmt.Fprintf(&b, " %.0f (%.0f–%.0f) |", middle(v), slices.Min(v), slices.Max(v))
 		}
 		for _, h := range hots[si] {
 			fmt.Fprintf(&b, " %s / %s |", pgMS(h.p50), pgMS(h.p99))
@@ -561,6 +560,21 @@ func runPostgres(ctx context.Context, cfg config, file string) error {
 	b.WriteString("| keeping 1,000 locks | client CPU | server CPU | statements/s |\n|---|---|---|---|\n")
 	for _, h := range held {
 		fmt.Fprintf(&b, "| %s | %.1f %% | %.1f %% | %.1f |\n", h.name, h.client, h.server, h.stmtsPerS)
+	}
+	var us []pgSummary
+	for si, s := range systems {
+		u := pgSummary{name: s.name}
+		for gi := range goroutines {
+			u.cycles = append(u.cycles, middle(cycles[si][gi]))
+		}
+		for _, h := range hots[si] {
+			u.p50, u.stmts = append(u.p50, h.p50), append(u.stmts, h.stmts)
+		}
+		us = append(us, u)
+	}
+	if gs := pgGoals(us, goroutines, contenders, held); len(gs) > 0 {
+		b.WriteString("\n**Goals** (dlock postgreslock, from the medians above):\n\n")
+		goalRows(func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }, gs)
 	}
 	return replaceSection(file, "## PostgreSQL", b.String())
 }
