@@ -95,7 +95,7 @@ func TestHotPathCounts(t *testing.T) {
 func TestHandOffCounts(t *testing.T) {
 	const (
 		plain   = 10 // TestHotPathCounts' plain cycle, on each node
-		handOff = 25 // a queued attempt and a release that grants, on each node
+		handOff = 22 // a queued attempt and a release that grants, on each node
 	)
 	servers := start(t, 3)
 	ctx := context.Background()
