@@ -120,9 +120,12 @@ func (lk *hold) Unlock(ctx context.Context) error {
 
 // release sends release.lua to every node and waits for their answers
 // (or the per-node timeout), so that a caller that acquires the key again
-// at once finds it free on every node that answered: for a lock taken by
-// an attempt, every node that answered the attempt, however late; for one
-// handed over by releases, every node that handed it over.
+// at once finds it free on every node that answered, and the Locker's
+// next request to a node finds its release answered (not in flight, which
+// would take a connection of its own): for a lock taken by an attempt,
+// every node that answered the attempt, however late; for one handed over
+// by releases, every node that handed it over and every other that
+// answered the waiter's last attempt.
 func (l *Locker) release(ctx context.Context, lk *hold) (tally, error) {
 	now := time.Now().UnixMicro()
 	send := func(ctx context.Context, nd *node) reply {

@@ -241,6 +241,7 @@ type result struct {
 	busy       bool          // the lock is held by another party
 	retryAfter time.Duration // the holder's remaining lease, as the busy nodes said
 	stretch    []int64       // by node: the stretch a busy node gave the waiter's entry (0: no such reply)
+	round      *round        // the attempt's round, whose slowest nodes may still answer; nil when it took the lock
 }
 
 // attempt makes one attempt on every node at once (see TryLock); q, when
@@ -357,7 +358,7 @@ func (l *Locker) attempt(ctx context.Context, lk *hold, q *queueing) result {
 		return result{err: l.noQuorum("lock", lk.Key(), len(won)+len(busy), errs)}
 	}
 	slices.Sort(busy)
-	return result{err: &dlock.NotAcquiredError{Key: lk.Key(), RetryAfter: busy[0]}, busy: true, retryAfter: busy[0], stretch: stretch}
+	return result{err: &dlock.NotAcquiredError{Key: lk.Key(), RetryAfter: busy[0]}, busy: true, retryAfter: busy[0], stretch: stretch, round: rd}
 }
 
 // noQuorum is the error of a call that too few nodes answered.

@@ -10,17 +10,18 @@
 -- waiter; a lock that changed hands tells its watchers.
 local token, owner, mode = ARGV[1], ARGV[2], ARGV[3]
 floor_us = tonumber(ARGV[8])
--- the plain path: compare-and-delete, and the lock to the first live
--- waiter (the holder has no entry here: each way of taking a node's lock
--- takes the taker's entry out of its queue)
-if owner == '' and mode == '0' and redis.call('GET', lock) == token then
-  redis.call('DEL', lock)
-  -- one EXISTS asks at once whether anyone queues or watches
-  if redis.call('EXISTS', queue, observed) > 0 then
-    grant()
-    tell_observers()
+-- the plain path: compare-and-delete, the lock going to the first live
+-- waiter instead when there is one (the holder has no entry here: each
+-- way of taking a node's lock takes the taker's entry out of its queue).
+-- One MGET reads the lock and whether anyone watches it; grant's first
+-- look at the queue is all that an empty one costs.
+if owner == '' and mode == '0' then
+  local seen = redis.call('MGET', lock, observed)
+  if seen[1] == token then
+    if not grant() then redis.call('DEL', lock) end
+    if seen[2] then redis.call('SPUBLISH', observed, '') end
+    return 1
   end
-  return 1
 end
 leave_queue(queue, waiters, token) -- a waiter's entry, or one left by the waiter this hold was
 local value = token

@@ -145,6 +145,10 @@ type waiter struct {
 	records   map[int64]attemptRecord
 	grants    map[int]rediswait.Wake // by node: the latest grant heard of
 	fallbacks int
+	// last is the round of the last attempt that queued: the nodes that
+	// answered it are alive, and a release of the lock that the grants
+	// hand over waits for them (see Locker.release).
+	last *round
 }
 
 // reset makes w the state of a new wait of lk (a waiter is reused from
@@ -175,6 +179,9 @@ func (w *waiter) Attempt(ctx context.Context, delay time.Duration) rediswait.Out
 	res := w.l.attempt(ctx, w.lk, w.q)
 	if res.err == nil {
 		return rediswait.Outcome{Held: true}
+	}
+	if w.q != nil && res.busy && res.round != nil {
+		w.last = res.round
 	}
 	if w.q != nil && res.busy {
 		// The busy nodes stretched the entry by the waiter's place there:
@@ -218,7 +225,7 @@ func (w *waiter) Woken(ctx context.Context, g rediswait.Wake) rediswait.Outcome 
 	w.grants[g.Node] = g
 	if w.l.heldByGrants(w.lk, w.grants, w.records, w.autoRenew) {
 		w.lk.table().Woken(w.lk, true)
-		err := w.l.fenceGrants(ctx, w.lk, w.grants, w.records)
+		err := w.l.fenceGrants(ctx, w.lk, w.grants, w.records, w.last)
 		if err == nil {
 			return rediswait.Outcome{Held: true}
 		}
@@ -312,9 +319,12 @@ func (l *Locker) heldByGrants(lk *hold, grants map[int]rediswait.Wake, records m
 }
 
 // fenceGrants sets the fence of a lock handed over by grants, as fence
-// does for one taken by an attempt.
-func (l *Locker) fenceGrants(ctx context.Context, lk *hold, grants map[int]rediswait.Wake, records map[int64]attemptRecord) error {
+// does for one taken by an attempt, and makes last, the round of the
+// waiter's last attempt, the one whose nodes its release waits for (the
+// nodes that granted it, and every other that answered that attempt).
+func (l *Locker) fenceGrants(ctx context.Context, lk *hold, grants map[int]rediswait.Wake, records map[int64]attemptRecord, last *round) error {
 	fences := make(map[int]uint64, len(grants))
+	lk.acquiring = last
 	lk.answered = make([]bool, len(l.nodes))
 	for i, g := range grants {
 		if _, ok := records[g.Attempt]; ok {

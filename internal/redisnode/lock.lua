@@ -37,8 +37,8 @@ end
 
 -- enqueue puts token in the queue at score (nil: it is queued already and
 -- keeps its place), with its entry (the deadline counted from now), and
--- keeps the queue for twice the claim window. A waiter that sends
--- k_max > 1 sleeps longer the further back it queues: its place r (the
+-- keeps the queue for at least twice the claim window (up to three
+-- times). A waiter that sends k_max > 1 sleeps longer the further back it queues: its place r (the
 -- waiters queued before it) stretches its entry's claim window by (k - 1) * step, where
 -- k = min(max(r, 1), k_max), the factor its sleep takes (see package
 -- rediswait). It returns the entry's claim window and k.
@@ -55,8 +55,10 @@ local function enqueue(token, score, claim, attempt, fenced, sub, owner, k_max, 
   end
   redis.call('HSET', waiters, token, table.concat({now_ms() + claim, claim, attempt, fenced, sub, owner}, '|'))
   if redis.call('PTTL', queue) < 2 * claim then -- also when it has no TTL yet
-    redis.call('PEXPIRE', queue, 2 * claim)
-    redis.call('PEXPIRE', waiters, 2 * claim)
+    -- a claim's worth to spare: a queue of waiters that come back within
+    -- their claim windows is extended once per window, not every attempt
+    redis.call('PEXPIRE', queue, 3 * claim)
+    redis.call('PEXPIRE', waiters, 3 * claim)
   end
   return claim, k
 end
