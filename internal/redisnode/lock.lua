@@ -38,10 +38,11 @@ end
 -- enqueue puts token in the queue at score (nil: it is queued already and
 -- keeps its place), with its entry (the deadline counted from now), and
 -- keeps the queue for at least twice the claim window (up to three
--- times). A waiter that sends k_max > 1 sleeps longer the further back it queues: its place r (the
--- waiters queued before it) stretches its entry's claim window by (k - 1) * step, where
--- k = min(max(r, 1), k_max), the factor its sleep takes (see package
--- rediswait). It returns the entry's claim window and k.
+-- times). A waiter that sends k_max > 1 sleeps longer the further back it
+-- queues: its place r (the waiters queued before it) stretches its
+-- entry's claim window by (k - 1) * step, where k = min(max(r, 1), k_max),
+-- the factor its sleep takes (see package rediswait). It returns the
+-- entry's claim window and k.
 local function enqueue(token, score, claim, attempt, fenced, sub, owner, k_max, step)
   if score then redis.call('ZADD', queue, score, token) end
   local k = 1
