@@ -52,7 +52,10 @@ type WatchdogConfig[L Leased] struct {
 	// renewed, an error matching dlock.ErrOwnershipLost when the server
 	// no longer has the lock, any other error when the renewal did not
 	// reach the server (the watchdog tries again until the deadline).
-	// ctx ends at the earliest deadline of the batch. Required.
+	// ctx ends at the earliest deadline of the batch. batch is the
+	// watchdog's buffer, to read during the call only; the errors are read
+	// before the next call, so Renew may answer in a buffer of its own.
+	// Required.
 	Renew func(ctx context.Context, batch []Renewal[L]) []error
 	// Lost ends a lease that is lost: cause matches dlock.ErrOwnershipLost
 	// (a renewal was refused) or dlock.ErrLeaseExpired (the deadline
