@@ -15,16 +15,22 @@ import (
 // embeds it, so that watching a lock costs no allocation; the watchdog
 // guards it with its own mutex, and the driver reads it only through the
 // watchdog's methods.
+//
+// A handle whose renewal is due has been out of the processor's cache
+// since the last one, and the watchdog reads its lease first: the fields
+// every renewal reads come first, in two cache lines, and a handle that
+// embeds its Lease first has the watchdog's check that the handle is not
+// nil read the same line.
 type Lease struct {
-	ttl       time.Duration
-	deadline  time.Time // local lease deadline, on the monotonic clock
-	due       time.Time // next time the watchdog looks at this lease
-	index     int       // in the watchdog's heap; -1 when not there
-	lastErr   error     // why the last renewal failed
-	gen       uint64    // the lease's generation: a Refresh starts a new one
+	slot      int32 // its slot in the watchdog's heap, plus one; 0 when not there
 	renew     bool
 	inflight  bool // a renewal is on the wire
 	releasing bool // the holder began to release: no more renewals
+	ttl       time.Duration
+	deadline  time.Time // local lease deadline, on the monotonic clock
+	due       time.Time // next time the watchdog looks at this lease
+	gen       uint64    // the lease's generation: a Refresh starts a new one
+	lastErr   error     // why the last renewal failed
 }
 
 func (ls *Lease) lease() *Lease { return ls }
@@ -52,7 +58,10 @@ type WatchdogConfig[L Leased] struct {
 	// renewed, an error matching dlock.ErrOwnershipLost when the server
 	// no longer has the lock, any other error when the renewal did not
 	// reach the server (the watchdog tries again until the deadline).
-	// ctx ends at the earliest deadline of the batch. Required.
+	// ctx ends at the earliest deadline of the batch. batch is the
+	// watchdog's buffer, to read during the call only; the errors are read
+	// before the next call, so Renew may answer in a buffer of its own.
+	// Required.
 	Renew func(ctx context.Context, batch []Renewal[L]) []error
 	// Lost ends a lease that is lost: cause matches dlock.ErrOwnershipLost
 	// (a renewal was refused) or dlock.ErrLeaseExpired (the deadline
@@ -116,6 +125,12 @@ type Watchdog[L Leased] struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	running sync.WaitGroup
+
+	// The renewer's buffers, reused batch after batch so that renewing
+	// allocates nothing per lease; only the renewer's goroutine uses them.
+	items []Renewal[L]
+	gens  []uint64
+	told  []int
 }
 
 // coalesce: a renewal due within ttl/coalesce of another's joins its
@@ -163,7 +178,9 @@ func (w *Watchdog[L]) AddUntil(lk L, deadline time.Time, ttl time.Duration, rene
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ls.ttl, ls.renew, ls.deadline = ttl, renew, deadline
-	ls.index = -1
+	if i := w.leases.index(lk); i >= 0 {
+		w.leases.remove(i)
+	}
 	if w.stopped {
 		return
 	}
@@ -197,18 +214,11 @@ func (w *Watchdog[L]) arm(t time.Time) {
 
 // Remove stops watching lk.
 func (w *Watchdog[L]) Remove(lk L) {
-	ls := lk.lease()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.watched(lk) {
-		w.leases.remove(ls.index)
+	if i := w.leases.index(lk); i >= 0 {
+		w.leases.remove(i)
 	}
-}
-
-// watched reports whether lk is in the heap. Called with w.mu held.
-func (w *Watchdog[L]) watched(lk L) bool {
-	i := lk.lease().index
-	return i >= 0 && i < len(w.leases) && w.leases[i].lk == lk
 }
 
 // Deadline returns lk's local lease deadline.
@@ -247,7 +257,8 @@ func (w *Watchdog[L]) RefreshedUntil(lk L, deadline, sent time.Time, ttl time.Du
 	if !applied && old.Before(deadline) {
 		ls.deadline = old
 	}
-	if !w.watched(lk) {
+	i := w.leases.index(lk)
+	if i < 0 {
 		return
 	}
 	switch {
@@ -261,7 +272,7 @@ func (w *Watchdog[L]) RefreshedUntil(lk L, deadline, sent time.Time, ttl time.Du
 	default:
 		return
 	}
-	w.leases.fix(ls.index, w.at(ls.due))
+	w.leases.fix(i, w.at(ls.due))
 	w.arm(ls.due)
 }
 
@@ -283,16 +294,17 @@ func (w *Watchdog[L]) Releasing(lk L) error {
 	if ls.releasing {
 		return nil
 	}
+	i := w.leases.index(lk)
 	if !time.Now().Before(ls.deadline) {
-		if w.watched(lk) {
-			w.leases.remove(ls.index)
+		if i >= 0 {
+			w.leases.remove(i)
 		}
 		return expired(ls.lastErr)
 	}
 	ls.releasing, ls.renew = true, false
-	if w.watched(lk) && !ls.inflight {
+	if i >= 0 && !ls.inflight {
 		ls.due = ls.deadline
-		w.leases.fix(ls.index, w.at(ls.due))
+		w.leases.fix(i, w.at(ls.due))
 		w.arm(ls.due)
 	}
 	return nil
@@ -318,8 +330,8 @@ func (w *Watchdog[L]) schedule() {
 		var expired []L
 		w.mu.Lock()
 	due:
-		for len(w.leases) > 0 {
-			lk := w.leases[0].lk
+		for w.leases.len() > 0 {
+			lk := w.leases.first()
 			ls := lk.lease()
 			switch {
 			case !now.Before(ls.deadline):
@@ -343,8 +355,8 @@ func (w *Watchdog[L]) schedule() {
 			signal(w.kick)
 		}
 		w.next = time.Time{}
-		if len(w.leases) > 0 {
-			w.arm(w.leases[0].lk.lease().due)
+		if w.leases.len() > 0 {
+			w.arm(w.leases.first().lease().due)
 		}
 		w.mu.Unlock()
 		for _, lk := range expired {
@@ -383,6 +395,7 @@ func expired(renewErr error) error {
 // batches.
 func (w *Watchdog[L]) renewLoop() {
 	defer w.running.Done()
+	var spare []L // the scheduler's next batch: two buffers take turns
 	for {
 		select {
 		case <-w.kick:
@@ -391,13 +404,15 @@ func (w *Watchdog[L]) renewLoop() {
 		}
 		w.mu.Lock()
 		batch := w.batch
-		w.batch = nil
+		w.batch = spare
 		w.mu.Unlock()
-		for len(batch) > 0 {
-			n := min(len(batch), w.cfg.MaxBatch)
-			w.renew(batch[:n])
-			batch = batch[n:]
+		for rest := batch; len(rest) > 0; {
+			n := min(len(rest), w.cfg.MaxBatch)
+			w.renew(rest[:n])
+			rest = rest[n:]
 		}
+		clear(batch) // holds no lease alive
+		spare = batch[:0]
 	}
 }
 
@@ -405,8 +420,10 @@ func (w *Watchdog[L]) renewLoop() {
 func (w *Watchdog[L]) renew(batch []L) {
 	w.mu.Lock()
 	deadline := batch[0].lease().deadline
-	items := make([]Renewal[L], len(batch))
-	gens := make([]uint64, len(batch))
+	items := grow(w.items, len(batch))
+	gens := grow(w.gens, len(batch))
+	w.items, w.gens = items, gens
+	defer clear(items) // holds no lease alive
 	for i, lk := range batch {
 		ls := lk.lease()
 		items[i], gens[i] = Renewal[L]{Lock: lk, TTL: ls.ttl}, ls.gen
@@ -434,13 +451,14 @@ func (w *Watchdog[L]) renew(batch []L) {
 		causes []error
 		failed error
 		nfail  int
-		told   []int // the leases whose outcome Renewed hears of
+		told   = w.told[:0] // the leases whose outcome Renewed hears of
 	)
 	w.mu.Lock()
 	for i, lk := range batch {
 		ls := lk.lease()
 		ls.inflight = false
-		if !w.watched(lk) {
+		at := w.leases.index(lk)
+		if at < 0 {
 			continue // ended meanwhile
 		}
 		ttl, err := items[i].TTL, errs[i]
@@ -473,7 +491,7 @@ func (w *Watchdog[L]) renew(batch []L) {
 			ls.due = ls.deadline
 		case errors.Is(err, dlock.ErrOwnershipLost):
 			lost, causes = append(lost, items[i]), append(causes, err)
-			w.leases.remove(ls.index)
+			w.leases.remove(at)
 			continue
 		default:
 			if failed == nil {
@@ -486,17 +504,26 @@ func (w *Watchdog[L]) renew(batch []L) {
 				ls.due = ls.deadline
 			}
 		}
-		w.leases.fix(ls.index, w.at(ls.due))
+		w.leases.fix(at, w.at(ls.due))
 		w.arm(ls.due)
 	}
 	w.mu.Unlock()
 	for _, i := range told {
 		w.cfg.Renewed(batch[i], errs[i])
 	}
+	w.told = told
 	if failed != nil && w.cfg.OnFailure != nil {
 		w.cfg.OnFailure(nfail, failed)
 	}
 	for i, r := range lost {
 		w.cfg.Lost(r.Lock, causes[i])
 	}
+}
+
+// grow returns buf resliced to n, reallocated when too small.
+func grow[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
 }

@@ -45,8 +45,8 @@ import (
 
 // hold is the handle of one acquisition, the dlock.Lock of this driver.
 type hold struct {
+	driver.Lease // the lease, as the watchdog keeps it: first (see driver.Lease)
 	driver.Hold  // the key, the owner, the state, Done and Err
-	driver.Lease // the lease, as the watchdog keeps it
 	l            *Locker
 	keys         redisnode.Keys
 	owner        string        // the owner, as Owner() returns it; ownerArg points here

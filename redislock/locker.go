@@ -41,6 +41,7 @@ type Locker struct {
 	reqs      sender // runs acquisitions' requests, so that their callers wait no longer than their bound
 	watchdog  driver.Watchdog[*hold]
 	oneServer bool // the client talks to one server: a renewal batch is one script call
+	renewBufs renewBuffers
 	notify    *rediswait.Subscriber
 	sub       string    // the subscriber id: its waiters are woken on "<queue key>:<sub>"
 	waiters   sync.Pool // of *waiter: a waiting Lock's state, reused once its wait returned

@@ -34,14 +34,25 @@ const maxPipeline = 1000
 // newWatchdog prepares l's watchdog.
 func (l *Locker) newWatchdog() error {
 	_, l.oneServer = l.client.(*redis.Client) // a single server, or Sentinel's master
-	return l.watchdog.Init(driver.WatchdogConfig[*hold]{
+	cfg := driver.WatchdogConfig[*hold]{
 		Drift:    redisnode.Drift,
 		Renew:    l.renew,
 		Lost:     func(lk *hold, cause error) { lk.lose(cause) },
 		Lapsed:   func(lk *hold) { lk.end(dlock.ErrNotHeld) }, // a release with unknown outcome: the lease lapsed
-		Renewed:  l.renewed,
 		MaxBatch: maxPipeline,
-	})
+	}
+	if l.tables.Locks.Observed() {
+		cfg.Renewed = l.renewed // nobody else hears of renewals
+	}
+	return l.watchdog.Init(cfg)
+}
+
+// renewBuffers are what the watchdog's renewer reuses batch after batch,
+// so that renewing a batch allocates nothing per lock: only that
+// goroutine touches them, one batch at a time.
+type renewBuffers struct {
+	call []any   // the command of a batch of plain locks (see renewPlain)
+	out  []error // renew's results, which the watchdog reads before the next batch
 }
 
 // renew is the watchdog's renewal of a batch (see driver.WatchdogConfig's
@@ -91,7 +102,13 @@ func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*hold]) []err
 	if err != nil {
 		l.log.Warn("renewal failed", "key", batch[0].Lock.Key(), "locks", len(batch), "error", err)
 	}
-	out := make([]error, len(batch))
+	out := l.renewBufs.out[:0]
+	if cap(out) < len(batch) {
+		out = make([]error, len(batch))
+	}
+	out = out[:len(batch)]
+	clear(out)
+	l.renewBufs.out = out
 	for i, r := range batch {
 		cerr := err
 		if cerr == nil && errs != nil {
@@ -140,19 +157,23 @@ func (l *Locker) renewScript(ctx context.Context, args [][]any, ack replicaAck) 
 // same lease: one call of renew_plain.lua, which takes a key and a token
 // per lock.
 func (l *Locker) renewPlain(ctx context.Context, batch []driver.Renewal[*hold], ack replicaAck) ([]byte, []ackResult, error) {
-	keys := make([]any, len(batch))
-	argv := make([]any, len(batch)+1)
-	argv[0] = batch[0].TTL.Milliseconds()
-	for i, r := range batch {
-		keys[i], argv[i+1] = r.Lock.keyArgs[0], r.Lock.tokenArg
+	call := renewPlain.AppendCall(l.renewBufs.call[:0], len(batch))
+	for _, r := range batch {
+		call = append(call, r.Lock.keyArgs[0])
 	}
+	call = append(call, batch[0].TTL.Milliseconds())
+	for _, r := range batch {
+		call = append(call, r.Lock.tokenArg)
+	}
+	defer func() { l.renewBufs.call = call[:0] }()
+	defer clear(call) // holds no lock's strings alive
 	var p redisnode.Processor = l.client
 	var a *acker
 	if ack.n > 0 {
 		a = &acker{client: l.client, ack: ack}
 		p = a
 	}
-	res, err := renewPlain.Run(ctx, p, keys, argv...).Text()
+	res, err := renewPlain.RunCall(ctx, p, call).Text()
 	res, err = redisnode.RenewCodes(res, err, len(batch))
 	var acks []ackResult
 	if a != nil {

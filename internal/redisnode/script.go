@@ -30,10 +30,24 @@ func (s *Script) Args(keys []any, args ...any) []any {
 	return append(cmd, args...)
 }
 
+// AppendCall appends "EVALSHA hash numkeys" to dst, for a caller that
+// builds the keys and arguments after it, in a buffer of its own, and
+// sends the command with RunCall.
+func (s *Script) AppendCall(dst []any, numkeys int) []any {
+	return append(dst, "evalsha", s.hash, numkeys)
+}
+
 // Run sends EVALSHA and, on NOSCRIPT (after a restart, a failover or
 // SCRIPT FLUSH), the same call as EVAL: one round trip in the normal case.
 func (s *Script) Run(ctx context.Context, p Processor, keys []any, args ...any) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, s.Args(keys, args...)...)
+	return s.RunCall(ctx, p, s.Args(keys, args...))
+}
+
+// RunCall is Run with the command built by AppendCall. call is sent as
+// it is, and changed to EVAL on NOSCRIPT: the caller may reuse it once
+// RunCall returns.
+func (s *Script) RunCall(ctx context.Context, p Processor, call []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, call...)
 	_ = p.Process(ctx, cmd) // the error is cmd's
 	if IsNoScript(cmd.Err()) {
 		eval := cmd.Args()
