@@ -76,11 +76,23 @@ func newStatements(t string) statements {
 		// A release commits without waiting for its WAL to reach the
 		// disk, unless it grants the lock to a waiter (see schema.sql).
 		release: `SELECT ` + t + `_release($1::text, $2::text)`,
-		renew: `UPDATE ` + t + `_holds AS h SET expires_at = now() + u.ttl * interval '1 millisecond'
+		// A lock's hold is in its name's row, or (a further hold of its
+		// owner, a permit, a read or write lock) in the holds table: the
+		// statements keyed by token look in both. No token is '', which
+		// marks a row with no hold.
+		renew: `WITH r AS (UPDATE ` + t + ` AS d SET expires_at = now() + u.ttl * interval '1 millisecond'
 FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(name, token, ttl)
-WHERE h.name = u.name AND h.token = u.token RETURNING h.name, h.token`,
-		refresh: `UPDATE ` + t + `_holds SET expires_at = now() + $3::bigint * interval '1 millisecond' WHERE name = $1::text AND token = $2::text`,
-		ttl:     `SELECT ceil(extract(epoch FROM expires_at - now()) * 1000)::bigint FROM ` + t + `_holds WHERE name = $1::text AND token = $2::text`,
+WHERE d.name = u.name AND d.token = u.token AND d.token <> '' RETURNING d.name, d.token),
+h AS (UPDATE ` + t + `_holds AS h SET expires_at = now() + u.ttl * interval '1 millisecond'
+FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(name, token, ttl)
+WHERE h.name = u.name AND h.token = u.token RETURNING h.name, h.token)
+SELECT name, token FROM r UNION ALL SELECT name, token FROM h`,
+		refresh: `WITH r AS (UPDATE ` + t + ` SET expires_at = now() + $3::bigint * interval '1 millisecond' WHERE name = $1::text AND token = $2::text AND token <> '' RETURNING 1),
+h AS (UPDATE ` + t + `_holds SET expires_at = now() + $3::bigint * interval '1 millisecond' WHERE name = $1::text AND token = $2::text RETURNING 1)
+SELECT 1 FROM r UNION ALL SELECT 1 FROM h`,
+		ttl: `SELECT ceil(extract(epoch FROM expires_at - now()) * 1000)::bigint FROM (
+SELECT expires_at FROM ` + t + ` WHERE name = $1::text AND token = $2::text AND token <> ''
+UNION ALL SELECT expires_at FROM ` + t + `_holds WHERE name = $1::text AND token = $2::text) AS x`,
 		// Leaving is a release's kind: a registration a crash brings back
 		// lapses; a grant it hands on commits durably.
 		leave: `SELECT ` + t + `_leave($1::text, $2::text, $3::text)`,
