@@ -24,7 +24,9 @@
 -- owner taken while the row's hold lives goes to dlock_holds, as do all
 -- holds of semaphores and read-write locks. Every acquisition of a lock
 -- changes its name's row (it bumps the fence), so that acquisitions of
--- one name queue there.
+-- one name queue there; the row's "more" is set by one that puts its
+-- hold in dlock_holds, and cleared by one that finds none left there,
+-- so that the others need not look.
 --
 -- Both tables leave half of each page free (fillfactor 50): taking,
 -- renewing and releasing change no indexed column, so the new version
@@ -43,12 +45,14 @@ CREATE TABLE IF NOT EXISTS dlock (
 	token      text NOT NULL DEFAULT '',                -- the lock's hold in the row, '' for none
 	owner      text NOT NULL DEFAULT '',
 	hold_fence bigint NOT NULL DEFAULT 0,
-	expires_at timestamptz NOT NULL DEFAULT '-infinity'
+	expires_at timestamptz NOT NULL DEFAULT '-infinity',
+	more       boolean NOT NULL DEFAULT true                -- dlock_holds may have more holds of the lock
 ) WITH (fillfactor = 50);
 ALTER TABLE dlock ADD COLUMN IF NOT EXISTS token text NOT NULL DEFAULT ''; -- a table made before it had them
 ALTER TABLE dlock ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT '';
 ALTER TABLE dlock ADD COLUMN IF NOT EXISTS hold_fence bigint NOT NULL DEFAULT 0;
 ALTER TABLE dlock ADD COLUMN IF NOT EXISTS expires_at timestamptz NOT NULL DEFAULT '-infinity';
+ALTER TABLE dlock ADD COLUMN IF NOT EXISTS more boolean NOT NULL DEFAULT true; -- true: the lock's holds of a table made before it are in dlock_holds
 DO $$ BEGIN
 	IF NOT EXISTS (SELECT 1 FROM pg_class WHERE oid = 'dlock'::regclass AND 'fillfactor=50' = ANY(reloptions)) THEN
 		ALTER TABLE dlock SET (fillfactor = 50);
@@ -211,41 +215,29 @@ BEGIN
 		fence := 0;
 	END IF;
 	IF p_kind = 'l' THEN
-		-- One statement answers, and takes a lock that is free: it reads
-		-- the name's row (its fence r.seen, whether its hold is live, when
-		-- the holds in the way lapse) and the name's other holds, in one
-		-- snapshot; when the row's hold is not live and no other hold is
-		-- there, it puts the hold in the row (u), bumping the fence. An
-		-- acquisition that commits meanwhile changed the row's fence
-		-- (every one does), so the update, which waits for it and then
-		-- reads the row's newest version, finds no row with fence r.seen
-		-- and changes nothing: the snapshot's answer about the other
-		-- holds stands only when no acquisition came after it.
-		WITH h AS (
-			SELECT max(expires_at) FILTER (WHERE expires_at > now() AND (p_owner = '' OR owner <> p_owner)) AS until,
-			       count(*) AS n
-			FROM dlock_holds WHERE name = p_name
-		), r AS (
-			SELECT d.fence AS seen, d.token <> '' AND d.expires_at > now() AS live, h.n,
-			       greatest(h.until, CASE WHEN d.token <> '' AND d.expires_at > now() AND (p_owner = '' OR d.owner <> p_owner)
-			                              THEN d.expires_at END) AS until
-			FROM dlock AS d, h WHERE d.name = p_name
-		), u AS (
-			UPDATE dlock AS d SET fence = d.fence + 1, hold_fence = d.fence + 1, token = p_token, owner = p_owner,
-			       expires_at = now() + p_ttl_ms * interval '1 millisecond'
-			FROM r
-			WHERE d.name = p_name AND d.fence = r.seen AND NOT r.live AND r.n = 0
-			  AND (d.token = '' OR d.expires_at <= now())
-			RETURNING d.fence
-		)
-		SELECT (SELECT u.fence FROM u), r.until, EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o')
-		INTO took, until, watched
-		FROM (SELECT) AS one LEFT JOIN r ON true;
-		IF took IS NULL THEN
-			IF until IS NOT NULL AND p_waiter = '' THEN -- busy: answered without a write
+		-- One statement takes a lock that is free: the name's row has no
+		-- live hold and no other hold of the lock is in dlock_holds
+		-- (more). It waits for an acquisition or release of the name in
+		-- flight, and then reads the row's newest version.
+		UPDATE dlock AS d SET fence = d.fence + 1, hold_fence = d.fence + 1, token = p_token, owner = p_owner,
+		       expires_at = now() + p_ttl_ms * interval '1 millisecond'
+		WHERE d.name = p_name AND NOT d.more AND (d.token = '' OR d.expires_at <= now())
+		RETURNING d.fence, EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o')
+		INTO took, watched;
+		IF took IS NULL AND p_waiter = '' THEN
+			-- A busy lock is answered without a write.
+			SELECT greatest(
+				(SELECT d.expires_at FROM dlock AS d
+				 WHERE d.name = p_name AND d.token <> '' AND d.expires_at > now() AND (p_owner = '' OR d.owner <> p_owner)),
+				(SELECT max(h.expires_at) FROM dlock_holds AS h
+				 WHERE h.name = p_name AND h.expires_at > now() AND (p_owner = '' OR h.owner <> p_owner)))
+			INTO until;
+			IF until IS NOT NULL THEN
 				retry_ms := greatest(ceil(extract(epoch FROM until - now()) * 1000), 1);
 				RETURN;
 			END IF;
+		END IF;
+		IF took IS NULL THEN
 			-- The slow way: lock the name's row (acquisitions of one name
 			-- queue there), delete lapsed holds, look again.
 			SELECT d.token <> '' AND d.expires_at > now(),
@@ -254,8 +246,8 @@ BEGIN
 			INTO live, retry_ms
 			FROM dlock AS d WHERE d.name = p_name FOR UPDATE;
 			IF NOT FOUND THEN -- the name's first acquisition
-				INSERT INTO dlock AS d (name, fence, hold_fence, token, owner, expires_at)
-				VALUES (p_name, 1, 1, p_token, p_owner, now() + p_ttl_ms * interval '1 millisecond')
+				INSERT INTO dlock AS d (name, fence, hold_fence, token, owner, expires_at, more)
+				VALUES (p_name, 1, 1, p_token, p_owner, now() + p_ttl_ms * interval '1 millisecond', false)
 				ON CONFLICT (name) DO NOTHING
 				RETURNING d.fence INTO took;
 				IF took IS NULL THEN -- made meanwhile
@@ -272,12 +264,13 @@ BEGIN
 				FROM dlock_holds WHERE name = p_name AND expires_at > now() AND (p_owner = '' OR owner <> p_owner);
 				IF retry_ms IS NULL AND live THEN
 					-- The owner's own hold is in the row: this one goes beside it.
-					UPDATE dlock AS d SET fence = d.fence + 1 WHERE d.name = p_name RETURNING d.fence INTO took;
+					UPDATE dlock AS d SET fence = d.fence + 1, more = true WHERE d.name = p_name RETURNING d.fence INTO took;
 					INSERT INTO dlock_holds (name, token, kind, owner, fence, expires_at)
 					VALUES (p_name, p_token, 'l', p_owner, took, now() + p_ttl_ms * interval '1 millisecond');
 				ELSIF retry_ms IS NULL THEN
 					UPDATE dlock AS d SET fence = d.fence + 1, hold_fence = d.fence + 1, token = p_token, owner = p_owner,
-					       expires_at = now() + p_ttl_ms * interval '1 millisecond'
+					       expires_at = now() + p_ttl_ms * interval '1 millisecond',
+					       more = EXISTS (SELECT 1 FROM dlock_holds WHERE name = p_name) -- its owner's
 					WHERE d.name = p_name RETURNING d.fence INTO took;
 				END IF;
 			END IF;
@@ -467,10 +460,10 @@ BEGIN
 	IF NOT FOUND THEN
 		RETURN false;
 	END IF;
+	DELETE FROM dlock_holds WHERE name = p_name AND expires_at <= now(); -- none is live
 	UPDATE dlock AS d SET fence = d.fence + 1, hold_fence = d.fence + 1, token = w.token, owner = w.owner,
-	       expires_at = clock_timestamp() + w.ttl_ms * interval '1 millisecond'
+	       expires_at = clock_timestamp() + w.ttl_ms * interval '1 millisecond', more = false
 	WHERE d.name = p_name RETURNING d.fence INTO f;
-	DELETE FROM dlock_holds WHERE name = p_name AND expires_at <= now();
 	DELETE FROM dlock_waiters WHERE name = p_name AND waiter = w.waiter;
 	PERFORM pg_notify('dlock_' || split_part(w.waiter, '.', 1), w.waiter || '=' || f || ' ' || p_name);
 	IF EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o') THEN
@@ -495,19 +488,20 @@ CREATE OR REPLACE FUNCTION dlock_release(p_name text, p_token text) RETURNS bool
 LANGUAGE plpgsql AS $$
 DECLARE
 	k "char";
+	waited boolean;
 	v text;
 BEGIN
-	UPDATE dlock SET token = '' WHERE name = p_name AND token = p_token AND p_token <> '';
-	IF FOUND THEN
-		k := 'l';
-	ELSE
-		DELETE FROM dlock_holds WHERE name = p_name AND token = p_token RETURNING kind INTO k;
+	UPDATE dlock SET token = '' WHERE name = p_name AND token = p_token AND p_token <> ''
+	RETURNING 'l', EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name) INTO k, waited;
+	IF NOT FOUND THEN
+		DELETE FROM dlock_holds WHERE name = p_name AND token = p_token
+		RETURNING kind, EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name) INTO k, waited;
 		IF NOT FOUND THEN
 			v := set_config('synchronous_commit', 'off', true);
 			RETURN false;
 		END IF;
 	END IF;
-	IF EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name) THEN
+	IF waited THEN
 		IF k = 'l' AND dlock_grant(p_name) THEN
 			RETURN true;
 		END IF;
