@@ -224,6 +224,13 @@ BEGIN
 		WHERE d.name = p_name AND NOT d.more AND (d.token = '' OR d.expires_at <= now())
 		RETURNING d.fence, EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o')
 		INTO took, watched;
+		IF took IS NULL THEN -- the name's first acquisition makes its row
+			INSERT INTO dlock AS d (name, fence, hold_fence, token, owner, expires_at, more)
+			VALUES (p_name, 1, 1, p_token, p_owner, now() + p_ttl_ms * interval '1 millisecond', false)
+			ON CONFLICT (name) DO NOTHING
+			RETURNING d.fence, EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o')
+			INTO took, watched;
+		END IF;
 		IF took IS NULL AND p_waiter = '' THEN
 			-- A busy lock is answered without a write.
 			SELECT greatest(
@@ -245,20 +252,7 @@ BEGIN
 			            THEN ceil(extract(epoch FROM d.expires_at - now()) * 1000) END
 			INTO live, retry_ms
 			FROM dlock AS d WHERE d.name = p_name FOR UPDATE;
-			IF NOT FOUND THEN -- the name's first acquisition
-				INSERT INTO dlock AS d (name, fence, hold_fence, token, owner, expires_at, more)
-				VALUES (p_name, 1, 1, p_token, p_owner, now() + p_ttl_ms * interval '1 millisecond', false)
-				ON CONFLICT (name) DO NOTHING
-				RETURNING d.fence INTO took;
-				IF took IS NULL THEN -- made meanwhile
-					SELECT d.token <> '' AND d.expires_at > now(),
-					       CASE WHEN d.token <> '' AND d.expires_at > now() AND (p_owner = '' OR d.owner <> p_owner)
-					            THEN ceil(extract(epoch FROM d.expires_at - now()) * 1000) END
-					INTO live, retry_ms
-					FROM dlock AS d WHERE d.name = p_name FOR UPDATE;
-				END IF;
-			END IF;
-			IF took IS NULL THEN
+			IF FOUND THEN -- (the insert above found it there)
 				DELETE FROM dlock_holds WHERE name = p_name AND expires_at <= now();
 				SELECT greatest(retry_ms, ceil(extract(epoch FROM max(expires_at) - now()) * 1000)) INTO retry_ms -- >= 1: expires_at > now()
 				FROM dlock_holds WHERE name = p_name AND expires_at > now() AND (p_owner = '' OR owner <> p_owner);
