@@ -15,3 +15,6 @@ func ListenSessions(l *Locker) int { return int(l.ln.sessions.Load()) }
 
 // AttemptGrace is how long an attempt may run past a wait's limit.
 const AttemptGrace = attemptGrace
+
+// RenewSQL is the renewal statement of the tables named table.
+func RenewSQL(table string) string { return newStatements(table).renew }
