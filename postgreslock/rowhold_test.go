@@ -3,12 +3,14 @@ package postgreslock_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/postgreslock"
+	"github.com/jackc/pgx/v5"
 )
 
 // A lock's hold is kept in its name's row: taking it writes no row of
@@ -219,5 +221,69 @@ func TestTakeoverWaitsForFenceCheck(t *testing.T) {
 	defer tx2.Rollback(ctx)
 	if err := a.CheckFence(ctx, tx2, t.Name(), held.Fence()); !errors.Is(err, postgreslock.ErrFenceStale) {
 		t.Fatalf("CheckFence of the old holder after the takeover: %v; want ErrFenceStale", err)
+	}
+}
+
+// A release that waits for the transaction of a waiter's registration
+// (which locked the name's row) finds that waiter once it may go on: it
+// grants it the lock and sends its NOTIFY. The test's transaction makes
+// the registration, on a waiter whose channel the test listens on.
+func TestReleaseFindsWaiterRegisteredMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	p := pool(t, "")
+	a := newLocker(t, p)
+	held, err := a.TryLock(ctx, t.Name(), dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := a.NameOf(t.Name())
+	listen, err := pgx.Connect(ctx, shared.URL(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listen.Close(ctx)
+	if _, err := listen.Exec(ctx, `LISTEN dlock_regmeanwhile`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := p.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var fence, retry int64
+	if err := tx.QueryRow(ctx, `SELECT fence, coalesce(retry_ms, 0) FROM dlock_acquire($1, 'attempt', 'l', '', 60000, 0, 'regmeanwhile.1', 60000, 'granted')`, name).Scan(&fence, &retry); err != nil {
+		t.Fatal(err)
+	}
+	if fence != 0 {
+		t.Fatalf("the waiter's attempt took fence %d; want it busy", fence)
+	}
+	released := make(chan error, 1)
+	go func() { released <- held.Unlock(ctx) }()
+	dlocktest.Eventually(t, 20*time.Second, "the release waiting for the registration's transaction", func() bool {
+		var n int
+		err := p.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%dlock_release%'`).Scan(&n)
+		return err == nil && n == 1
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-released; err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := listen.WaitForNotification(wctx)
+	if err != nil {
+		t.Fatalf("no NOTIFY for the waiter registered meanwhile: %v", err)
+	}
+	if want := "regmeanwhile.1=" + strconv.FormatUint(held.Fence()+1, 10) + " " + name; n.Payload != want {
+		t.Fatalf("NOTIFY %q; want %q", n.Payload, want)
+	}
+	var token string
+	if err := p.QueryRow(ctx, `SELECT token FROM dlock WHERE name = $1`, name).Scan(&token); err != nil || token != "granted" {
+		t.Fatalf("the row's hold after the release: %q, %v; want the grant's", token, err)
+	}
+	if _, err := p.Exec(ctx, `SELECT dlock_release($1, 'granted')`, name); err != nil {
+		t.Fatal(err)
 	}
 }
