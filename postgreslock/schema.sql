@@ -482,20 +482,22 @@ CREATE OR REPLACE FUNCTION dlock_release(p_name text, p_token text) RETURNS bool
 LANGUAGE plpgsql AS $$
 DECLARE
 	k "char";
-	waited boolean;
 	v text;
 BEGIN
 	UPDATE dlock SET token = '' WHERE name = p_name AND token = p_token AND p_token <> ''
-	RETURNING 'l', EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name) INTO k, waited;
+	RETURNING 'l' INTO k;
 	IF NOT FOUND THEN
-		DELETE FROM dlock_holds WHERE name = p_name AND token = p_token
-		RETURNING kind, EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name) INTO k, waited;
+		DELETE FROM dlock_holds WHERE name = p_name AND token = p_token RETURNING kind INTO k;
 		IF NOT FOUND THEN
 			v := set_config('synchronous_commit', 'off', true);
 			RETURN false;
 		END IF;
 	END IF;
-	IF waited THEN
+	-- A statement of its own: it reads the waiters as of after the
+	-- statement above, which may have waited for the registration of one
+	-- (it locks the holds in its way); the statement's own snapshot is
+	-- from before that wait.
+	IF EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name) THEN
 		IF k = 'l' AND dlock_grant(p_name) THEN
 			RETURN true;
 		END IF;
