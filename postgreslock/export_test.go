@@ -18,3 +18,8 @@ const AttemptGrace = attemptGrace
 
 // RenewSQL is the renewal statement of the tables named table.
 func RenewSQL(table string) string { return newStatements(table).renew }
+
+// AcquireSQL and ReleaseSQL are the acquisition and release statements of
+// the tables named table.
+func AcquireSQL(table string) string { return newStatements(table).acquire }
+func ReleaseSQL(table string) string { return newStatements(table).release }

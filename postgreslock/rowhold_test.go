@@ -287,3 +287,73 @@ func TestReleaseFindsWaiterRegisteredMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An uncontended acquisition of a lock whose row is there, and its
+// release, are plain updates: neither runs a function of the schema, and
+// each answers one row.
+func TestUncontendedCycleRunsNoFunction(t *testing.T) {
+	ctx := context.Background()
+	p := pool(t, "")
+	l := newLocker(t, p)
+	name := l.NameOf(t.Name())
+	lk, err := l.TryLock(ctx, t.Name()) // makes the row, and clears waited
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := p.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SET LOCAL track_functions = 'pl'`); err != nil {
+		t.Fatal(err)
+	}
+	calls := func() int64 {
+		t.Helper()
+		var n int64
+		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_xact_user_functions WHERE funcname LIKE 'dlock\_%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	rows := func(sql string, args ...any) int {
+		t.Helper()
+		rs, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for rs.Next() {
+			n++
+		}
+		if rs.Close(); rs.Err() != nil {
+			t.Fatal(rs.Err())
+		}
+		return n
+	}
+	if n := rows(postgreslock.AcquireSQL("dlock"), name, "plain", "l", "", int64(60000), 0, "", int64(0), ""); n != 1 {
+		t.Fatalf("the acquisition answered %d rows; want 1", n)
+	}
+	if n := calls(); n != 0 {
+		t.Fatalf("the uncontended acquisition ran %d functions; want 0", n)
+	}
+	if n := rows(postgreslock.ReleaseSQL("dlock"), name, "plain"); n != 1 {
+		t.Fatalf("the release answered %d rows; want 1", n)
+	}
+	if n := calls(); n != 0 {
+		t.Fatalf("the release ran %d functions; want 0", n)
+	}
+	// Busy: the function answers, once.
+	if n := rows(postgreslock.AcquireSQL("dlock"), name, "a", "l", "", int64(60000), 0, "", int64(0), ""); n != 1 {
+		t.Fatalf("the acquisition answered %d rows; want 1", n)
+	}
+	if n := rows(postgreslock.AcquireSQL("dlock"), name, "b", "l", "", int64(60000), 0, "", int64(0), ""); n != 1 {
+		t.Fatalf("the busy acquisition answered %d rows; want 1", n)
+	}
+	if n := calls(); n != 1 {
+		t.Fatalf("the busy acquisition ran %d functions; want 1 (the acquire function)", n)
+	}
+}

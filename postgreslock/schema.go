@@ -72,10 +72,39 @@ func channelOf(id string) string { return "dlock_" + id }
 
 func newStatements(t string) statements {
 	return statements{
-		acquire: `SELECT fence, coalesce(retry_ms, 0) FROM ` + t + `_acquire($1::text, $2::text, $3::"char", $4::text, $5::bigint, $6::integer, $7::text, $8::bigint, $9::text)`,
+		// An attempt at a lock that is free, by a caller that has not
+		// registered as a waiter, is one UPDATE of the name's row (u);
+		// every other (the name's first, a busy or reentrant one, a
+		// waiter's, a semaphore's or read-write lock's) runs the
+		// acquire function, only when u changed nothing. The function
+		// starts from a snapshot of its own.
+		acquire: `WITH u AS (
+	UPDATE ` + t + ` AS d SET fence = d.fence + 1, hold_fence = d.fence + 1, token = $2::text, owner = $4::text,
+	       expires_at = now() + $5::bigint * interval '1 millisecond'
+	WHERE d.name = $1::text AND $3::"char" = 'l' AND $7::text = '' AND $9::text = ''
+	  AND NOT d.more AND (d.token = '' OR d.expires_at <= now())
+	RETURNING d.fence, d.waited
+)
+SELECT u.fence, 0::bigint FROM u
+WHERE (CASE WHEN u.waited THEN ` + t + `_notify($1::text, false)::text ELSE '' END) IS NOT NULL
+UNION ALL
+SELECT a.fence, coalesce(a.retry_ms, 0)
+FROM ` + t + `_acquire($1::text, $2::text, $3::"char", $4::text, $5::bigint, $6::integer, $7::text, $8::bigint, $9::text) AS a
+WHERE NOT EXISTS (SELECT FROM u)`,
 		// A release commits without waiting for its WAL to reach the
 		// disk, unless it grants the lock to a waiter (see schema.sql).
-		release: `SELECT ` + t + `_release($1::text, $2::text)`,
+		// A lock's hold in its name's row, which says nobody waits, is
+		// released by one UPDATE (u); every other release runs the
+		// release function, only when u changed nothing. A waiter's
+		// registration sets waited in the row, and u waits for it and
+		// then reads the row's newest version.
+		release: `WITH u AS (
+	UPDATE ` + t + ` SET token = '' WHERE name = $1::text AND token = $2::text AND $2::text <> '' AND NOT waited
+	RETURNING 1
+)
+SELECT set_config('synchronous_commit', 'off', true) <> '' FROM u
+UNION ALL
+SELECT ` + t + `_release($1::text, $2::text) WHERE NOT EXISTS (SELECT FROM u)`,
 		// A lock's hold is in its name's row, or (a further hold of its
 		// owner, a permit, a read or write lock) in the holds table: the
 		// statements keyed by token look in both. No token is '', which
@@ -98,7 +127,11 @@ UNION ALL SELECT expires_at FROM ` + t + `_holds WHERE name = $1::text AND token
 		leave: `SELECT ` + t + `_leave($1::text, $2::text, $3::text)`,
 		downgrade: `WITH d AS (UPDATE ` + t + `_holds SET kind = 'r' WHERE name = $1::text AND token = $2::text RETURNING name)
 SELECT ` + t + `_notify(name, true) FROM d`,
-		watch: `INSERT INTO ` + t + `_waiters (name, waiter, kind, until) VALUES ($1::text, $2::text, 'o', now() + $3::bigint * interval '1 millisecond')
+		// A watch sets waited in the name's row, so that its
+		// acquisitions and releases look for the watchers.
+		watch: `WITH r AS (INSERT INTO ` + t + ` AS d (name, waited) VALUES ($1::text, true)
+	ON CONFLICT (name) DO UPDATE SET waited = true WHERE NOT d.waited)
+INSERT INTO ` + t + `_waiters (name, waiter, kind, until) VALUES ($1::text, $2::text, 'o', now() + $3::bigint * interval '1 millisecond')
 ON CONFLICT (name, waiter) DO UPDATE SET until = EXCLUDED.until`,
 	}
 }

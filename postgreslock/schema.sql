@@ -26,7 +26,12 @@
 -- changes its name's row (it bumps the fence), so that acquisitions of
 -- one name queue there; the row's "more" is set by one that puts its
 -- hold in dlock_holds, and cleared by one that finds none left there,
--- so that the others need not look.
+-- so that the others need not look. Likewise "waited" is set by a
+-- waiter's registration and a watch, in the transaction that inserts
+-- them (a waiter's holds the row locked), and cleared by a release that
+-- finds none: a release of a lock whose row says nobody waits is one
+-- plain UPDATE, as is an uncontended acquisition (the driver sends both
+-- as plain statements, which call these functions in the other cases).
 --
 -- Both tables leave half of each page free (fillfactor 50): taking,
 -- renewing and releasing change no indexed column, so the new version
@@ -46,13 +51,15 @@ CREATE TABLE IF NOT EXISTS dlock (
 	owner      text NOT NULL DEFAULT '',
 	hold_fence bigint NOT NULL DEFAULT 0,
 	expires_at timestamptz NOT NULL DEFAULT '-infinity',
-	more       boolean NOT NULL DEFAULT true                -- dlock_holds may have more holds of the lock
+	more       boolean NOT NULL DEFAULT true,               -- dlock_holds may have more holds of the lock
+	waited     boolean NOT NULL DEFAULT true                -- dlock_waiters may have waiters or watchers of it
 ) WITH (fillfactor = 50);
 ALTER TABLE dlock ADD COLUMN IF NOT EXISTS token text NOT NULL DEFAULT ''; -- a table made before it had them
 ALTER TABLE dlock ADD COLUMN IF NOT EXISTS owner text NOT NULL DEFAULT '';
 ALTER TABLE dlock ADD COLUMN IF NOT EXISTS hold_fence bigint NOT NULL DEFAULT 0;
 ALTER TABLE dlock ADD COLUMN IF NOT EXISTS expires_at timestamptz NOT NULL DEFAULT '-infinity';
 ALTER TABLE dlock ADD COLUMN IF NOT EXISTS more boolean NOT NULL DEFAULT true; -- true: the lock's holds of a table made before it are in dlock_holds
+ALTER TABLE dlock ADD COLUMN IF NOT EXISTS waited boolean NOT NULL DEFAULT true;
 DO $$ BEGIN
 	IF NOT EXISTS (SELECT 1 FROM pg_class WHERE oid = 'dlock'::regclass AND 'fillfactor=50' = ANY(reloptions)) THEN
 		ALTER TABLE dlock SET (fillfactor = 50);
@@ -222,7 +229,7 @@ BEGIN
 		UPDATE dlock AS d SET fence = d.fence + 1, hold_fence = d.fence + 1, token = p_token, owner = p_owner,
 		       expires_at = now() + p_ttl_ms * interval '1 millisecond'
 		WHERE d.name = p_name AND NOT d.more AND (d.token = '' OR d.expires_at <= now())
-		RETURNING d.fence, EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o')
+		RETURNING d.fence, d.waited
 		INTO took, watched;
 		IF took IS NULL THEN -- the name's first acquisition makes its row
 			INSERT INTO dlock AS d (name, fence, hold_fence, token, owner, expires_at, more)
@@ -402,6 +409,9 @@ BEGIN
 	INSERT INTO dlock_waiters AS w (name, waiter, kind, owner, until, token, ttl_ms)
 	VALUES (p_name, p_waiter, p_kind, p_owner, now() + p_wait_ms * interval '1 millisecond', p_grant, p_ttl_ms)
 	ON CONFLICT (name, waiter) DO UPDATE SET until = EXCLUDED.until, token = EXCLUDED.token, ttl_ms = EXCLUDED.ttl_ms;
+	IF p_kind = 'l' THEN -- its row is locked (the slow way above)
+		UPDATE dlock SET waited = true WHERE name = p_name AND NOT waited;
+	END IF;
 	IF retry_ms IS NULL THEN
 		-- freed meanwhile: wake the first waiter, which may be this one
 		PERFORM dlock_notify(p_name, true);
@@ -482,11 +492,14 @@ CREATE OR REPLACE FUNCTION dlock_release(p_name text, p_token text) RETURNS bool
 LANGUAGE plpgsql AS $$
 DECLARE
 	k "char";
+	in_row boolean; -- the hold was in the name's row
 	v text;
 BEGIN
 	UPDATE dlock SET token = '' WHERE name = p_name AND token = p_token AND p_token <> ''
-	RETURNING 'l' INTO k;
-	IF NOT FOUND THEN
+	RETURNING true INTO in_row;
+	IF in_row THEN
+		k := 'l';
+	ELSE
 		DELETE FROM dlock_holds WHERE name = p_name AND token = p_token RETURNING kind INTO k;
 		IF NOT FOUND THEN
 			v := set_config('synchronous_commit', 'off', true);
@@ -504,6 +517,12 @@ BEGIN
 		v := set_config('synchronous_commit', 'off', true);
 		PERFORM dlock_notify(p_name, true);
 		RETURN true;
+	END IF;
+	IF in_row THEN
+		-- Nobody waits: the next release need not look. (A registration
+		-- waits for the row, which the update above locked, and sets it
+		-- again.)
+		UPDATE dlock SET waited = false WHERE name = p_name AND waited;
 	END IF;
 	v := set_config('synchronous_commit', 'off', true);
 	RETURN true;
