@@ -296,7 +296,7 @@ func TestUncontendedCycleRunsNoFunction(t *testing.T) {
 	p := pool(t, "")
 	l := newLocker(t, p)
 	name := l.NameOf(t.Name())
-	lk, err := l.TryLock(ctx, t.Name()) // makes the row, and clears waited
+	lk, err := l.TryLock(ctx, t.Name()) // makes the row
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -231,9 +231,12 @@ BEGIN
 		WHERE d.name = p_name AND NOT d.more AND (d.token = '' OR d.expires_at <= now())
 		RETURNING d.fence, d.waited
 		INTO took, watched;
-		IF took IS NULL THEN -- the name's first acquisition makes its row
-			INSERT INTO dlock AS d (name, fence, hold_fence, token, owner, expires_at, more)
-			VALUES (p_name, 1, 1, p_token, p_owner, now() + p_ttl_ms * interval '1 millisecond', false)
+		IF took IS NULL THEN
+			-- The name's first acquisition makes its row. Nobody waits for
+			-- it yet: a waiter registers on the row, and a watch makes it
+			-- (or sets waited once this transaction ends).
+			INSERT INTO dlock AS d (name, fence, hold_fence, token, owner, expires_at, more, waited)
+			VALUES (p_name, 1, 1, p_token, p_owner, now() + p_ttl_ms * interval '1 millisecond', false, false)
 			ON CONFLICT (name) DO NOTHING
 			RETURNING d.fence, EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o')
 			INTO took, watched;
