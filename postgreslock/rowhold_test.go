@@ -288,9 +288,9 @@ func TestReleaseFindsWaiterRegisteredMeanwhile(t *testing.T) {
 	}
 }
 
-// An uncontended acquisition of a lock whose row is there, and its
-// release, are plain updates: neither runs a function of the schema, and
-// each answers one row.
+// An uncontended acquisition of a lock, and its release, are plain
+// statements (an UPDATE of the name's row, or the INSERT of a new name's):
+// neither runs a function of the schema, and each answers one row.
 func TestUncontendedCycleRunsNoFunction(t *testing.T) {
 	ctx := context.Background()
 	p := pool(t, "")
@@ -345,6 +345,13 @@ func TestUncontendedCycleRunsNoFunction(t *testing.T) {
 	}
 	if n := calls(); n != 0 {
 		t.Fatalf("the release ran %d functions; want 0", n)
+	}
+	// A name never taken: its row is inserted, with no function either.
+	if n := rows(postgreslock.AcquireSQL("dlock"), name+":new", "plain", "l", "", int64(60000), 0, "", int64(0), ""); n != 1 {
+		t.Fatalf("the first acquisition of a name answered %d rows; want 1", n)
+	}
+	if n := calls(); n != 0 {
+		t.Fatalf("the first acquisition of a name ran %d functions; want 0", n)
 	}
 	// Busy: the function answers, once.
 	if n := rows(postgreslock.AcquireSQL("dlock"), name, "a", "l", "", int64(60000), 0, "", int64(0), ""); n != 1 {

@@ -73,10 +73,11 @@ func channelOf(id string) string { return "dlock_" + id }
 func newStatements(t string) statements {
 	return statements{
 		// An attempt at a lock that is free, by a caller that has not
-		// registered as a waiter, is one UPDATE of the name's row (u);
-		// every other (the name's first, a busy or reentrant one, a
-		// waiter's, a semaphore's or read-write lock's) runs the
-		// acquire function, only when u changed nothing. The function
+		// registered as a waiter, is one UPDATE of the name's row (u), or
+		// the INSERT of the row of a name never taken (i, as the acquire
+		// function makes it); every other (a busy or reentrant one, a
+		// waiter's, a semaphore's or read-write lock's) runs the acquire
+		// function, only when u and i took nothing. The function
 		// starts from a snapshot of its own.
 		acquire: `WITH u AS (
 	UPDATE ` + t + ` AS d SET fence = d.fence + 1, hold_fence = d.fence + 1, token = $2::text, owner = $4::text,
@@ -84,13 +85,21 @@ func newStatements(t string) statements {
 	WHERE d.name = $1::text AND $3::"char" = 'l' AND $7::text = '' AND $9::text = ''
 	  AND NOT d.more AND (d.token = '' OR d.expires_at <= now())
 	RETURNING d.fence, d.waited
+), i AS (
+	INSERT INTO ` + t + ` AS d (name, fence, hold_fence, token, owner, expires_at, more, waited)
+	SELECT $1::text, 1, 1, $2::text, $4::text, now() + $5::bigint * interval '1 millisecond', false, false
+	WHERE $3::"char" = 'l' AND $7::text = '' AND $9::text = '' AND NOT EXISTS (SELECT FROM u)
+	ON CONFLICT (name) DO NOTHING
+	RETURNING d.fence, d.waited
+), took AS (
+	SELECT fence, waited FROM u UNION ALL SELECT fence, waited FROM i
 )
-SELECT u.fence, 0::bigint FROM u
-WHERE (CASE WHEN u.waited THEN ` + t + `_notify($1::text, false)::text ELSE '' END) IS NOT NULL
+SELECT took.fence, 0::bigint FROM took
+WHERE (CASE WHEN took.waited THEN ` + t + `_notify($1::text, false)::text ELSE '' END) IS NOT NULL
 UNION ALL
 SELECT a.fence, coalesce(a.retry_ms, 0)
 FROM ` + t + `_acquire($1::text, $2::text, $3::"char", $4::text, $5::bigint, $6::integer, $7::text, $8::bigint, $9::text) AS a
-WHERE NOT EXISTS (SELECT FROM u)`,
+WHERE NOT EXISTS (SELECT FROM took)`,
 		// A release commits without waiting for its WAL to reach the
 		// disk, unless it grants the lock to a waiter (see schema.sql).
 		// A lock's hold in its name's row, which says nobody waits, is
