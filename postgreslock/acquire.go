@@ -63,9 +63,13 @@ func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit 
 		}
 	}()
 	if !wait {
-		actx, done := bounded(ctx)
-		busy, err := l.attempt(actx, h, o, limit, "", 0, "")
-		err = done(err)
+		// Bounded by RequestTimeout on ctx itself, which Close ends too:
+		// one context for the statement to watch, not a second on top.
+		cut := time.AfterFunc(RequestTimeout, func() { cancel(errCut) })
+		busy, err := l.attempt(ctx, h, o, limit, "", 0, "")
+		if !cut.Stop() && err != nil && context.Cause(ctx) == errCut {
+			err = &noAnswerError{err}
+		}
 		switch {
 		case err != nil:
 			return nil, driver.Wrap("lock", key, err)

@@ -25,7 +25,7 @@ func harness(p *pgxpool.Pool) dlocktest.Harness {
 		Lose: func(t *testing.T, key string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if _, err := p.Exec(ctx, "DELETE FROM dlock_holds WHERE name = $1", "dlock:lock:"+key); err != nil {
+			if _, err := p.Exec(ctx, "WITH r AS (UPDATE dlock SET token = '' WHERE name = $1) DELETE FROM dlock_holds WHERE name = $1", "dlock:lock:"+key); err != nil {
 				t.Fatal(err)
 			}
 		},

@@ -10,23 +10,28 @@
 //
 // # Leases by the server's clock
 //
-// Each hold is a row of "<table>_holds": the lock's name, a random token,
-// the owner, the fence, and expires_at = now() + TTL by the server's
-// clock, so clients' clocks never matter. An acquisition is one statement
-// (the function "<table>_acquire"): it takes a free key, or one whose
-// holds all expired, and inserts the hold; a busy key is answered without
-// a write. Renewals of all the locks a Locker holds go in one statement
-// per tick (an UPDATE joined with unnest of names and tokens), on the
-// shared watchdog, every third of the TTL.
+// Each hold has a random token, the owner, the fence, and expires_at =
+// now() + TTL by the server's clock, so clients' clocks never matter. A
+// lock's hold is kept in its name's row of "<table>" while that row has
+// no live hold; a further hold of the same owner (reentrancy), and every
+// permit of a semaphore and hold of a read-write lock, is a row of
+// "<table>_holds". An acquisition is one statement: a lock that is free
+// is taken by one UPDATE of its name's row, and anything else (the
+// name's first acquisition, a busy or reentrant one, a waiter's) runs the
+// function "<table>_acquire" in the same statement; a busy key is
+// answered without a write. A release nobody waits for is one UPDATE of
+// the row too. Renewals of all the locks a Locker holds go in one
+// statement per tick (UPDATEs of both tables joined with unnest of names
+// and tokens), on the shared watchdog, every third of the TTL.
 //
 // Renewal and release are keyed on the token: sent again, they find the
-// same row or nothing, and change nothing else. So a reply that is lost
-// is not a lost lock: the outcome is held, lost (the row is gone) or
+// same hold or nothing, and change nothing else. So a reply that is lost
+// is not a lost lock: the outcome is held, lost (the hold is gone) or
 // unknown, and only "lost" or the local deadline ends a hold. The deadline
 // counts on the client's monotonic clock from before the statement was
 // sent (less a drift margin of 1% and 2ms); the server counts from its
 // now(), which is later. A release whose reply is lost is sent again once;
-// an acquisition whose reply is lost deletes the row it may have written.
+// an acquisition whose reply is lost releases the hold it may have taken.
 // A step of the server's wall clock (not its rate) shortens or lengthens
 // every lease by as much: keep it synchronised.
 //
@@ -36,7 +41,7 @@
 // says (on by default: their WAL is on disk before the reply). A release,
 // a waiter's registration and its leaving do not wait: they set
 // synchronous_commit off for their own transaction only. A crash can lose
-// such a commit; a lost release leaves its row to lapse at its lease,
+// such a commit; a lost release leaves its hold to lapse at its lease,
 // which delays the next holder but never lets two hold at once, and a
 // lost registration leaves its waiter to its fallback attempt. The next
 // acquisition waits for its own WAL, which comes after theirs, so it makes
@@ -53,10 +58,11 @@
 // never go back while the database keeps its data, and their storage is
 // one row per name, not per acquisition. [Locker.CheckFence] (pgx) and
 // [Locker.CheckFenceSQL] (database/sql) check a (key, fence) inside the
-// caller's own transaction with SELECT … FOR SHARE of the hold's row: a
-// holder that paused past its lease cannot commit writes to this database
-// once someone else took the lock, since taking it deletes that row, and
-// waits for the check's transaction to end.
+// caller's own transaction with SELECT … FOR SHARE of the hold's row (the
+// name's row, or the hold's in "<table>_holds"): a holder that paused past
+// its lease cannot commit writes to this database once someone else took
+// the lock, since taking it updates the name's row (or deletes the
+// hold's), and waits for the check's transaction to end.
 //
 // # Waiting
 //

@@ -15,3 +15,11 @@ func ListenSessions(l *Locker) int { return int(l.ln.sessions.Load()) }
 
 // AttemptGrace is how long an attempt may run past a wait's limit.
 const AttemptGrace = attemptGrace
+
+// RenewSQL is the renewal statement of the tables named table.
+func RenewSQL(table string) string { return newStatements(table).renew }
+
+// AcquireSQL and ReleaseSQL are the acquisition and release statements of
+// the tables named table.
+func AcquireSQL(table string) string { return newStatements(table).acquire }
+func ReleaseSQL(table string) string { return newStatements(table).release }

@@ -18,12 +18,14 @@ import (
 // not commit the writes the lock guards.
 var ErrFenceStale = errors.New("postgreslock: stale fence: the lock was taken over or released")
 
-// fenceSQL finds the hold of a name with a fence, and locks its row FOR
-// SHARE until the end of the transaction: an acquisition that would take
-// the lock over must delete that row first, so it waits for the
-// transaction to end.
+// fenceSQL finds the hold of a name with a fence, in the name's row or
+// the holds table, and locks that row FOR SHARE until the end of the
+// transaction: an acquisition that would take the lock over must change
+// the name's row (or delete the hold's), so it waits for the transaction
+// to end.
 func fenceSQL(table string) string {
-	return `SELECT 1 FROM ` + table + `_holds WHERE name = $1 AND fence = $2 FOR SHARE`
+	return `SELECT 1 FROM (SELECT 1 FROM ` + table + ` WHERE name = $1 AND hold_fence = $2 AND token <> '' FOR SHARE) AS r
+UNION ALL SELECT 1 FROM (SELECT 1 FROM ` + table + `_holds WHERE name = $1 AND fence = $2 FOR SHARE) AS h`
 }
 
 // CheckFence checks, inside the caller's transaction tx, that the hold of

@@ -11,13 +11,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// hold is one acquisition: one row of the holds table, keyed by the lock's
-// name and the acquisition's token. It implements dlock.Lock.
+// hold is one acquisition, keyed by the lock's name and the
+// acquisition's token: a lock's hold in its name's row, or a row of the
+// holds table (see schema.sql for which). It implements dlock.Lock.
 //
-//	attempt ──row inserted, in the table──▶ held ──release deleted the row──▶ released
-//	   │                                      ├──renewal found no row───────▶ lost
+//	attempt ──hold written, in the table──▶ held ──release ended the hold──▶ released
+//	   │                                      ├──renewal found no hold──────▶ lost
 //	   │                                      └──local deadline passed──────▶ lost
-//	   └──busy, error (a row it may have written is deleted), Close──▶ (no handle)
+//	   └──busy, error (a hold it may have taken is released), Close──▶ (no handle)
 //
 // While a hold reports held, its row lives at least until the local
 // deadline, which counts from before the statement that set the lease was
@@ -37,7 +38,7 @@ var (
 	_ driver.Downgrader = (*hold)(nil)
 )
 
-// Unlock deletes the hold's row, keyed by its token: sent again, it finds
+// Unlock ends the hold, keyed by its token: sent again, it finds
 // nothing and changes nothing. A release whose reply does not come is
 // sent again once; when that fails too, Unlock returns the error and the
 // hold ends as released all the same: it is no longer renewed, so its row

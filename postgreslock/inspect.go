@@ -22,7 +22,9 @@ func (l *Locker) infoSQL(cond string) string {
 FROM ` + t + ` d LEFT JOIN LATERAL (
 	SELECT count(*) AS n, count(*) FILTER (WHERE kind = 'r') AS readers, max(owner) AS owner,
 	       ceil(extract(epoch FROM max(expires_at) - now()) * 1000)::bigint AS left_ms
-	FROM ` + t + `_holds WHERE name = d.name AND expires_at > now()) h ON true
+	FROM (SELECT 'l'::"char" AS kind, d.owner, d.expires_at WHERE d.token <> '' AND d.expires_at > now()
+	      UNION ALL
+	      SELECT kind, owner, expires_at FROM ` + t + `_holds WHERE name = d.name AND expires_at > now()) x) h ON true
 WHERE ` + cond + `
 ORDER BY d.name`
 }
@@ -143,7 +145,7 @@ func (l *Locker) ListKind(ctx context.Context, k dlock.Kind, pattern string) ([]
 	return out, nil
 }
 
-// ForceUnlock deletes every hold of key's lock in one statement and wakes
+// ForceUnlock ends every hold of key's lock in one statement and wakes
 // its waiters. Each holder learns of it at its next renewal (or Refresh,
 // TTL, Unlock): its Done closes, with ErrOwnershipLost. The fence stays.
 func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error) {
@@ -153,8 +155,9 @@ func (l *Locker) ForceUnlock(ctx context.Context, key string) (dlock.Info, error
 	}
 	name := l.nameOf(driver.HoldLock, key)
 	t := l.table
-	tag, err := l.pool.Exec(ctx, `WITH d AS (DELETE FROM `+t+`_holds WHERE name = $1::text RETURNING expires_at > now() AS live)
-SELECT `+t+`_notify($1::text, true) FROM (SELECT 1 FROM d WHERE live LIMIT 1) x`, name)
+	tag, err := l.pool.Exec(ctx, `WITH r AS (UPDATE `+t+` SET token = '' WHERE name = $1::text AND token <> '' RETURNING expires_at > now() AS live),
+d AS (DELETE FROM `+t+`_holds WHERE name = $1::text RETURNING expires_at > now() AS live)
+SELECT `+t+`_notify($1::text, true) FROM (SELECT 1 FROM (SELECT live FROM r UNION ALL SELECT live FROM d) AS a WHERE live LIMIT 1) x`, name)
 	if err != nil {
 		return dlock.Info{}, driver.Wrap("force unlock", key, err)
 	}

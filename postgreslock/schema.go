@@ -72,21 +72,75 @@ func channelOf(id string) string { return "dlock_" + id }
 
 func newStatements(t string) statements {
 	return statements{
-		acquire: `SELECT fence, coalesce(retry_ms, 0) FROM ` + t + `_acquire($1::text, $2::text, $3::"char", $4::text, $5::bigint, $6::integer, $7::text, $8::bigint, $9::text)`,
+		// An attempt at a lock that is free, by a caller that has not
+		// registered as a waiter, is one UPDATE of the name's row (u), or
+		// the INSERT of the row of a name never taken (i, as the acquire
+		// function makes it); every other (a busy or reentrant one, a
+		// waiter's, a semaphore's or read-write lock's) runs the acquire
+		// function, only when u and i took nothing. The function
+		// starts from a snapshot of its own.
+		acquire: `WITH u AS (
+	UPDATE ` + t + ` AS d SET fence = d.fence + 1, hold_fence = d.fence + 1, token = $2::text, owner = $4::text,
+	       expires_at = now() + $5::bigint * interval '1 millisecond'
+	WHERE d.name = $1::text AND $3::"char" = 'l' AND $7::text = '' AND $9::text = ''
+	  AND NOT d.more AND (d.token = '' OR d.expires_at <= now())
+	RETURNING d.fence, d.waited
+), i AS (
+	INSERT INTO ` + t + ` AS d (name, fence, hold_fence, token, owner, expires_at, more, waited)
+	SELECT $1::text, 1, 1, $2::text, $4::text, now() + $5::bigint * interval '1 millisecond', false, false
+	WHERE $3::"char" = 'l' AND $7::text = '' AND $9::text = '' AND NOT EXISTS (SELECT FROM u)
+	ON CONFLICT (name) DO NOTHING
+	RETURNING d.fence, d.waited
+), took AS (
+	SELECT fence, waited FROM u UNION ALL SELECT fence, waited FROM i
+)
+SELECT took.fence, 0::bigint FROM took
+WHERE (CASE WHEN took.waited THEN ` + t + `_notify($1::text, false)::text ELSE '' END) IS NOT NULL
+UNION ALL
+SELECT a.fence, coalesce(a.retry_ms, 0)
+FROM ` + t + `_acquire($1::text, $2::text, $3::"char", $4::text, $5::bigint, $6::integer, $7::text, $8::bigint, $9::text) AS a
+WHERE NOT EXISTS (SELECT FROM took)`,
 		// A release commits without waiting for its WAL to reach the
 		// disk, unless it grants the lock to a waiter (see schema.sql).
-		release: `SELECT ` + t + `_release($1::text, $2::text)`,
-		renew: `UPDATE ` + t + `_holds AS h SET expires_at = now() + u.ttl * interval '1 millisecond'
+		// A lock's hold in its name's row, which says nobody waits, is
+		// released by one UPDATE (u); every other release runs the
+		// release function, only when u changed nothing. A waiter's
+		// registration sets waited in the row, and u waits for it and
+		// then reads the row's newest version.
+		release: `WITH u AS (
+	UPDATE ` + t + ` SET token = '' WHERE name = $1::text AND token = $2::text AND $2::text <> '' AND NOT waited
+	RETURNING 1
+)
+SELECT set_config('synchronous_commit', 'off', true) <> '' FROM u
+UNION ALL
+SELECT ` + t + `_release($1::text, $2::text) WHERE NOT EXISTS (SELECT FROM u)`,
+		// A lock's hold is in its name's row, or (a further hold of its
+		// owner, a permit, a read or write lock) in the holds table: the
+		// statements keyed by token look in both. No token is '', which
+		// marks a row with no hold.
+		renew: `WITH r AS (UPDATE ` + t + ` AS d SET expires_at = now() + u.ttl * interval '1 millisecond'
 FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(name, token, ttl)
-WHERE h.name = u.name AND h.token = u.token RETURNING h.name, h.token`,
-		refresh: `UPDATE ` + t + `_holds SET expires_at = now() + $3::bigint * interval '1 millisecond' WHERE name = $1::text AND token = $2::text`,
-		ttl:     `SELECT ceil(extract(epoch FROM expires_at - now()) * 1000)::bigint FROM ` + t + `_holds WHERE name = $1::text AND token = $2::text`,
+WHERE d.name = u.name AND d.token = u.token AND d.token <> '' RETURNING d.name, d.token),
+h AS (UPDATE ` + t + `_holds AS h SET expires_at = now() + u.ttl * interval '1 millisecond'
+FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(name, token, ttl)
+WHERE h.name = u.name AND h.token = u.token RETURNING h.name, h.token)
+SELECT name, token FROM r UNION ALL SELECT name, token FROM h`,
+		refresh: `WITH r AS (UPDATE ` + t + ` SET expires_at = now() + $3::bigint * interval '1 millisecond' WHERE name = $1::text AND token = $2::text AND token <> '' RETURNING 1),
+h AS (UPDATE ` + t + `_holds SET expires_at = now() + $3::bigint * interval '1 millisecond' WHERE name = $1::text AND token = $2::text RETURNING 1)
+SELECT 1 FROM r UNION ALL SELECT 1 FROM h`,
+		ttl: `SELECT ceil(extract(epoch FROM expires_at - now()) * 1000)::bigint FROM (
+SELECT expires_at FROM ` + t + ` WHERE name = $1::text AND token = $2::text AND token <> ''
+UNION ALL SELECT expires_at FROM ` + t + `_holds WHERE name = $1::text AND token = $2::text) AS x`,
 		// Leaving is a release's kind: a registration a crash brings back
 		// lapses; a grant it hands on commits durably.
 		leave: `SELECT ` + t + `_leave($1::text, $2::text, $3::text)`,
 		downgrade: `WITH d AS (UPDATE ` + t + `_holds SET kind = 'r' WHERE name = $1::text AND token = $2::text RETURNING name)
 SELECT ` + t + `_notify(name, true) FROM d`,
-		watch: `INSERT INTO ` + t + `_waiters (name, waiter, kind, until) VALUES ($1::text, $2::text, 'o', now() + $3::bigint * interval '1 millisecond')
+		// A watch sets waited in the name's row, so that its
+		// acquisitions and releases look for the watchers.
+		watch: `WITH r AS (INSERT INTO ` + t + ` AS d (name, waited) VALUES ($1::text, true)
+	ON CONFLICT (name) DO UPDATE SET waited = true WHERE NOT d.waited)
+INSERT INTO ` + t + `_waiters (name, waiter, kind, until) VALUES ($1::text, $2::text, 'o', now() + $3::bigint * interval '1 millisecond')
 ON CONFLICT (name, waiter) DO UPDATE SET until = EXCLUDED.until`,
 	}
 }
