@@ -74,7 +74,7 @@ func (h *hold) release(ctx context.Context, why error) error {
 		h.tbl.End(h, fmt.Errorf("%w: %w", why, err))
 		return err
 	case !deleted:
-		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
+		return h.tbl.Lose(h, errHoldGone)
 	}
 	h.tbl.End(h, why)
 	return nil
@@ -102,7 +102,7 @@ func (h *hold) Refresh(ctx context.Context, ttl time.Duration) error {
 		return h.Wrap("refresh", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
+		return h.tbl.Lose(h, errHoldGone)
 	}
 	h.l.wd.Refreshed(h, sent, ttl, true)
 	return h.Check("refresh")
@@ -117,7 +117,7 @@ func (h *hold) TTL(ctx context.Context) (time.Duration, error) {
 	err := h.l.pool.QueryRow(ctx, h.l.sql.ttl, h.name, h.Token()).Scan(&ms)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return 0, h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
+		return 0, h.tbl.Lose(h, errHoldGone)
 	case err != nil:
 		return 0, h.Wrap("ttl", err)
 	}
@@ -143,7 +143,7 @@ func (h *hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	case err != nil:
 		return h.Wrap("unlock", err)
 	case tag.RowsAffected() == 0:
-		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
+		return h.tbl.Lose(h, errHoldGone)
 	}
 	h.tbl.End(h, dlock.ErrNotHeld)
 	return nil
@@ -170,8 +170,13 @@ func (h *hold) Downgrade(ctx context.Context) error {
 	case err != nil:
 		return h.Wrap("downgrade", fmt.Errorf("the outcome is unknown: %w", err))
 	case tag.RowsAffected() == 0:
-		return h.tbl.Lose(h, fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost))
+		return h.tbl.Lose(h, errHoldGone)
 	}
 	h.Downgraded()
 	return nil
 }
+
+// errHoldGone is the error of a hold whose server-side record (in its
+// name's row or in the holds table) is no longer its own: it lapsed and
+// was taken, or was forced open.
+var errHoldGone = fmt.Errorf("%w: the hold was gone", dlock.ErrOwnershipLost)

@@ -2,9 +2,7 @@ package postgreslock
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/jackc/pgx/v5"
 )
@@ -41,7 +39,7 @@ func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*hold]) []err
 		case err != nil:
 			errs[i] = err
 		case !renewed[nt{r.Lock.name, r.Lock.Token()}]:
-			errs[i] = fmt.Errorf("%w: the row of the hold was gone", dlock.ErrOwnershipLost)
+			errs[i] = errHoldGone
 		}
 	}
 	return errs
