@@ -19,6 +19,8 @@ const rawRelease = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.c
 // BenchmarkUncontended is one TryLock+Unlock cycle, beside the floor: the
 // two raw go-redis calls of the single-instance algorithm (SET NX PX, then
 // an EVALSHA compare-and-delete). rtt/op counts round trips with a hook.
+// "bounded" is a client with ContextTimeoutEnabled; "cancel" a context
+// that can be cancelled, as a request's is.
 func BenchmarkUncontended(b *testing.B) {
 	ctx := context.Background()
 	b.Run("floor", func(b *testing.B) {
@@ -42,16 +44,22 @@ func BenchmarkUncontended(b *testing.B) {
 		reportCPU(b, cpu)
 		b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "rtt/op")
 	})
+	cancellable, cancel := context.WithCancel(ctx) // a request's context has a Done channel
+	defer cancel()
 	for _, bc := range []struct {
 		name    string
 		opts    []dlock.Option
 		bounded bool // the client's ContextTimeoutEnabled
+		ctx     context.Context
 	}{
-		{"dlock", nil, false},
-		{"dlock-bounded", nil, true},
-		{"dlock-lease", []dlock.Option{dlock.WithLease(10 * time.Second)}, false},
-		{"dlock-owner", []dlock.Option{dlock.WithOwner("bench")}, false},
+		{"dlock", nil, false, ctx},
+		{"dlock-bounded", nil, true, ctx},
+		{"dlock-cancel", nil, false, cancellable},
+		{"dlock-bounded-cancel", nil, true, cancellable},
+		{"dlock-lease", []dlock.Option{dlock.WithLease(10 * time.Second)}, false, ctx},
+		{"dlock-owner", []dlock.Option{dlock.WithOwner("bench")}, false, ctx},
 	} {
+		ctx := bc.ctx
 		b.Run(bc.name, func(b *testing.B) {
 			hook := &counter{}
 			o := shared.Options()
