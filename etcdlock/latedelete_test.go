@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/etcdlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -100,7 +101,7 @@ func TestLateReleaseSparesNewerHold(t *testing.T) {
 	<-f.held
 	// The Locker deletes the key in the background meanwhile; once that
 	// delete landed, nothing is pending that would keep a name from reuse.
-	waitFor(t, 30*time.Second, "the background delete of the older hold's key", func() bool {
+	dlocktest.Eventually(t, 30*time.Second, "the background delete of the older hold's key", func() bool {
 		return etcdlock.DeletesPending(l) == 0
 	})
 	newer, err := l.TryLock(ctx, key)
@@ -154,19 +155,6 @@ func TestReleaseInFlightSparesNewerHold(t *testing.T) {
 		t.Errorf("the older hold's Unlock: %v, want an error naming the key", err)
 	}
 	stillHeld(t, l, newer)
-}
-
-// waitFor polls cond until it holds, and fails t when it does not within
-// d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // A name is retired only when a delete by name alone may land late: the

@@ -110,13 +110,7 @@ func TestLineRetakesUnderANewName(t *testing.T) {
 	}
 	defer lk.Unlock(ctx)
 	f.noDeletes.Store(false)
-	deadline := time.Now().Add(20 * time.Second)
-	for f.deleted.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if f.deleted.Load() == 0 {
-		t.Fatal("the background cleanup never landed")
-	}
+	dlocktest.Eventually(t, 20*time.Second, "the background cleanup landed", func() bool { return f.deleted.Load() > 0 })
 	resp, err := admin.Get(ctx, waiter.RangeOf(key)+lk.Token())
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
@@ -83,13 +84,7 @@ func TestNameNotReusedWhileDeletePending(t *testing.T) {
 		t.Errorf("the second hold reused the name of the first, whose delete is pending")
 	}
 	f.noDeletes.Store(false)
-	deadline := time.Now().Add(20 * time.Second)
-	for f.deleted.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if f.deleted.Load() == 0 {
-		t.Fatal("the pending delete never landed")
-	}
+	dlocktest.Eventually(t, 20*time.Second, "the pending delete landed", func() bool { return f.deleted.Load() > 0 })
 	resp, err := admin.Get(ctx, l.RangeOf(key), clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)

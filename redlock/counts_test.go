@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -132,7 +133,7 @@ func TestHandOffCounts(t *testing.T) {
 		}
 		// TryLock returns once a majority granted it: B begins when
 		// every node did.
-		waitFor(t, func() bool { return byA.tried.Load() >= tried+int64(len(servers)) })
+		dlocktest.Eventually(t, 10*time.Second, "the waiter's attempt answered by every node", func() bool { return byA.tried.Load() >= tried+int64(len(servers)) })
 		before := done.queued.Load()
 		got := make(chan error, 1)
 		var lb dlock.Lock
@@ -141,7 +142,7 @@ func TestHandOffCounts(t *testing.T) {
 			lb, err = b.Lock(ctx, key)
 			got <- err
 		}()
-		waitFor(t, func() bool { return done.queued.Load() >= before+int64(len(servers)) })
+		dlocktest.Eventually(t, 10*time.Second, "the queued attempt answered by every node", func() bool { return done.queued.Load() >= before+int64(len(servers)) })
 		if err := la.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +155,7 @@ func TestHandOffCounts(t *testing.T) {
 		}
 		// B's Unlock returns once the nodes that handed the lock over
 		// answered: the next round begins when every node did.
-		waitFor(t, func() bool { return done.released.Load() >= released+int64(len(servers)) })
+		dlocktest.Eventually(t, 10*time.Second, "the release answered by every node", func() bool { return done.released.Load() >= released+int64(len(servers)) })
 	}
 	round() // loads the scripts and subscribes B's Locker
 	for _, c := range raw {
@@ -186,18 +187,6 @@ func TestHandOffCounts(t *testing.T) {
 		if calls != (plain+handOff)*n {
 			t.Errorf("node %d: %d calls in %d rounds, want %d each (%d of them the hand-off's)", i, calls, n, plain+handOff, handOff)
 		}
-	}
-}
-
-// waitFor waits until cond holds, for at most 10 seconds.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("not reached in 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
