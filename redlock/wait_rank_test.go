@@ -17,7 +17,9 @@ import (
 func queuedOn(t testing.TB, key string, n int64) {
 	t.Helper()
 	cs := clients(t, shared)
-	dlocktest.Eventually(t, 10*time.Second, fmt.Sprintf("%d waiters queued on a majority", n), func() bool {
+	// Each waiter's Locker subscribes and queues on every node first: for
+	// 48 waiters, a loaded machine once took more than 10s.
+	dlocktest.Eventually(t, 30*time.Second, fmt.Sprintf("%d waiters queued on a majority", n), func() bool {
 		full := 0
 		for _, c := range cs {
 			if c.ZCard(context.Background(), "{dlock:lock:"+key+"}:q").Val() == n {
