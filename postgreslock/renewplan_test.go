@@ -49,7 +49,10 @@ func TestRenewalPlannedForItsBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	l, err := postgreslock.New(p, postgreslock.WithTable("renew_plan"), dlock.WithTTL(600*time.Millisecond), dlock.WithNotify(false))
+	// A renewal every 500ms: under the load of a whole test run a shorter
+	// lease was lost once before its renewal came back, and the renewals
+	// stopped with it.
+	l, err := postgreslock.New(p, postgreslock.WithTable("renew_plan"), dlock.WithTTL(1500*time.Millisecond), dlock.WithNotify(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +83,14 @@ func TestRenewalPlannedForItsBatch(t *testing.T) {
 	}
 	from := seen.n.Load()
 	// Past the plan cache's 5 custom plans, when it weighs a generic one.
-	dlocktest.Eventually(t, 30*time.Second, "8 renewals", func() bool { return seen.n.Load()-from >= 8 })
+	dlocktest.Eventually(t, 60*time.Second, "8 renewals", func() bool {
+		for i, lk := range locks {
+			if lk.Err() != nil {
+				t.Fatalf("lock %d lost before 8 renewals: %v", i, lk.Err())
+			}
+		}
+		return seen.n.Load()-from >= 8
+	})
 	var generic int64
 	if err := p.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0) FROM pg_prepared_statements WHERE statement LIKE '%unnest(%' AND statement NOT LIKE '%pg_prepared_statements%'`).Scan(&generic); err != nil {
 		t.Fatal(err)
