@@ -2,12 +2,17 @@ package postgreslock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/postgreslock"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 const requestBound = postgreslock.RequestTimeout
@@ -30,6 +35,9 @@ func returnsWithin(t *testing.T, what string, bound time.Duration, f func() erro
 		}
 		if took > bound+slack {
 			t.Fatalf("%s returned after %v; want about %v", what, took, bound)
+		}
+		if ne := net.Error(nil); !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("%s returned %v; want a net.Error whose Timeout() is true", what, err)
 		}
 		t.Logf("%s returned after %v: %v", what, took, err)
 	case <-time.After(bound + 2*slack):
@@ -77,3 +85,79 @@ func TestUnlockBoundedPausedServer(t *testing.T) {
 		t.Fatal("the hold still reports held after its Unlock returned")
 	}
 }
+
+// Close ends a TryLock in flight, whose context never ends, at once: with
+// the server paused, the TryLock returns ErrClosed long before the
+// request bound.
+func TestCloseEndsTryLockInFlight(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig(shared.URL(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan struct{}, 1)
+	cfg.ConnConfig.Tracer = startTracer(func(sql string) {
+		if strings.Contains(sql, "_acquire(") {
+			select {
+			case sent <- struct{}{}:
+			default:
+			}
+		}
+	})
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	l, err := postgreslock.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	key := fmt.Sprintf("%s:%d", t.Name(), time.Now().UnixNano())
+	warm, err := l.TryLock(ctx, key+":warm") // a connection in the pool
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+	shared.Pause()
+	defer shared.Resume()
+	done := make(chan error, 1)
+	go func() {
+		lk, err := l.TryLock(ctx, key)
+		if err == nil {
+			lk.Unlock(ctx)
+		}
+		done <- err
+	}()
+	select {
+	case <-sent:
+	case <-time.After(requestBound):
+		t.Fatal("the TryLock sent no statement")
+	}
+	closed := time.Now()
+	go l.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, dlock.ErrClosed) {
+			t.Fatalf("TryLock in flight during Close: %v; want ErrClosed", err)
+		}
+		t.Logf("TryLock returned %v after Close", time.Since(closed))
+	case <-time.After(requestBound - time.Second):
+		t.Fatalf("TryLock in flight did not return within %v of Close", requestBound-time.Second)
+	}
+}
+
+// startTracer is a pgx tracer that calls f with each statement's text
+// as it is sent.
+type startTracer func(sql string)
+
+func (f startTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	f(d.SQL)
+	return ctx
+}
+
+func (startTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
