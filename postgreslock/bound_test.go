@@ -86,23 +86,17 @@ func TestUnlockBoundedPausedServer(t *testing.T) {
 	}
 }
 
-// Close ends a TryLock in flight, whose context never ends, at once: with
-// the server paused, the TryLock returns ErrClosed long before the
-// request bound.
+// Close ends the statement of a TryLock in flight whose context never
+// ends at once: with the server paused, the statement fails long before
+// the request bound, and the TryLock returns ErrClosed (once the row it
+// may have written is given back).
 func TestCloseEndsTryLockInFlight(t *testing.T) {
 	cfg, err := pgxpool.ParseConfig(shared.URL(""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sent := make(chan struct{}, 1)
-	cfg.ConnConfig.Tracer = startTracer(func(sql string) {
-		if strings.Contains(sql, "_acquire(") {
-			select {
-			case sent <- struct{}{}:
-			default:
-			}
-		}
-	})
+	sent, ended := make(chan struct{}, 1), make(chan error, 1)
+	cfg.ConnConfig.Tracer = &acquireTracer{sent: sent, ended: ended}
 	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -123,8 +117,16 @@ func TestCloseEndsTryLockInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-sent
+	if err := <-ended; err != nil {
+		t.Fatal(err)
+	}
 	shared.Pause()
-	defer shared.Resume()
+	resumed := false
+	defer func() {
+		if !resumed {
+			shared.Resume()
+		}
+	}()
 	done := make(chan error, 1)
 	go func() {
 		lk, err := l.TryLock(ctx, key)
@@ -141,23 +143,45 @@ func TestCloseEndsTryLockInFlight(t *testing.T) {
 	closed := time.Now()
 	go l.Close()
 	select {
+	case err := <-ended:
+		if err == nil {
+			t.Fatal("the statement in flight succeeded with the server paused")
+		}
+		t.Logf("the statement ended %v after Close: %v", time.Since(closed), err)
+	case <-time.After(requestBound - time.Second):
+		t.Fatalf("the statement in flight did not end within %v of Close", requestBound-time.Second)
+	}
+	shared.Resume()
+	resumed = true
+	select {
 	case err := <-done:
 		if !errors.Is(err, dlock.ErrClosed) {
 			t.Fatalf("TryLock in flight during Close: %v; want ErrClosed", err)
 		}
-		t.Logf("TryLock returned %v after Close", time.Since(closed))
-	case <-time.After(requestBound - time.Second):
-		t.Fatalf("TryLock in flight did not return within %v of Close", requestBound-time.Second)
+	case <-time.After(2 * requestBound):
+		t.Fatal("TryLock in flight did not return once the server resumed")
 	}
 }
 
-// startTracer is a pgx tracer that calls f with each statement's text
-// as it is sent.
-type startTracer func(sql string)
-
-func (f startTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	f(d.SQL)
-	return ctx
+// acquireTracer is a pgx tracer that tells when an acquisition's
+// statement is sent, and when it ended, with its error.
+type acquireTracer struct {
+	sent  chan struct{}
+	ended chan error
 }
 
-func (startTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+type acquiring struct{}
+
+func (a *acquireTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if !strings.Contains(d.SQL, "_acquire(") {
+		return ctx
+	}
+	a.sent <- struct{}{}
+	return context.WithValue(ctx, acquiring{}, true)
+}
+
+func (a *acquireTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	if ctx.Value(acquiring{}) != nil {
+		a.ended <- d.Err
+	}
+}
