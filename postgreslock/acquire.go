@@ -116,8 +116,17 @@ func (l *Locker) attempt(ctx context.Context, h *hold, o dlock.Options, limit in
 	h.SetToken(driver.NewToken())
 	sent := time.Now()
 	var fence, retryMS int64
-	err := l.pool.QueryRow(ctx, l.sql.acquire,
+	// Only a plain attempt at a lock inserts a new name's row in the
+	// statement itself; the others leave it to the acquire function.
+	sql, insert := l.sql.acquireKnown, false
+	if h.Kind() == driver.HoldLock && waiter == "" && grant == "" && !l.known.has(h.name) {
+		sql, insert = l.sql.acquire, true
+	}
+	err := l.pool.QueryRow(ctx, sql,
 		h.name, h.Token(), h.Kind().Letter(), h.owner, o.TTL.Milliseconds(), limit, waiter, waitFor.Milliseconds(), grant).Scan(&fence, &retryMS)
+	if err == nil && insert {
+		l.known.add(h.name) // taken, or held by another: its row is there
+	}
 	if err != nil {
 		// The grant's hold, when there is one, is not this attempt's to
 		// give back: the next attempt or the waiter's leaving hands it on.

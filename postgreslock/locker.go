@@ -44,6 +44,7 @@ type Locker struct {
 	// tries bound TryLock's statements (Close ends them), releases
 	// the releases' and downgrades', when the caller's context never ends.
 	tries, releases bounds
+	known           known // names whose row is there
 
 	tables driver.Tables[*hold]
 	wd     driver.Watchdog[*hold]
