@@ -53,6 +53,16 @@ func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit 
 			h.tbl.Failed(h, wait, err)
 		}
 	}()
+	if !wait && ctx.Done() == nil {
+		// ctx never ends: the statement runs on a bound that attempts
+		// share, which Close ends too (see bounds).
+		r := l.tries.request(ctx)
+		busy, err := l.attempt(r, h, o, limit, "", 0, "")
+		if err != nil && l.ctx.Err() != nil {
+			err = dlock.ErrClosed
+		}
+		return l.tried(h, busy, r.cut(err))
+	}
 	// Close ends every call in flight.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -70,15 +80,21 @@ func (l *Locker) take(ctx context.Context, k driver.HoldKind, key string, limit 
 		if !cut.Stop() && err != nil && context.Cause(ctx) == errCut {
 			err = &noAnswerError{err}
 		}
-		switch {
-		case err != nil:
-			return nil, driver.Wrap("lock", key, err)
-		case busy > 0:
-			return nil, &dlock.NotAcquiredError{Key: key, RetryAfter: busy}
-		}
-		return h, nil
+		return l.tried(h, busy, err)
 	}
 	return l.wait(ctx, h, o, limit)
+}
+
+// tried is the answer of TryLock's attempt for h, which found the key
+// busy for busy (when > 0) or failed with err.
+func (l *Locker) tried(h *hold, busy time.Duration, err error) (dlock.Lock, error) {
+	switch {
+	case err != nil:
+		return nil, driver.Wrap("lock", h.Key(), err)
+	case busy > 0:
+		return nil, &dlock.NotAcquiredError{Key: h.Key(), RetryAfter: busy}
+	}
+	return h, nil
 }
 
 // attempt makes one attempt: one statement. It returns 0 when h is now
@@ -100,8 +116,17 @@ func (l *Locker) attempt(ctx context.Context, h *hold, o dlock.Options, limit in
 	h.SetToken(driver.NewToken())
 	sent := time.Now()
 	var fence, retryMS int64
-	err := l.pool.QueryRow(ctx, l.sql.acquire,
+	// Only a plain attempt at a lock inserts a new name's row in the
+	// statement itself; the others leave it to the acquire function.
+	sql, insert := l.sql.acquireKnown, false
+	if h.Kind() == driver.HoldLock && waiter == "" && grant == "" && !l.known.has(h.name) {
+		sql, insert = l.sql.acquire, true
+	}
+	err := l.pool.QueryRow(ctx, sql,
 		h.name, h.Token(), h.Kind().Letter(), h.owner, o.TTL.Milliseconds(), limit, waiter, waitFor.Milliseconds(), grant).Scan(&fence, &retryMS)
+	if err == nil && insert {
+		l.known.add(h.name) // taken, or held by another: its row is there
+	}
 	if err != nil {
 		// The grant's hold, when there is one, is not this attempt's to
 		// give back: the next attempt or the waiter's leaving hands it on.

@@ -58,7 +58,7 @@ func (h *hold) release(ctx context.Context, why error) error {
 	if err := l.wd.Releasing(h); err != nil {
 		return h.tbl.Lose(h, err)
 	}
-	rctx, done := bounded(ctx)
+	rctx, done := bounded(ctx, &l.releases)
 	deleted, err := l.releaseRow(rctx, h.name, h.Token())
 	if err != nil && rctx.Err() == nil {
 		// The outcome is unknown: the statement may have run. Deleting
@@ -160,7 +160,7 @@ func (h *hold) Downgrade(ctx context.Context) error {
 	if err := h.CheckDowngrade(); err != nil {
 		return err
 	}
-	rctx, done := bounded(ctx)
+	rctx, done := bounded(ctx, &h.l.releases)
 	tag, err := h.l.pool.Exec(rctx, h.l.sql.downgrade, h.name, h.Token())
 	if err != nil && rctx.Err() == nil {
 		tag, err = h.l.pool.Exec(rctx, h.l.sql.downgrade, h.name, h.Token())

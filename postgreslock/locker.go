@@ -41,6 +41,11 @@ type Locker struct {
 	// starts after that.
 	stopped bool
 
+	// tries bound TryLock's statements (Close ends them), releases
+	// the releases' and downgrades', when the caller's context never ends.
+	tries, releases bounds
+	known           known // names whose row is there
+
 	tables driver.Tables[*hold]
 	wd     driver.Watchdog[*hold]
 	ln     *listener
@@ -90,6 +95,7 @@ func New(pool *pgxpool.Pool, opts ...dlock.Option) (*Locker, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Locker{pool: pool, table: table, sql: newStatements(table), opts: o,
 		id: driver.NewToken(), ctx: ctx, cancel: cancel}
+	l.tries.parent, l.releases.parent = ctx, context.Background()
 	l.ln = newListener(l, listen.Copy())
 	l.tables.Init(backend, o, func(h *hold) { l.wd.Remove(h) })
 	if err := l.wd.Init(driver.WatchdogConfig[*hold]{

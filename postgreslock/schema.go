@@ -63,7 +63,39 @@ func (l *Locker) CreateTable(ctx context.Context) error {
 
 // statements are the driver's SQL for one table name.
 type statements struct {
-	acquire, release, renew, refresh, ttl, leave, watch, downgrade string
+	acquire, acquireKnown, release, renew, refresh, ttl, leave, watch, downgrade string
+}
+
+// acquireSQL is the acquisition statement for table t, with the insert of
+// a new name's row (insert) or without.
+func acquireSQL(t string, insert bool) string {
+	took := `), took AS (
+	SELECT fence, waited FROM u
+)`
+	if insert {
+		took = `), i AS (
+	INSERT INTO ` + t + ` AS d (name, fence, hold_fence, token, owner, expires_at, more, waited)
+	SELECT $1::text, 1, 1, $2::text, $4::text, now() + $5::bigint * interval '1 millisecond', false, false
+	WHERE $3::"char" = 'l' AND $7::text = '' AND $9::text = '' AND NOT EXISTS (SELECT FROM u)
+	ON CONFLICT (name) DO NOTHING
+	RETURNING d.fence, d.waited
+), took AS (
+	SELECT fence, waited FROM u UNION ALL SELECT fence, waited FROM i
+)`
+	}
+	return `WITH u AS (
+	UPDATE ` + t + ` AS d SET fence = d.fence + 1, hold_fence = d.fence + 1, token = $2::text, owner = $4::text,
+	       expires_at = now() + $5::bigint * interval '1 millisecond'
+	WHERE d.name = $1::text AND $3::"char" = 'l' AND $7::text = '' AND $9::text = ''
+	  AND NOT d.more AND (d.token = '' OR d.expires_at <= now())
+	RETURNING d.fence, d.waited
+` + took + `
+SELECT took.fence, 0::bigint FROM took
+WHERE (CASE WHEN took.waited THEN ` + t + `_notify($1::text, false)::text ELSE '' END) IS NOT NULL
+UNION ALL
+SELECT a.fence, coalesce(a.retry_ms, 0)
+FROM ` + t + `_acquire($1::text, $2::text, $3::"char", $4::text, $5::bigint, $6::integer, $7::text, $8::bigint, $9::text) AS a
+WHERE NOT EXISTS (SELECT FROM took)`
 }
 
 // channelOf is the channel a Locker named id listens on: the notify
@@ -79,27 +111,14 @@ func newStatements(t string) statements {
 		// waiter's, a semaphore's or read-write lock's) runs the acquire
 		// function, only when u and i took nothing. The function
 		// starts from a snapshot of its own.
-		acquire: `WITH u AS (
-	UPDATE ` + t + ` AS d SET fence = d.fence + 1, hold_fence = d.fence + 1, token = $2::text, owner = $4::text,
-	       expires_at = now() + $5::bigint * interval '1 millisecond'
-	WHERE d.name = $1::text AND $3::"char" = 'l' AND $7::text = '' AND $9::text = ''
-	  AND NOT d.more AND (d.token = '' OR d.expires_at <= now())
-	RETURNING d.fence, d.waited
-), i AS (
-	INSERT INTO ` + t + ` AS d (name, fence, hold_fence, token, owner, expires_at, more, waited)
-	SELECT $1::text, 1, 1, $2::text, $4::text, now() + $5::bigint * interval '1 millisecond', false, false
-	WHERE $3::"char" = 'l' AND $7::text = '' AND $9::text = '' AND NOT EXISTS (SELECT FROM u)
-	ON CONFLICT (name) DO NOTHING
-	RETURNING d.fence, d.waited
-), took AS (
-	SELECT fence, waited FROM u UNION ALL SELECT fence, waited FROM i
-)
-SELECT took.fence, 0::bigint FROM took
-WHERE (CASE WHEN took.waited THEN ` + t + `_notify($1::text, false)::text ELSE '' END) IS NOT NULL
-UNION ALL
-SELECT a.fence, coalesce(a.retry_ms, 0)
-FROM ` + t + `_acquire($1::text, $2::text, $3::"char", $4::text, $5::bigint, $6::integer, $7::text, $8::bigint, $9::text) AS a
-WHERE NOT EXISTS (SELECT FROM took)`,
+		acquire: acquireSQL(t, true),
+		// The same without i, for a name whose row is there (see
+		// Locker.known): the plan of i's INSERT … ON CONFLICT makes the
+		// server's memory for the statement grow past what it keeps, so
+		// that every execution allocated about 170 KB and gave it back
+		// to the system. For a row that is not there after all, the
+		// function makes it.
+		acquireKnown: acquireSQL(t, false),
 		// A release commits without waiting for its WAL to reach the
 		// disk, unless it grants the lock to a waiter (see schema.sql).
 		// A lock's hold in its name's row, which says nobody waits, is
