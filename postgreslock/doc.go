@@ -16,9 +16,10 @@
 // no live hold; a further hold of the same owner (reentrancy), and every
 // permit of a semaphore and hold of a read-write lock, is a row of
 // "<table>_holds". An acquisition is one statement: a lock that is free
-// is taken by one UPDATE of its name's row, and anything else (the
-// name's first acquisition, a busy or reentrant one, a waiter's) runs the
-// function "<table>_acquire" in the same statement; a busy key is
+// is taken by one UPDATE of its name's row (by an INSERT of the row, the
+// first time a name is taken), and anything else (a busy or reentrant
+// one, a waiter's) runs the function "<table>_acquire" in the same
+// statement; a busy key is
 // answered without a write. A release nobody waits for is one UPDATE of
 // the row too. Renewals of all the locks a Locker holds go in one
 // statement per tick (UPDATEs of both tables joined with unnest of names
