@@ -1,6 +1,6 @@
 package driver
 
-// leaseHeap orders leases by due time: a binary min-heap whose entries
+// leaseHeap orders leases by due time: a min-heap whose entries
 // carry their due time beside the lease's slot, so that ordering them
 // reads no lease. A watchdog of many leases moves each twice per renewal
 // period, and a comparison that reads two leases, scattered in memory,
@@ -25,6 +25,14 @@ type leaseHeap[L Leased] struct {
 type leaseEntry struct {
 	due  int64 // Watchdog.at of the lease's due
 	slot int32
+}
+
+// before orders entries by due time, and leases due at the same time by
+// slot: leases renewed in one batch are due together, and come out of the
+// heap in the order of their slots, so that the scheduler and the renewer
+// go through the slot table in order rather than at random.
+func (e leaseEntry) before(o leaseEntry) bool {
+	return e.due < o.due || e.due == o.due && e.slot < o.slot
 }
 
 // leaseSlot is a lease in the heap: its handle, and its state, which its
@@ -116,13 +124,20 @@ func (h *leaseHeap[L]) remove(i int) L {
 	return lk
 }
 
+// arity is the number of children of an entry: four children's entries
+// share a cache line or two, and the heap of 10,000 leases is 7 levels
+// deep instead of 14, so that moving a lease from the root to the leaves,
+// which the scheduler does to every lease it hands to the renewer, reads
+// half as many lines.
+const arity = 4
+
 // up moves the entry at index i towards the root while it is due before
 // its parent.
 func (h *leaseHeap[L]) up(i int) {
 	es, e := h.es, h.es[i]
 	for i > 0 {
-		p := (i - 1) / 2
-		if es[p].due <= e.due {
+		p := (i - 1) / arity
+		if !e.before(es[p]) {
 			break
 		}
 		es[i] = es[p]
@@ -139,14 +154,16 @@ func (h *leaseHeap[L]) down(i0 int) bool {
 	es := h.es
 	i, e, n := i0, es[i0], len(es)
 	for {
-		c := 2*i + 1
+		c := arity*i + 1
 		if c >= n {
 			break
 		}
-		if r := c + 1; r < n && es[r].due < es[c].due {
-			c = r
+		for j, end := c+1, min(c+arity, n); j < end; j++ {
+			if es[j].before(es[c]) {
+				c = j
+			}
 		}
-		if e.due <= es[c].due {
+		if !es[c].before(e) {
 			break
 		}
 		es[i] = es[c]

@@ -23,8 +23,8 @@ func TestLeaseHeapOrder(t *testing.T) {
 			if e.due != due[lk] {
 				t.Fatalf("entry %d due %d, want %d", i, e.due, due[lk])
 			}
-			if i > 0 && h.es[(i-1)/2].due > e.due {
-				t.Fatalf("entry %d due %d before its parent's %d", i, e.due, h.es[(i-1)/2].due)
+			if i > 0 && e.before(h.es[(i-1)/arity]) {
+				t.Fatalf("entry %d due %d before its parent's %d", i, e.due, h.es[(i-1)/arity].due)
 			}
 		}
 	}
