@@ -63,6 +63,10 @@ type renewBuffers struct {
 // the replicas have, so the renewal does not count, and the watchdog
 // retries it until the deadline).
 func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*hold]) []error {
+	// The handles have been out of the processor's cache since their last
+	// renewal, and reading them costs most of the renewal's time on the
+	// client: the batch is read once before it is sent, the fewest lines
+	// of each handle, and after only when a lock asks replicas.
 	var ack replicaAck // the most that a lock of the batch asks
 	plain := true      // every lock of the batch a plain lock, renewed for the same lease
 	for _, r := range batch {
@@ -119,7 +123,7 @@ func (l *Locker) renew(ctx context.Context, batch []driver.Renewal[*hold]) []err
 			out[i] = cerr
 		case codes[i] != '1':
 			out[i] = dlock.ErrOwnershipLost
-		case r.Lock.ack.n > 0:
+		case ack.n > 0 && r.Lock.ack.n > 0:
 			// renewed, but the lease the holder counts on is the one the
 			// replicas have
 			out[i] = acks[i].check(r.Lock.ack)
@@ -157,13 +161,16 @@ func (l *Locker) renewScript(ctx context.Context, args [][]any, ack replicaAck) 
 // same lease: one call of renew_plain.lua, which takes a key and a token
 // per lock.
 func (l *Locker) renewPlain(ctx context.Context, batch []driver.Renewal[*hold], ack replicaAck) ([]byte, []ackResult, error) {
+	// The lock's key and token as pointers to the handle's own strings, as
+	// in keyArgs and tokenArg, but taken without reading those: go-redis
+	// then reads the lines of the handle that plain() read.
 	call := renewPlain.AppendCall(l.renewBufs.call[:0], len(batch))
 	for _, r := range batch {
-		call = append(call, r.Lock.keyArgs[0])
+		call = append(call, &r.Lock.keys.Lock)
 	}
 	call = append(call, batch[0].TTL.Milliseconds())
 	for _, r := range batch {
-		call = append(call, r.Lock.tokenArg)
+		call = append(call, r.Lock.TokenRef())
 	}
 	defer func() { l.renewBufs.call = call[:0] }()
 	defer clear(call) // holds no lock's strings alive
