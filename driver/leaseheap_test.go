@@ -7,7 +7,8 @@ import (
 )
 
 // The lease heap keeps its order and every lease's index through random
-// pushes, changes of due time and removals: its root is always a lease
+// pushes, changes of due time (one at a time, or many and then one
+// reordering) and removals: its root is always a lease
 // due first, and popping it all yields the due times in order.
 func TestLeaseHeapOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -29,7 +30,15 @@ func TestLeaseHeapOrder(t *testing.T) {
 		}
 	}
 	for step := range 5000 {
-		switch op := rng.IntN(4); {
+		switch op := rng.IntN(5); {
+		case op == 4: // a batch of sets, then one order
+			for range rng.IntN(h.len() + 1) {
+				i := rng.IntN(h.len())
+				lk, _ := h.slot(h.es[i].slot)
+				due[lk] = rng.Int64N(1000)
+				h.set(i, due[lk])
+			}
+			h.order()
 		case op <= 1 || h.len() == 0:
 			lk := &lease{}
 			due[lk] = rng.Int64N(1000)

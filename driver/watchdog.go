@@ -488,6 +488,12 @@ func (w *Watchdog[L]) renew(batch []due[L]) {
 		told   = w.told[:0] // the leases whose outcome Renewed hears of
 	)
 	w.mu.Lock()
+	// A batch of many of the leases is filed in the heap's order once
+	// filed, in one pass over the heap, rather than one lease at a time,
+	// each of which reads a path of the heap at random: the renewer is
+	// then busy for a shorter time, and the runtime's monitor, which a
+	// busy process wakes, with it.
+	bulk := len(batch) > w.leases.len()/8
 	for i, d := range batch {
 		ls, at := w.stateAt(d.lk, d.slot)
 		ls.inflight = false
@@ -537,8 +543,15 @@ func (w *Watchdog[L]) renew(batch []due[L]) {
 				ls.due = ls.deadline
 			}
 		}
-		w.leases.fix(at, w.at(ls.due))
+		if bulk {
+			w.leases.set(at, w.at(ls.due))
+		} else {
+			w.leases.fix(at, w.at(ls.due))
+		}
 		w.arm(ls.due)
+	}
+	if bulk {
+		w.leases.order()
 	}
 	w.mu.Unlock()
 	for _, i := range told {
