@@ -132,6 +132,10 @@ type Watchdog[L Leased] struct {
 	items []Renewal[L]
 	gens  []uint64
 	told  []int
+
+	// The scheduler's buffers for many leases at once (see takeMany).
+	top  []int
+	mark []attention
 }
 
 // due is a lease due for renewal, and its slot in the watchdog's heap
@@ -362,26 +366,26 @@ func (w *Watchdog[L]) schedule() {
 		now := time.Now()
 		var expired []L
 		w.mu.Lock()
-	due:
-		for w.leases.len() > 0 {
-			s := w.leases.first()
-			lk, ls := w.leases.slot(s)
-			switch {
-			case !now.Before(ls.deadline):
-				w.leases.remove(0)
-				expired = append(expired, lk)
-			case ls.renew && !ls.inflight && !ls.due.After(now.Add(ls.ttl/coalesce)):
-				// due now or soon: renewals that fall due together share a
-				// batch
-				ls.inflight = true
-				ls.due = ls.deadline // still watched while on the wire
-				w.leases.fix(0, w.at(ls.due))
-				w.batch = append(w.batch, due[L]{lk, s})
-			case !ls.due.After(now):
-				ls.due = ls.deadline // nothing to send: watch the deadline
-				w.leases.fix(0, w.at(ls.due))
-			default:
-				break due
+		if !w.takeMany(now, &expired) {
+		due:
+			for w.leases.len() > 0 {
+				s := w.leases.first()
+				lk, ls := w.leases.slot(s)
+				switch ls.attention(now) {
+				case expires:
+					w.leases.remove(0)
+					expired = append(expired, lk)
+				case renews:
+					ls.inflight = true
+					ls.due = ls.deadline // still watched while on the wire
+					w.leases.fix(0, w.at(ls.due))
+					w.batch = append(w.batch, due[L]{lk, s})
+				case watches:
+					ls.due = ls.deadline // nothing to send: watch the deadline
+					w.leases.fix(0, w.at(ls.due))
+				default:
+					break due
+				}
 			}
 		}
 		if len(w.batch) > 0 {
@@ -402,6 +406,91 @@ func (w *Watchdog[L]) schedule() {
 			return
 		}
 	}
+}
+
+// attention is what a lease needs of the scheduler.
+type attention uint8
+
+const (
+	waits   attention = iota // nothing yet
+	expires                  // its deadline passed
+	renews                   // due now or soon: renewals that fall due together share a batch
+	watches                  // due, with nothing to send: its deadline is watched
+)
+
+// attention returns what ls needs of the scheduler at now.
+func (ls *Lease) attention(now time.Time) attention {
+	switch {
+	case !now.Before(ls.deadline):
+		return expires
+	case ls.renew && !ls.inflight && !ls.due.After(now.Add(ls.ttl/coalesce)):
+		return renews
+	case !ls.due.After(now):
+		return watches
+	}
+	return waits
+}
+
+// takeMany is the scheduler's loop for many leases that need it at once
+// (more than an eighth of the heap), as when many locks taken together
+// fall due together. The loop moves each lease it attends to along a path
+// of the heap, at random in memory; takeMany finds the leases in one walk
+// of the top of the heap, where they are (a lease that waits has none of
+// them below it, for they are due no earlier), changes them in place,
+// reorders the heap in one pass, and hands the renewer its batch in the
+// order of the slots. It reports whether it did; called with w.mu held.
+func (w *Watchdog[L]) takeMany(now time.Time, expired *[]L) bool {
+	h := &w.leases
+	n := h.len()
+	if n < 64 {
+		return false
+	}
+	top := w.top[:0]
+	if _, ls := h.slot(h.first()); ls.attention(now) != waits {
+		top = append(top, 0)
+	}
+	for j := 0; j < len(top); j++ {
+		for c, end := arity*top[j]+1, min(arity*top[j]+1+arity, n); c < end; c++ {
+			if _, ls := h.slot(h.es[c].slot); ls.attention(now) != waits {
+				top = append(top, c)
+			}
+		}
+	}
+	w.top = top[:0]
+	if len(top) <= n/8 {
+		return false
+	}
+	mark := grow(w.mark, len(h.st))
+	clear(mark)
+	w.mark = mark
+	for _, i := range top {
+		s := h.es[i].slot
+		_, ls := h.slot(s)
+		switch ls.attention(now) {
+		case expires:
+			mark[s] = expires // taken out below, once the heap is in order
+		case renews:
+			ls.inflight = true
+			ls.due = ls.deadline // still watched while on the wire
+			h.set(i, w.at(ls.due))
+			mark[s] = renews
+		case watches:
+			ls.due = ls.deadline // nothing to send: watch the deadline
+			h.set(i, w.at(ls.due))
+		}
+	}
+	h.order()
+	for s, m := range mark {
+		switch m {
+		case renews:
+			w.batch = append(w.batch, due[L]{h.st[s].lk, int32(s)})
+		case expires:
+			lk := h.st[s].lk
+			h.remove(h.indexAt(lk, int32(s)))
+			*expired = append(*expired, lk)
+		}
+	}
+	return true
 }
 
 func (w *Watchdog[L]) expire(lk L) {
