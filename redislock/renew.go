@@ -61,7 +61,10 @@ func (l *Locker) newWatchdog() error {
 type renewBuffers struct {
 	call  []any       // the commands of a batch of plain locks (see renewPlain)
 	spans []plainSpan // where each of those commands is, in call and in the batch
-	out   []error     // renew's results, which the watchdog reads before the next batch
+	// loaded: the last pipeline of those commands found renew_plain.lua in
+	// the server's cache (see renewPlains)
+	loaded bool
+	out    []error // renew's results, which the watchdog reads before the next batch
 }
 
 // plainSpan is one call of renew_plain.lua in a batch: the locks
@@ -244,10 +247,12 @@ func (l *Locker) renewPlain(ctx context.Context, call []any, n int, ack replicaA
 
 // renewPlains sends the calls of renew_plain.lua of a batch, call[s.start:
 // s.end] for each span s, in one pipeline, and writes the outcome of each
-// lock in out. The calls that find the script gone from the server's
-// cache are sent again in a second pipeline once it is loaded: their
-// leases still count from before the first, a little shorter than they
-// are, never longer.
+// lock in out. Until a pipeline has found the script in the server's
+// cache, the pipeline loads it first, so that the calls are not sent in
+// vain. The calls that find the script gone (a restart, SCRIPT FLUSH) are
+// sent again in a second pipeline that loads it, and as EVAL if they find
+// it gone again: their leases still count from before the first, a little
+// shorter than they are, never longer.
 func (l *Locker) renewPlains(ctx context.Context, batch []driver.Renewal[*hold], call []any, spans []plainSpan, out []error) {
 	if len(spans) == 1 { // one call: no pipeline to build
 		sp := spans[0]
@@ -255,27 +260,29 @@ func (l *Locker) renewPlains(ctx context.Context, batch []driver.Renewal[*hold],
 		l.filePlain(batch, sp, res, err, out)
 		return
 	}
-	var again []plainSpan
+	b := &l.renewBufs
 	for try := 0; try < 2 && len(spans) > 0; try++ {
 		pipe := l.client.Pipeline()
+		if !b.loaded {
+			_ = renewPlain.Load(ctx, pipe) // queued: the calls after it find the script
+		}
 		cmds := make([]*redis.Cmd, len(spans))
 		for j, sp := range spans {
 			cmds[j] = redis.NewCmd(ctx, call[sp.start:sp.end]...)
 			_ = pipe.Process(ctx, cmds[j]) // queued; the error is the command's
 		}
 		_, _ = pipe.Exec(ctx) // each command has its own error
-		var load error
+		b.loaded = true
+		var again []plainSpan
 		for j, sp := range spans {
 			res, err := cmds[j].Text()
-			if redisnode.IsNoScript(err) && try == 0 {
-				if again == nil {
-					load = renewPlain.Load(ctx, l.client)
-				}
-				if load == nil {
+			if redisnode.IsNoScript(err) {
+				b.loaded = false
+				if try == 0 {
 					again = append(again, sp)
 					continue
 				}
-				err = load
+				res, err = renewPlain.RunCall(ctx, l.client, call[sp.start:sp.end]).Text()
 			}
 			l.filePlain(batch, sp, res, err, out)
 		}
