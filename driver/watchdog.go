@@ -16,11 +16,12 @@ import (
 // guards it with its own mutex, and the driver reads it only through the
 // watchdog's methods.
 //
-// A handle whose renewal is due has been out of the processor's cache
-// since the last one, and the watchdog reads its lease first: the fields
-// every renewal reads come first, in two cache lines, and a handle that
-// embeds its Lease first has the watchdog's check that the handle is not
-// nil read the same line.
+// While the watchdog watches the lease, it keeps the lease's state in a
+// table of its own, and the handle's Lease has only the lease's place
+// there: a handle whose renewal is due has been out of the processor's
+// cache since the last one, and scheduling and filing renewals read the
+// table alone. The handle's Lease has the state again when the lease
+// leaves the watchdog.
 type Lease struct {
 	slot      int32 // its slot in the watchdog's heap, plus one; 0 when not there
 	renew     bool
@@ -114,7 +115,7 @@ type Watchdog[L Leased] struct {
 
 	mu      sync.Mutex
 	leases  leaseHeap[L]
-	batch   []L // due for renewal, waiting for the renewer
+	batch   []due[L] // due for renewal, waiting for the renewer
 	started bool
 	stopped bool
 
@@ -131,6 +132,17 @@ type Watchdog[L Leased] struct {
 	items []Renewal[L]
 	gens  []uint64
 	told  []int
+
+	// The scheduler's buffers for many leases at once (see takeMany).
+	top  []int
+	mark []attention
+}
+
+// due is a lease due for renewal, and its slot in the watchdog's heap
+// when it was found due.
+type due[L Leased] struct {
+	lk   L
+	slot int32
 }
 
 // coalesce: a renewal due within ttl/coalesce of another's joins its
@@ -174,13 +186,13 @@ func (w *Watchdog[L]) Add(lk L, start time.Time, ttl time.Duration, renew bool) 
 // validity the driver counted itself (a quorum's, say). The first renewal
 // is due when a third of what is left of the lease has passed.
 func (w *Watchdog[L]) AddUntil(lk L, deadline time.Time, ttl time.Duration, renew bool) {
-	ls := lk.lease()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ls.ttl, ls.renew, ls.deadline = ttl, renew, deadline
 	if i := w.leases.index(lk); i >= 0 {
 		w.leases.remove(i)
 	}
+	ls := lk.lease()
+	ls.ttl, ls.renew, ls.deadline = ttl, renew, deadline
 	if w.stopped {
 		return
 	}
@@ -221,11 +233,36 @@ func (w *Watchdog[L]) Remove(lk L) {
 	}
 }
 
+// state returns lk's lease state, in the heap's table while lk is watched
+// (with its index in the heap), in its handle otherwise (with -1). Called
+// with w.mu held; the state is valid until the heap's next push or
+// remove.
+func (w *Watchdog[L]) state(lk L) (*Lease, int) {
+	ls := lk.lease()
+	i := w.leases.indexAt(lk, ls.slot-1)
+	if i < 0 {
+		return ls, -1
+	}
+	_, st := w.leases.slot(ls.slot - 1)
+	return st, i
+}
+
+// stateAt is state for a lease that had slot s: it reads the heap's table
+// alone while lk still has that slot.
+func (w *Watchdog[L]) stateAt(lk L, s int32) (*Lease, int) {
+	if i := w.leases.indexAt(lk, s); i >= 0 {
+		_, st := w.leases.slot(s)
+		return st, i
+	}
+	return w.state(lk)
+}
+
 // Deadline returns lk's local lease deadline.
 func (w *Watchdog[L]) Deadline(lk L) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return lk.lease().deadline
+	ls, _ := w.state(lk)
+	return ls.deadline
 }
 
 // Renewing reports whether a renewal of lk is on the wire: sent, and its
@@ -233,7 +270,8 @@ func (w *Watchdog[L]) Deadline(lk L) time.Time {
 func (w *Watchdog[L]) Renewing(lk L) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return lk.lease().inflight
+	ls, _ := w.state(lk)
+	return ls.inflight
 }
 
 // Refreshed records a lease of ttl that the holder asked for at time sent,
@@ -247,9 +285,9 @@ func (w *Watchdog[L]) Refreshed(lk L, sent time.Time, ttl time.Duration, applied
 
 // RefreshedUntil is Refreshed with the new local deadline given.
 func (w *Watchdog[L]) RefreshedUntil(lk L, deadline, sent time.Time, ttl time.Duration, applied bool) {
-	ls := lk.lease()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	ls, i := w.state(lk)
 	ls.gen++
 	ls.ttl = ttl
 	old := ls.deadline
@@ -257,7 +295,6 @@ func (w *Watchdog[L]) RefreshedUntil(lk L, deadline, sent time.Time, ttl time.Du
 	if !applied && old.Before(deadline) {
 		ls.deadline = old
 	}
-	i := w.leases.index(lk)
 	if i < 0 {
 		return
 	}
@@ -288,18 +325,18 @@ func (w *Watchdog[L]) RefreshedUntil(lk L, deadline, sent time.Time, ttl time.Du
 // lost instead of releasing it. A second call, for a release retried, is
 // nil.
 func (w *Watchdog[L]) Releasing(lk L) error {
-	ls := lk.lease()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	ls, i := w.state(lk)
 	if ls.releasing {
 		return nil
 	}
-	i := w.leases.index(lk)
 	if !time.Now().Before(ls.deadline) {
+		cause := expired(ls.lastErr)
 		if i >= 0 {
 			w.leases.remove(i)
 		}
-		return expired(ls.lastErr)
+		return cause
 	}
 	ls.releasing, ls.renew = true, false
 	if i >= 0 && !ls.inflight {
@@ -329,26 +366,26 @@ func (w *Watchdog[L]) schedule() {
 		now := time.Now()
 		var expired []L
 		w.mu.Lock()
-	due:
-		for w.leases.len() > 0 {
-			lk := w.leases.first()
-			ls := lk.lease()
-			switch {
-			case !now.Before(ls.deadline):
-				w.leases.remove(0)
-				expired = append(expired, lk)
-			case ls.renew && !ls.inflight && !ls.due.After(now.Add(ls.ttl/coalesce)):
-				// due now or soon: renewals that fall due together share a
-				// batch
-				ls.inflight = true
-				ls.due = ls.deadline // still watched while on the wire
-				w.leases.fix(0, w.at(ls.due))
-				w.batch = append(w.batch, lk)
-			case !ls.due.After(now):
-				ls.due = ls.deadline // nothing to send: watch the deadline
-				w.leases.fix(0, w.at(ls.due))
-			default:
-				break due
+		if !w.takeMany(now, &expired) {
+		due:
+			for w.leases.len() > 0 {
+				s := w.leases.first()
+				lk, ls := w.leases.slot(s)
+				switch ls.attention(now) {
+				case expires:
+					w.leases.remove(0)
+					expired = append(expired, lk)
+				case renews:
+					ls.inflight = true
+					ls.due = ls.deadline // still watched while on the wire
+					w.leases.fix(0, w.at(ls.due))
+					w.batch = append(w.batch, due[L]{lk, s})
+				case watches:
+					ls.due = ls.deadline // nothing to send: watch the deadline
+					w.leases.fix(0, w.at(ls.due))
+				default:
+					break due
+				}
 			}
 		}
 		if len(w.batch) > 0 {
@@ -356,7 +393,8 @@ func (w *Watchdog[L]) schedule() {
 		}
 		w.next = time.Time{}
 		if w.leases.len() > 0 {
-			w.arm(w.leases.first().lease().due)
+			_, ls := w.leases.slot(w.leases.first())
+			w.arm(ls.due)
 		}
 		w.mu.Unlock()
 		for _, lk := range expired {
@@ -368,6 +406,91 @@ func (w *Watchdog[L]) schedule() {
 			return
 		}
 	}
+}
+
+// attention is what a lease needs of the scheduler.
+type attention uint8
+
+const (
+	waits   attention = iota // nothing yet
+	expires                  // its deadline passed
+	renews                   // due now or soon: renewals that fall due together share a batch
+	watches                  // due, with nothing to send: its deadline is watched
+)
+
+// attention returns what ls needs of the scheduler at now.
+func (ls *Lease) attention(now time.Time) attention {
+	switch {
+	case !now.Before(ls.deadline):
+		return expires
+	case ls.renew && !ls.inflight && !ls.due.After(now.Add(ls.ttl/coalesce)):
+		return renews
+	case !ls.due.After(now):
+		return watches
+	}
+	return waits
+}
+
+// takeMany is the scheduler's loop for many leases that need it at once
+// (more than an eighth of the heap), as when many locks taken together
+// fall due together. The loop moves each lease it attends to along a path
+// of the heap, at random in memory; takeMany finds the leases in one walk
+// of the top of the heap, where they are (a lease that waits has none of
+// them below it, for they are due no earlier), changes them in place,
+// reorders the heap in one pass, and hands the renewer its batch in the
+// order of the slots. It reports whether it did; called with w.mu held.
+func (w *Watchdog[L]) takeMany(now time.Time, expired *[]L) bool {
+	h := &w.leases
+	n := h.len()
+	if n < 64 {
+		return false
+	}
+	top := w.top[:0]
+	if _, ls := h.slot(h.first()); ls.attention(now) != waits {
+		top = append(top, 0)
+	}
+	for j := 0; j < len(top); j++ {
+		for c, end := arity*top[j]+1, min(arity*top[j]+1+arity, n); c < end; c++ {
+			if _, ls := h.slot(h.es[c].slot); ls.attention(now) != waits {
+				top = append(top, c)
+			}
+		}
+	}
+	w.top = top[:0]
+	if len(top) <= n/8 {
+		return false
+	}
+	mark := grow(w.mark, len(h.st))
+	clear(mark)
+	w.mark = mark
+	for _, i := range top {
+		s := h.es[i].slot
+		_, ls := h.slot(s)
+		switch ls.attention(now) {
+		case expires:
+			mark[s] = expires // taken out below, once the heap is in order
+		case renews:
+			ls.inflight = true
+			ls.due = ls.deadline // still watched while on the wire
+			h.set(i, w.at(ls.due))
+			mark[s] = renews
+		case watches:
+			ls.due = ls.deadline // nothing to send: watch the deadline
+			h.set(i, w.at(ls.due))
+		}
+	}
+	h.order()
+	for s, m := range mark {
+		switch m {
+		case renews:
+			w.batch = append(w.batch, due[L]{h.st[s].lk, int32(s)})
+		case expires:
+			lk := h.st[s].lk
+			h.remove(h.indexAt(lk, int32(s)))
+			*expired = append(*expired, lk)
+		}
+	}
+	return true
 }
 
 func (w *Watchdog[L]) expire(lk L) {
@@ -395,7 +518,7 @@ func expired(renewErr error) error {
 // batches.
 func (w *Watchdog[L]) renewLoop() {
 	defer w.running.Done()
-	var spare []L // the scheduler's next batch: two buffers take turns
+	var spare []due[L] // the scheduler's next batch: two buffers take turns
 	for {
 		select {
 		case <-w.kick:
@@ -417,17 +540,17 @@ func (w *Watchdog[L]) renewLoop() {
 }
 
 // renew sends one batch of renewals and files the results.
-func (w *Watchdog[L]) renew(batch []L) {
+func (w *Watchdog[L]) renew(batch []due[L]) {
 	w.mu.Lock()
-	deadline := batch[0].lease().deadline
 	items := grow(w.items, len(batch))
 	gens := grow(w.gens, len(batch))
 	w.items, w.gens = items, gens
 	defer clear(items) // holds no lease alive
-	for i, lk := range batch {
-		ls := lk.lease()
-		items[i], gens[i] = Renewal[L]{Lock: lk, TTL: ls.ttl}, ls.gen
-		if ls.deadline.Before(deadline) {
+	var deadline time.Time
+	for i, d := range batch {
+		ls, _ := w.stateAt(d.lk, d.slot)
+		items[i], gens[i] = Renewal[L]{Lock: d.lk, TTL: ls.ttl}, ls.gen
+		if i == 0 || ls.deadline.Before(deadline) {
 			deadline = ls.deadline
 		}
 	}
@@ -454,10 +577,15 @@ func (w *Watchdog[L]) renew(batch []L) {
 		told   = w.told[:0] // the leases whose outcome Renewed hears of
 	)
 	w.mu.Lock()
-	for i, lk := range batch {
-		ls := lk.lease()
+	// A batch of many of the leases is filed in the heap's order once
+	// filed, in one pass over the heap, rather than one lease at a time,
+	// each of which reads a path of the heap at random: the renewer is
+	// then busy for a shorter time, and the runtime's monitor, which a
+	// busy process wakes, with it.
+	bulk := len(batch) > w.leases.len()/8
+	for i, d := range batch {
+		ls, at := w.stateAt(d.lk, d.slot)
 		ls.inflight = false
-		at := w.leases.index(lk)
 		if at < 0 {
 			continue // ended meanwhile
 		}
@@ -504,12 +632,19 @@ func (w *Watchdog[L]) renew(batch []L) {
 				ls.due = ls.deadline
 			}
 		}
-		w.leases.fix(at, w.at(ls.due))
+		if bulk {
+			w.leases.set(at, w.at(ls.due))
+		} else {
+			w.leases.fix(at, w.at(ls.due))
+		}
 		w.arm(ls.due)
+	}
+	if bulk {
+		w.leases.order()
 	}
 	w.mu.Unlock()
 	for _, i := range told {
-		w.cfg.Renewed(batch[i], errs[i])
+		w.cfg.Renewed(batch[i].lk, errs[i])
 	}
 	w.told = told
 	if failed != nil && w.cfg.OnFailure != nil {
