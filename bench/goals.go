@@ -137,7 +137,7 @@ func (r *results) redisGoals() []goal {
 		if own != nil && peer != nil && peer.clientCore > 0 {
 			x := own.clientCore / peer.clientCore
 			gs = append(gs, goal{fmt.Sprintf("%d held locks at ≤ 1/10 of rueidislock's client CPU", own.locks),
-				fmt.Sprintf("%.3f against %.3f cores (%.2f×)", own.clientCore, peer.clientCore, x), x <= 0.1,
+				fmt.Sprintf("%.4f against %.4f cores (%.2f×)", own.clientCore, peer.clientCore, x), x <= 0.1,
 				fmt.Sprintf("dlock: %d goroutines, %.0f Redis commands/s, %.3f Redis cores; rueidislock: %d goroutines, %.0f commands/s, %.3f Redis cores",
 					own.goroutines, own.cmdsPerSec, own.redisCore, peer.goroutines, peer.cmdsPerSec, peer.redisCore)})
 		}

@@ -512,7 +512,7 @@ func (r *results) part4(p printer) {
 	p("| system | locks | Redis cmds/s | ÷ renewals needed | Redis calls/s | client CPU (cores) | Redis CPU (cores) | goroutines | heap MiB | stacks MiB | lost | time to acquire |")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, h := range r.holds {
-		p("| %s | %d | %.0f | %.2f | %.0f | %.3f | %.3f | %d | %.1f | %.1f | %d | %v |", h.sys, h.locks, h.cmdsPerSec, h.cmdsPerSec/target, h.callsPerSec,
+		p("| %s | %d | %.0f | %.2f | %.0f | %.4f | %.4f | %d | %.1f | %.1f | %d | %v |", h.sys, h.locks, h.cmdsPerSec, h.cmdsPerSec/target, h.callsPerSec,
 			h.clientCore, h.redisCore, h.goroutines, h.heapMiB, h.stackMiB, h.lost, h.acquire.Round(time.Millisecond))
 	}
 	p("")
