@@ -12,9 +12,6 @@ import (
 // CPU per cycle. The bound leaves room for the allocations of pgx and of
 // the handle; a context per request would exceed it.
 func TestCycleAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector's allocations are not the program's")
-	}
 	l := newLocker(t, pool(t, ""))
 	ctx := context.Background()
 	key := t.Name()

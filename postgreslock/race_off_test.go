@@ -1,6 +1,0 @@
-//go:build !race
-
-package postgreslock_test
-
-// raceEnabled says that the test binary runs with the race detector.
-const raceEnabled = false
