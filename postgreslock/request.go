@@ -18,6 +18,9 @@ import (
 // made is given back in the background, a release it may not have made
 // leaves the row to lapse at its lease. A Lock with a wait limit returns
 // within the limit plus a second, and without one waits as long as ctx.
+// A call under a context that never ends (context.Background()) shares
+// its bound with the calls that began within 50ms before it, so it may
+// be cut up to 50ms sooner.
 const RequestTimeout = 5 * time.Second
 
 // noAnswerError is the error of a statement that got no answer within
