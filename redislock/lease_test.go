@@ -143,7 +143,9 @@ func TestFailedReleaseStopsRenewal(t *testing.T) {
 		},
 	})
 	key := keyFor(t)
-	ttl := 300 * time.Millisecond
+	// A 1s lease: under load, a 300ms one was once lost before its Unlock
+	// ("lease deadline passed"), which is not what this test is about.
+	ttl := time.Second
 	lk, err := l.TryLock(ctx, key, dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)

@@ -49,12 +49,15 @@ func TestWatchdogKeepsAndStops(t *testing.T) {
 	a, b := newLocker(t, s), newLocker(t, s)
 	raw := s.Client(t)
 	key := keyFor(t)
-	lk, err := a.TryLock(ctx, key, dlock.WithTTL(300*time.Millisecond))
+	// A 600ms lease, renewed every 200ms: under the load of a whole test
+	// run a 300ms one (renewed with 200ms to spare) was lost once.
+	const ttl = 600 * time.Millisecond
+	lk, err := a.TryLock(ctx, key, dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Held for 2s, more than six leases: the other Locker keeps failing.
-	until := time.Now().Add(2 * time.Second)
+	// Held for five leases: the other Locker keeps failing.
+	until := time.Now().Add(5 * ttl)
 	for time.Now().Before(until) {
 		if _, err := b.TryLock(ctx, key); !errors.Is(err, dlock.ErrNotAcquired) {
 			t.Fatalf("TryLock while the watchdog holds: %v (holder's Err %v)", err, lk.Err())
@@ -66,7 +69,7 @@ func TestWatchdogKeepsAndStops(t *testing.T) {
 	}
 	// After Unlock, no renewal reaches the server for two more periods.
 	before := evalCalls(t, raw)
-	time.Sleep(250 * time.Millisecond) // observation window: nothing may happen in it
+	time.Sleep(2 * ttl / 3) // observation window: nothing may happen in it
 	if after := evalCalls(t, raw); after != before {
 		t.Fatalf("%d script calls after Unlock", after-before)
 	}
