@@ -261,6 +261,7 @@ func (l *Locker) wait(ctx context.Context, h *hold, o dlock.Options, limit int) 
 				d = max(d, registered)
 			} else {
 				d = max(d, unregistered)
+				l.ln.need()
 			}
 			window = 2*max(d, registered) + time.Second
 		}

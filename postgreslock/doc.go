@@ -82,9 +82,14 @@
 // waiter died. Each NOTIFY wakes every LISTEN session of the database on
 // the server (PostgreSQL signals them all, and each drops what is not on
 // its channel), so a release costs the server a little for every Locker
-// that listens, waiting or not: some tens of microseconds of CPU each, so
-// that with hundreds of waiting processes on one database a hand-off
-// costs the server milliseconds. A fallback attempt comes when the
+// that listens: some tens of microseconds of CPU each, so that with
+// hundreds of waiting processes on one database a hand-off costs the
+// server milliseconds, and the woken waiter comes later. A Locker that
+// has had no waiter and no watch for 5s stops listening (UNLISTEN; it
+// keeps the connection), and listens again when a waiter finds the lock
+// busy or a watch starts: that waiter registers only once LISTEN is in
+// force, so its first wait after a quiet spell costs an attempt more. A
+// fallback attempt comes when the
 // holder's lease would run out, and a third of the TTL after the last (at
 // most 1s after it while the waiter could not register, its LISTEN
 // session down): only a wake-up lost needs it, and hundreds of waiters

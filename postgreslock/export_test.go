@@ -23,3 +23,14 @@ func RenewSQL(table string) string { return newStatements(table).renew }
 // the tables named table.
 func AcquireSQL(table string) string { return newStatements(table).acquire }
 func ReleaseSQL(table string) string { return newStatements(table).release }
+
+// SetListenIdle sets how long l's LISTEN session listens with nobody
+// waiting or watching before it stops. Call it before any use.
+func SetListenIdle(l *Locker, d time.Duration) { l.ln.idle = d }
+
+// SetBeforeQuiet has l's LISTEN session call f once it has decided to
+// stop listening, before it sends UNLISTEN. Call it before any use.
+func SetBeforeQuiet(l *Locker, f func()) { l.ln.beforeQuiet = f }
+
+// Listening reports whether l's LISTEN session listens.
+func Listening(l *Locker) bool { return l.ln.isUp() }

@@ -2,7 +2,6 @@ package postgreslock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -22,6 +21,14 @@ import (
 // connects on first use and again after the connection breaks; each
 // (re)connection wakes everyone, since notifications sent meanwhile are
 // lost.
+//
+// Every NOTIFY of the database wakes every session that LISTENs on it,
+// whatever its channel, so a session with nobody to tell for ln.idle
+// stops listening (UNLISTEN), and keeps its connection: it is quiet. It
+// listens again once a waiter needs it (need) or a watch starts, and
+// then wakes everyone, as a reconnection does. Waiters register only
+// while it listens (isUp), and it stops only while none is there, so no
+// registration is in the table while LISTEN is not in force.
 type listener struct {
 	l   *Locker
 	cfg *pgx.ConnConfig
@@ -35,9 +42,17 @@ type listener struct {
 	ready    []chan struct{} // told once the session is up
 	cancel   context.CancelFunc
 	done     chan struct{}
+	// wanted: a waiter needs the quiet session to listen again. nudge,
+	// when set, ends the quiet session's wait for its next message.
+	wanted    bool
+	nudge     context.CancelFunc
+	idleSince time.Time // when the last waiter or watcher left
 
 	ping     time.Duration // see listenPing
+	idle     time.Duration // see listenIdle
 	sessions atomic.Int64  // set up so far
+
+	beforeQuiet func() // a test's hook, nil outside tests: run once the session decided to stop listening
 }
 
 // wake is what a waiter's channel receives: named when a release named
@@ -54,8 +69,12 @@ type wake struct {
 // without closing is found and replaced within twice that.
 const listenPing = 5 * time.Second
 
+// listenIdle is how long the LISTEN session listens with no waiter and no
+// watcher before it stops (see listener).
+const listenIdle = 5 * time.Second
+
 func newListener(l *Locker, cfg *pgx.ConnConfig) *listener {
-	return &listener{l: l, cfg: cfg, ping: listenPing, waiters: map[string]chan wake{}, watchers: map[string]map[chan struct{}]struct{}{}}
+	return &listener{l: l, cfg: cfg, ping: listenPing, idle: listenIdle, waiters: map[string]chan wake{}, watchers: map[string]map[chan struct{}]struct{}{}}
 }
 
 func send(c chan struct{}) {
@@ -89,8 +108,37 @@ func (ln *listener) wait(id string) (<-chan wake, func()) {
 	return c, func() {
 		ln.mu.Lock()
 		delete(ln.waiters, id)
+		ln.idled()
 		ln.mu.Unlock()
 	}
+}
+
+// need tells a quiet session that a waiter needs it to listen: the
+// waiter's attempts register once it does, and its wake-up (as after a
+// reconnection) tells it so.
+func (ln *listener) need() {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if !ln.up {
+		ln.wanted = true
+		if ln.nudge != nil {
+			ln.nudge()
+		}
+	}
+}
+
+// idled notes when the last waiter or watcher left. Called with ln.mu
+// held.
+func (ln *listener) idled() {
+	if len(ln.waiters) == 0 && len(ln.watchers) == 0 {
+		ln.idleSince = time.Now()
+	}
+}
+
+// busy reports whether someone needs the session to listen. Called with
+// ln.mu held.
+func (ln *listener) busy() bool {
+	return ln.wanted || len(ln.waiters) > 0 || len(ln.watchers) > 0 || len(ln.ready) > 0
 }
 
 // isUp reports whether the session is up: a NOTIFY sent now reaches it.
@@ -118,6 +166,12 @@ func (ln *listener) watch(name string, c chan struct{}, ready chan struct{}) fun
 			ln.ready = append(ln.ready, ready)
 		}
 	}
+	if !ln.up {
+		ln.wanted = true
+		if ln.nudge != nil {
+			ln.nudge()
+		}
+	}
 	ln.start()
 	return func() {
 		ln.mu.Lock()
@@ -126,6 +180,7 @@ func (ln *listener) watch(name string, c chan struct{}, ready chan struct{}) fun
 		if len(m) == 0 && ln.watchers[name] != nil && len(ln.watchers[name]) == 0 {
 			delete(ln.watchers, name)
 		}
+		ln.idled()
 	}
 }
 
@@ -146,6 +201,9 @@ func (ln *listener) wakeAll(up bool) {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	ln.up = up
+	if up {
+		ln.wanted = false
+	}
 	for _, c := range ln.waiters {
 		select {
 		case c <- wake{}:
@@ -213,11 +271,69 @@ func (ln *listener) session(ctx context.Context) (up bool, _ error) {
 	}
 	ln.sessions.Add(1)
 	ln.wakeAll(true)
+	channel := pgx.Identifier{channelOf(ln.l.id)}.Sanitize()
+	heard := time.Now() // the connection's last sign of life
 	for {
-		n, err := ln.next(ctx, conn)
+		if time.Since(heard) >= ln.ping {
+			// Silent for ln.ping: a connection that answers no ping
+			// within ln.ping is dead, though nothing closed it.
+			pctx, cancel := context.WithTimeout(ctx, ln.ping)
+			err := conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return true, fmt.Errorf("the LISTEN session did not answer a ping within %v: %w", ln.ping, err)
+			}
+			heard = time.Now()
+		}
+		ln.mu.Lock()
+		switch {
+		case ln.up && !ln.busy() && time.Since(ln.idleSince) >= ln.idle:
+			// Quiet from now on: no waiter registers (isUp), and none
+			// is registered, as none is there.
+			ln.up = false
+			ln.mu.Unlock()
+			if ln.beforeQuiet != nil {
+				ln.beforeQuiet()
+			}
+			if err := ln.exec(ctx, conn, "UNLISTEN "+channel); err != nil {
+				return true, err
+			}
+			heard = time.Now()
+			continue
+		case !ln.up && ln.busy():
+			ln.mu.Unlock()
+			if err := ln.exec(ctx, conn, "LISTEN "+channel); err != nil {
+				return true, err
+			}
+			heard = time.Now()
+			// Whoever came meanwhile attempts again, now registering,
+			// and the watches are in place.
+			ln.wakeAll(true)
+			continue
+		}
+		limit := ln.ping - time.Since(heard)
+		wctx, nudge := context.WithCancel(ctx)
+		switch {
+		case !ln.up:
+			ln.nudge = nudge
+		case ln.busy(): // look again within ln.idle: the last may leave
+			limit = min(limit, ln.idle)
+		default:
+			limit = min(limit, ln.idle-time.Since(ln.idleSince))
+		}
+		ln.mu.Unlock()
+		n, err := ln.next(ctx, wctx, conn, limit)
+		ln.mu.Lock()
+		ln.nudge = nil
+		ln.mu.Unlock()
+		nudge()
 		if err != nil {
 			return true, err
 		}
+		if n == nil {
+			continue
+		}
+		heard = time.Now()
 		who, name, ok := strings.Cut(n.Payload, " ")
 		if !ok {
 			continue
@@ -249,23 +365,25 @@ func (ln *listener) session(ctx context.Context) (up bool, _ error) {
 	}
 }
 
-// next waits for the next notification on conn. After ln.ping of
-// silence it pings the server, and returns the error of a ping that
-// fails or takes longer than ln.ping: the connection is dead, though
-// nothing closed it.
-func (ln *listener) next(ctx context.Context, conn *pgx.Conn) (*pgconn.Notification, error) {
-	for {
-		wctx, cancel := context.WithTimeout(ctx, ln.ping)
-		n, err := conn.WaitForNotification(wctx)
-		cancel()
-		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
-			return n, err
-		}
-		pctx, cancel := context.WithTimeout(ctx, ln.ping)
-		err = conn.Ping(pctx)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("the LISTEN session did not answer a ping within %v: %w", ln.ping, err)
-		}
+// exec runs sql on the session's connection, within ln.ping.
+func (ln *listener) exec(ctx context.Context, conn *pgx.Conn, sql string) error {
+	ctx, cancel := context.WithTimeout(ctx, ln.ping)
+	defer cancel()
+	_, err := conn.Exec(ctx, sql)
+	return err
+}
+
+// next waits up to limit for the next notification on conn; it returns
+// none, and no error, when limit passes or wake ends first.
+func (ln *listener) next(ctx, wake context.Context, conn *pgx.Conn, limit time.Duration) (*pgconn.Notification, error) {
+	wctx, cancel := context.WithTimeout(wake, max(limit, 0))
+	defer cancel()
+	n, err := conn.WaitForNotification(wctx)
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return n, err
+	case wctx.Err() != nil:
+		return nil, nil
 	}
+	return nil, err
 }
