@@ -119,6 +119,11 @@ func (ln *listener) wait(id string) (<-chan wake, func()) {
 func (ln *listener) need() {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
+	ln.want()
+}
+
+// want is need with ln.mu held.
+func (ln *listener) want() {
 	if !ln.up {
 		ln.wanted = true
 		if ln.nudge != nil {
@@ -166,12 +171,7 @@ func (ln *listener) watch(name string, c chan struct{}, ready chan struct{}) fun
 			ln.ready = append(ln.ready, ready)
 		}
 	}
-	if !ln.up {
-		ln.wanted = true
-		if ln.nudge != nil {
-			ln.nudge()
-		}
-	}
+	ln.want()
 	ln.start()
 	return func() {
 		ln.mu.Lock()
