@@ -37,8 +37,9 @@ type pgSystem struct {
 	name string
 	open func(ctx context.Context, p *pgParty) error
 	// ready, when set, readies an opened party for a hand-off cell
-	// before its clock starts: what a process does once in its life.
-	ready func(ctx context.Context, p *pgParty) error
+	// before its clock starts: what a process does once in its life. It
+	// returns what to call just before the clock starts.
+	ready func(ctx context.Context, p *pgParty) (func(), error)
 	try   func(ctx context.Context, p *pgParty, key string) (func(), bool, error)
 	lock  func(ctx context.Context, p *pgParty, key string) (func(), error)
 	close func(p *pgParty)
@@ -50,6 +51,7 @@ type pgParty struct {
 	pgl    *pglock.Client
 	conn   *pgxpool.Conn // advisory locks: the session that holds them
 	owner  string
+	settle func() // from ready: called just before a cell's clock starts
 }
 
 // pgTracer counts the statements a pool or database sends, and each
@@ -192,7 +194,7 @@ func (e *pgEnv) systems() []pgSystem {
 				}
 				return func() { lk.Unlock(ctx) }, nil
 			},
-			ready: func(ctx context.Context, p *pgParty) error { return listening(ctx, p.locker) },
+			ready: func(ctx context.Context, p *pgParty) (func(), error) { return listening(ctx, p.locker) },
 			close: func(p *pgParty) { p.locker.Close() },
 		},
 		{
@@ -241,20 +243,32 @@ WHERE l.expires_at < now()`, key, p.owner, e.ttl.Milliseconds())
 // first wait and keeps, and waits until it is up (or 30s): a hand-off
 // cell of a few seconds would count a connection per contender, and the
 // server's cost of starting hundreds of them, as if each hand-off paid it.
-func listening(ctx context.Context, l *postgreslock.Locker) error {
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+// A watch keeps it listening (a Locker with no waiter and no watch stops
+// after a few seconds) until the returned function ends the watch, and
+// waits for the watch to have left, just before the cell's clock starts.
+func listening(ctx context.Context, l *postgreslock.Locker) (func(), error) {
+	wctx, cancel := context.WithCancel(ctx)
 	// A watch's first value comes once it is registered and the session
 	// is up (or after a few seconds without).
 	c, err := l.Watch(wctx, "bench:listening")
 	if err != nil {
-		return err
+		cancel()
+		return nil, err
+	}
+	settle := func() {
+		cancel()
+		for range c { // closed once the watch has left
+		}
 	}
 	select {
 	case <-c:
-		return nil
-	case <-wctx.Done():
-		return fmt.Errorf("the LISTEN session of a contender: %w", wctx.Err())
+		return settle, nil
+	case <-time.After(30 * time.Second):
+		settle()
+		return nil, fmt.Errorf("the LISTEN session of a contender: not up within 30s")
+	case <-ctx.Done():
+		settle()
+		return nil, ctx.Err()
 	}
 }
 
@@ -272,7 +286,7 @@ func readyAll(ctx context.Context, s pgSystem, parties []*pgParty) error {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			errs[i] = s.ready(ctx, p)
+			p.settle, errs[i] = s.ready(ctx, p)
 		})
 	}
 	wg.Wait()
@@ -357,6 +371,11 @@ func (e *pgEnv) pgHot(ctx context.Context, s pgSystem, c int, key string) (pgHot
 	}
 	if err := readyAll(ctx, s, parties); err != nil {
 		return pgHotCell{}, err
+	}
+	for _, p := range parties {
+		if p.settle != nil {
+			p.settle()
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.hotD)
 	defer cancel()
