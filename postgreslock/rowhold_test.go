@@ -364,3 +364,69 @@ func TestUncontendedCycleRunsNoFunction(t *testing.T) {
 		t.Fatalf("the busy acquisition ran %d functions; want 1 (the acquire function)", n)
 	}
 }
+
+// A release whose first waiter is leaving meanwhile (its registration's
+// deletion not yet committed) grants the next waiter once the leaving
+// commits, not the one that left: nobody would take that hold until its
+// lease ends.
+func TestReleaseSkipsWaiterLeavingMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	p := pool(t, "")
+	a := newLocker(t, p)
+	held, err := a.TryLock(ctx, t.Name(), dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := a.NameOf(t.Name())
+	for _, w := range []string{"1", "2"} {
+		var fence int64
+		if err := p.QueryRow(ctx, `SELECT fence FROM dlock_acquire($1, 'attempt', 'l', '', 60000, 0, 'leaving.'||$2, 60000, 'grant'||$2)`, name, w).Scan(&fence); err != nil || fence != 0 {
+			t.Fatalf("waiter %s's registration: fence %d, %v; want it busy", w, fence, err)
+		}
+	}
+	listen, err := pgx.Connect(ctx, shared.URL(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listen.Close(ctx)
+	if _, err := listen.Exec(ctx, `LISTEN dlock_leaving`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := p.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `DELETE FROM dlock_waiters WHERE name = $1 AND waiter = 'leaving.1'`, name); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	go func() { released <- held.Unlock(ctx) }()
+	dlocktest.Eventually(t, 20*time.Second, "the release waiting for the leaving waiter's transaction", func() bool {
+		var n int
+		err := p.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%dlock_release%'`).Scan(&n)
+		return err == nil && n == 1
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-released; err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	var token string
+	if err := p.QueryRow(ctx, `SELECT token FROM dlock WHERE name = $1`, name).Scan(&token); err != nil || token != "grant2" {
+		t.Fatalf("the row's hold after the release: %q, %v; want the second waiter's grant", token, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := listen.WaitForNotification(wctx)
+	if err != nil {
+		t.Fatalf("no NOTIFY for the second waiter: %v", err)
+	}
+	if want := "leaving.2=" + strconv.FormatUint(held.Fence()+1, 10) + " " + name; n.Payload != want {
+		t.Fatalf("NOTIFY %q; want %q", n.Payload, want)
+	}
+	if _, err := p.Exec(ctx, `SELECT dlock_release($1, 'grant2')`, name); err != nil {
+		t.Fatal(err)
+	}
+}
