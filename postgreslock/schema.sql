@@ -461,17 +461,25 @@ BEGIN
 	   OR EXISTS (SELECT 1 FROM dlock_holds WHERE name = p_name AND expires_at > now()) THEN
 		RETURN false;
 	END IF;
-	SELECT waiter, token, owner, ttl_ms INTO w FROM dlock_waiters
-	WHERE name = p_name AND kind = 'l' AND token <> '' AND ttl_ms > 0 AND until > now()
-	ORDER BY since, waiter LIMIT 1;
-	IF NOT FOUND THEN
-		RETURN false;
-	END IF;
+	-- The grant takes the first waiter's registration before it hands it
+	-- the lock: a waiter that is leaving meanwhile (its deletion not yet
+	-- committed) holds up the DELETE until it left, which then finds
+	-- nothing, and the next waiter is taken instead (each statement reads
+	-- the waiters anew).
+	LOOP
+		SELECT waiter, token, owner, ttl_ms INTO w FROM dlock_waiters
+		WHERE name = p_name AND kind = 'l' AND token <> '' AND ttl_ms > 0 AND until > now()
+		ORDER BY since, waiter LIMIT 1;
+		IF NOT FOUND THEN
+			RETURN false;
+		END IF;
+		DELETE FROM dlock_waiters WHERE name = p_name AND waiter = w.waiter;
+		EXIT WHEN FOUND;
+	END LOOP;
 	DELETE FROM dlock_holds WHERE name = p_name AND expires_at <= now(); -- none is live
 	UPDATE dlock AS d SET fence = d.fence + 1, hold_fence = d.fence + 1, token = w.token, owner = w.owner,
 	       expires_at = clock_timestamp() + w.ttl_ms * interval '1 millisecond', more = false
 	WHERE d.name = p_name RETURNING d.fence INTO f;
-	DELETE FROM dlock_waiters WHERE name = p_name AND waiter = w.waiter;
 	PERFORM pg_notify('dlock_' || split_part(w.waiter, '.', 1), w.waiter || '=' || f || ' ' || p_name);
 	IF EXISTS (SELECT 1 FROM dlock_waiters WHERE name = p_name AND kind = 'o') THEN
 		PERFORM dlock_notify(p_name, false);
