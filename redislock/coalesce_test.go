@@ -24,9 +24,27 @@ type gate struct {
 	piped   atomic.Int32 // pipelines waiting at the gate
 	mu      sync.Mutex
 	batches []int
+
+	opened, pipesOpened sync.Once
 }
 
 func newGate() *gate { return &gate{open: make(chan struct{})} }
+
+// openAlone lets the commands sent alone through, from now on.
+func (g *gate) openAlone() { g.opened.Do(func() { close(g.open) }) }
+
+// openPipes lets the pipelines through, from now on.
+func (g *gate) openPipes() {
+	if g.pipes != nil {
+		g.pipesOpened.Do(func() { close(g.pipes) })
+	}
+}
+
+// letThrough opens the gate for every command.
+func (g *gate) letThrough() {
+	g.openAlone()
+	g.openPipes()
+}
 
 func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
 

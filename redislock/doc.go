@@ -41,7 +41,9 @@
 //
 // To keep that bound on a client whose reads ignore the context, an
 // acquisition's request runs on a worker goroutine that its caller waits
-// for, so that a cancel ends the wait at once. On a *redis.Client with
+// for, so that a cancel ends the wait at once; under load, when requests
+// leave together in pipelines, the caller waits for its pipeline, which a
+// worker sends, and leaves it at its bound. On a *redis.Client with
 // ContextTimeoutEnabled, a lone request is sent by its caller instead,
 // which saves the two goroutine switches: about half the client CPU of an
 // uncontended cycle. Such a client stops a read at the context's

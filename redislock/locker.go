@@ -19,9 +19,9 @@ import (
 // Locker is the Redis implementation of dlock.Locker. Create it with New;
 // it is safe for concurrent use. Its goroutines start when first needed
 // and stop at Close: the watchdog's scheduler and renewer, the subscriber
-// that wakes waiters, and the workers that send acquisitions' requests,
-// one per request under way, which end 10s after their last (see
-// RequestTimeout); Close waits for the requests whose callers stopped
+// that wakes waiters, and the workers that send acquisitions' requests
+// (one per request under way, or per pipeline of them under load), which
+// end 10s after their last (see RequestTimeout); Close waits for the requests whose callers stopped
 // waiting, and their give-backs. With a *redis.Client whose
 // ContextTimeoutEnabled is set, a lone attempt whose context has no Done
 // (context.Background, say) is sent on its caller's goroutine, which
@@ -84,7 +84,8 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*Locker, error) {
 	if err := l.newWatchdog(); err != nil {
 		return nil, err
 	}
-	l.reqs.init(directOf(client, l.send))
+	co, _ := l.send.(*redisnode.Coalescer)
+	l.reqs.init(co, directOf(client, l.send))
 	l.notify = newSubscriber(client, l)
 	l.sub = driver.NewToken()[:8]
 	l.waiters.New = func() any { return new(waiter) }

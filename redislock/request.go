@@ -67,8 +67,11 @@ func (e *noReplyError) Unwrap() error { return e.cause }
 // worker cost no allocation once the Locker is warm.
 //
 // A worker costs its caller two goroutine hand-offs per request, which
-// on a loaded machine double the client's CPU of an uncontended cycle. So
-// when the client bounds a command by its context's deadline
+// on a loaded machine double the client's CPU of an uncontended cycle.
+// While the coalescer sends pipelines (the load makes commands queue), an
+// attempt waits in its queue on its caller's goroutine instead, and a
+// goroutine of the sender sends the queue when no other caller does (see
+// queued). And when the client bounds a command by its context's deadline
 // (ContextTimeoutEnabled: reads, writes, the wait for a connection and
 // between retries) and nothing is on the wire, an attempt is sent alone on
 // its caller's goroutine, with a context whose deadline is the request's
@@ -86,6 +89,7 @@ func (e *noReplyError) Unwrap() error { return e.cause }
 // close may run inside one, on its worker: a client's hook may call it).
 type sender struct {
 	idle chan *request // an idle worker receives here
+	jobs chan func()   // or here: a flush of queued attempts (see queued)
 	quit chan struct{} // closed by close: workers end
 
 	mu     sync.Mutex
@@ -99,6 +103,11 @@ type sender struct {
 	// it one command at a time (see redisnode.Alone).
 	direct *redisnode.Coalescer
 	alone  redisnode.Processor
+
+	// co, when not nil, is the Locker's coalescer: while it sends
+	// pipelines, an attempt through it waits in its queue on its
+	// caller's goroutine (see queued).
+	co *redisnode.Coalescer
 
 	started atomic.Int32 // workers started, for the tests
 }
@@ -168,13 +177,18 @@ func (c *reqContext) Err() error {
 	}
 }
 
-// init readies s; direct is the Locker's coalescer when its client bounds
-// commands by their context, else nil.
-func (s *sender) init(direct *redisnode.Coalescer) {
+// init readies s; co is the Locker's coalescer, or nil, and direct is
+// co when its client bounds commands by their context, else nil.
+func (s *sender) init(co, direct *redisnode.Coalescer) {
 	s.idle = make(chan *request)
+	s.jobs = make(chan func())
 	s.quit = make(chan struct{})
 	if direct != nil {
 		s.direct, s.alone = direct, direct.Alone()
+	}
+	if co != nil {
+		s.co = co
+		co.Spawn(s.do)
 	}
 	s.free.New = func() any {
 		t := time.NewTimer(time.Hour)
@@ -211,6 +225,11 @@ func (s *sender) send(r *request, deadline time.Time) error {
 	if s.direct != nil && len(r.undo) > 0 && r.p == redisnode.Processor(s.direct) && r.ctx.parent.Err() == nil && s.direct.Idle() {
 		s.sendAlone(r, deadline)
 		return nil
+	}
+	if s.co != nil && len(r.undo) > 0 && r.p == redisnode.Processor(s.co) && s.co.Queues() {
+		if ok, err := s.queued(r, deadline); ok {
+			return err
+		}
 	}
 	begin := time.Now()
 	s.dispatch(r)
@@ -270,6 +289,102 @@ func (s *sender) sendAlone(r *request, deadline time.Time) {
 	r.spent = !r.expire.Stop() // its done is closed, or about to be
 }
 
+// queued sends the attempt r in the coalescer's next pipeline, when the
+// load makes commands queue, and waits for it on its caller's goroutine
+// until deadline, or until r's caller's context ends; it reports false
+// when the attempt would go out alone (send gives it to a worker then). A
+// worker would cost two goroutine hand-offs per attempt; in the queue the
+// caller waits as it would for the worker, and a pipeline, which carries
+// many, costs one hand-off at most (see redisnode.Coalescer.Spawn). When
+// the caller stops waiting, the attempt is taken out of the queue, or, on
+// the wire, abandoned as send abandons it: given back once its reply came.
+func (s *sender) queued(r *request, deadline time.Time) (bool, error) {
+	cmd := r.cmd
+	if r.script != nil {
+		cmd = redis.NewCmd(&r.ctx, r.script.Args(r.keys, r.args...)...)
+	}
+	q, ok := s.co.Queue(cmd)
+	if !ok {
+		return false, nil
+	}
+	begin := time.Now()
+	r.timer.Reset(time.Until(deadline))
+	var cause error
+	select {
+	case <-q.Done():
+		r.timer.Stop()
+		return s.answered(r, q, cmd)
+	case <-r.timer.C:
+	case <-r.ctx.parent.Done():
+		r.timer.Stop()
+		cause = r.ctx.parent.Err()
+	}
+	settled := make(chan struct{})
+	s.mu.Lock()
+	if r.left = !s.closed; r.left {
+		s.left.Add(1)
+	}
+	s.mu.Unlock()
+	switch q.Leave(func() { s.do(func() { s.settle(r, settled) }) }) {
+	case redisnode.Replied:
+		<-q.Done()
+		if r.left {
+			s.left.Done()
+		}
+		return s.answered(r, q, cmd)
+	case redisnode.Unsent:
+		r.undo = nil // nothing to give back
+		s.settle(r, settled)
+	}
+	return true, &noReplyError{after: time.Since(begin).Round(time.Millisecond), cause: cause, settled: settled}
+}
+
+// answered finishes queued's attempt r, whose command cmd q answered: a
+// script that the server does not have (after a restart, a failover or
+// SCRIPT FLUSH) is sent again as a worker's request, which loads it.
+func (s *sender) answered(r *request, q redisnode.Queued, cmd redis.Cmder) (bool, error) {
+	q.Answered()
+	if r.script == nil {
+		return true, nil
+	}
+	if redisnode.IsNoScript(cmd.Err()) {
+		return false, nil
+	}
+	r.res = cmd.(*redis.Cmd)
+	return true, nil
+}
+
+// settle ends the abandoned request r: it gives back what r may have
+// taken and closes settled.
+func (s *sender) settle(r *request, settled chan struct{}) {
+	for _, lk := range r.undo {
+		lk.l.giveBackNow(context.WithoutCancel(r.ctx.parent), lk)
+	}
+	close(settled)
+	if r.left {
+		s.left.Done()
+	}
+}
+
+// do runs job on an idle worker, or on a new one; after close, on the
+// caller's goroutine.
+func (s *sender) do(job func()) {
+	select {
+	case s.jobs <- job:
+		return
+	default:
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		job()
+		return
+	}
+	s.started.Add(1)
+	go s.work(nil, job)
+}
+
 // dispatch hands r to an idle worker, or to a new one; after close, it
 // runs r on the caller's goroutine.
 func (s *sender) dispatch(r *request) {
@@ -286,19 +401,25 @@ func (s *sender) dispatch(r *request) {
 		return
 	}
 	s.started.Add(1)
-	go s.work(r)
+	go s.work(r, nil)
 }
 
-// work is a worker: it runs r, then the requests it is handed, until it
-// has been idle for workerIdle or the sender closes.
-func (s *sender) work(r *request) {
+// work is a worker: it runs r or job, then the requests and jobs it is
+// handed, until it has been idle for workerIdle or the sender closes.
+func (s *sender) work(r *request, job func()) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		s.run(r)
+		if job != nil {
+			job()
+		} else {
+			s.run(r)
+		}
 		idle.Reset(workerIdle)
+		r, job = nil, nil
 		select {
 		case r = <-s.idle:
+		case job = <-s.jobs:
 		case <-idle.C:
 			return
 		case <-s.quit:
@@ -330,13 +451,7 @@ func (s *sender) run(r *request) {
 	if r.cancel != nil {
 		r.cancel()
 	}
-	for _, lk := range r.undo {
-		lk.l.giveBackNow(context.WithoutCancel(r.ctx.parent), lk)
-	}
-	close(r.settled)
-	if r.left {
-		s.left.Done()
-	}
+	s.settle(r, r.settled)
 }
 
 // close stops the workers, and waits for the abandoned requests to end.

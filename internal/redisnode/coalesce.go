@@ -2,8 +2,10 @@ package redisnode
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -71,6 +73,12 @@ type Coalescer struct {
 
 	pending sync.Pool // of *pending
 	batches sync.Pool // of *batch
+
+	// spawn, set by Spawn, runs a flush on a goroutine of the
+	// coalescer's owner: one whose commands only callers of Queue wait
+	// for. Nil until then, and Queue queues nothing.
+	spawn      func(func())
+	flushQueue func() // sends the queue: spawned when only Queue's callers wait in it
 }
 
 // batch is a pipeline and the commands to put in it, kept for reuse.
@@ -88,21 +96,46 @@ type pending struct {
 	// sent is set, under the coalescer's lock, when the command left the
 	// queue: in a pipeline, or to flush the queue.
 	sent bool
+	// bounded says that the command's caller came through Queue: it never
+	// flushes, and may leave while its command is on the wire (state,
+	// late).
+	bounded bool
+	state   atomic.Int32 // of a bounded command: waiting, answered or left
+	late    func()       // what runs when the reply of a command whose caller left came
 }
+
+// The states of a bounded command once it left the queue.
+const (
+	waiting  int32 = iota // its caller waits for the reply
+	answered              // the reply came; its caller is told on done
+	left                  // its caller left: late runs once the reply came
+)
 
 // NewCoalescer returns a Coalescer in front of c.
 func NewCoalescer(c *redis.Client) *Coalescer {
 	co := &Coalescer{client: c}
 	co.pending.New = func() any { return &pending{done: make(chan bool, 1)} }
 	co.batches.New = func() any { return &batch{pipe: c.Pipeline()} }
+	co.flushQueue = func() {
+		runtime.Gosched()
+		co.mu.Lock()
+		queue := co.take()
+		co.mu.Unlock()
+		co.flush(context.Background(), nil, queue, true)
+	}
 	return co
 }
+
+// Spawn lets c queue commands whose callers wait with a bound of their own
+// (see Queue): run runs a flush of such commands on a goroutine of the
+// caller of Spawn, and returns at once. Call it before the first Queue.
+func (c *Coalescer) Spawn(run func(func())) { c.spawn = run }
 
 // Process sends cmd, alone or with others, and waits for its reply. The
 // error is cmd's.
 func (c *Coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 	c.mu.Lock()
-	if c.piped == 0 && (c.flushing == 0 || !c.deep && c.flushing < MaxFlushes) { // and so nobody queues
+	if c.alone() { // and so nobody queues
 		c.flushing++
 		c.mu.Unlock()
 		c.flush(ctx, cmd, nil, false)
@@ -130,6 +163,7 @@ func (c *Coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 	}
 	c.release(p)
 	if lead {
+		runtime.Gosched() // let the goroutines woken with this one queue their next commands first
 		c.mu.Lock()
 		queue := c.take()
 		c.mu.Unlock()
@@ -141,6 +175,86 @@ func (c *Coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 		c.flush(ctx, own, queue, true)
 	}
 	return cmd.Err()
+}
+
+// Queued is a command that Queue put in a coalescer's queue. Its caller
+// receives from Done and calls Answered, or stops waiting with Leave.
+type Queued struct {
+	c *Coalescer
+	p *pending
+}
+
+// Queue puts cmd in c's queue, to leave in the next pipeline, for a caller
+// whose wait has a bound of its own: its goroutine never sends the queue
+// (a goroutine of c's owner does, see Spawn, or another caller of
+// Process), so it can stop waiting at its bound even while the command is
+// on the wire. It reports false, and leaves cmd alone, when the command
+// would go out alone at once (see Process): its caller sends it some other
+// way.
+func (c *Coalescer) Queue(cmd redis.Cmder) (Queued, bool) {
+	c.mu.Lock()
+	if !c.queues() {
+		c.mu.Unlock()
+		return Queued{}, false
+	}
+	p := c.pending.Get().(*pending)
+	p.cmd, p.sent, p.bounded = cmd, false, true
+	p.state.Store(waiting)
+	c.queue = append(c.queue, p)
+	c.mu.Unlock()
+	return Queued{c, p}, true
+}
+
+// Queues reports whether Queue would queue a command now, for a caller
+// that builds it only then.
+func (c *Coalescer) Queues() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queues()
+}
+
+// queues is Queues, with c.mu held.
+func (c *Coalescer) queues() bool { return c.spawn != nil && !c.alone() }
+
+// alone reports, with c.mu held, whether a command would go out alone now
+// (see Coalescer): else it waits in the queue.
+func (c *Coalescer) alone() bool {
+	return c.piped == 0 && (c.flushing == 0 || !c.deep && c.flushing < MaxFlushes)
+}
+
+// Done receives once the command was answered.
+func (q Queued) Done() <-chan bool { return q.p.done }
+
+// Answered ends the wait once Done received: q is spent.
+func (q Queued) Answered() { q.c.release(q.p) }
+
+// What Leave found.
+const (
+	Unsent  = iota // the command was taken out of the queue: it is never sent
+	Late           // the command is on the wire: late runs once its reply came
+	Replied        // the reply came meanwhile: receive from Done as if Leave was not called
+)
+
+// Leave stops the wait for q's reply. When the command is still in the
+// queue, Leave takes it out (Unsent); when it is on the wire, late runs
+// once its reply came, on the goroutine that sent it (Late); and when its
+// reply came meanwhile, the caller receives from Done and calls Answered
+// (Replied). q is spent, but for Replied.
+func (q Queued) Leave(late func()) int {
+	c, p := q.c, q.p
+	c.mu.Lock()
+	if !p.sent {
+		c.queue = slices.DeleteFunc(c.queue, func(o *pending) bool { return o == p })
+		c.mu.Unlock()
+		c.release(p)
+		return Unsent
+	}
+	c.mu.Unlock()
+	p.late = late
+	if p.state.CompareAndSwap(waiting, left) {
+		return Late
+	}
+	return Replied
 }
 
 // Idle reports whether no send is on the wire.
@@ -186,7 +300,7 @@ func (c *Coalescer) take() []*pending {
 
 // release puts p back for reuse, once nobody else holds it.
 func (c *Coalescer) release(p *pending) {
-	p.cmd = nil
+	p.cmd, p.late, p.bounded = nil, nil, false
 	c.pending.Put(p)
 }
 
@@ -216,6 +330,12 @@ func (c *Coalescer) flush(ctx context.Context, own redis.Cmder, queue []*pending
 		b.cmds = b.cmds[:0]
 		c.batches.Put(b)
 		for _, p := range queue {
+			if p.bounded && !p.state.CompareAndSwap(waiting, answered) {
+				late := p.late // its caller left
+				c.release(p)
+				late()
+				continue
+			}
 			p.done <- false
 		}
 	}
@@ -237,12 +357,19 @@ func (c *Coalescer) flush(ctx context.Context, own redis.Cmder, queue []*pending
 		c.mu.Unlock()
 		return
 	}
-	c.piped = others + 1
-	next := c.queue[0]
-	c.queue = c.queue[1:]
+	c.piped = others + 1 // the flush changes hands: flushing stays as it is
+	i := slices.IndexFunc(c.queue, func(p *pending) bool { return !p.bounded })
+	if i < 0 {
+		// Only callers of Queue wait, and none of them sends.
+		c.mu.Unlock()
+		c.spawn(c.flushQueue)
+		return
+	}
+	next := c.queue[i]
+	c.queue = slices.Delete(c.queue, i, i+1)
 	next.sent = true
 	c.mu.Unlock()
-	next.done <- true // the flush changes hands: flushing stays as it is
+	next.done <- true
 }
 
 // Busy returns how many sends are on the wire and how many commands wait
