@@ -43,9 +43,12 @@ const maxPipelines = 1
 // the commands). It has no goroutine of its own: up to MaxFlushes callers
 // at a time send their command themselves (a flush); a caller that finds
 // them all busy, or a pipeline on the wire, joins the queue, and a flush
-// that ends hands the queue to the goroutine of its first command, which
-// sends its own command and all the others in one pipeline and wakes
-// them. Alone, a command goes out at once, straight through the client,
+// that ends hands the queue to the goroutine of its first command that may
+// send (a caller of Queue never does: when only such callers wait, a
+// goroutine of the coalescer's owner takes it, see Spawn). That goroutine
+// first lets the goroutines woken with it run, so that their next
+// commands join the queue, then sends its own command and all the others
+// in one pipeline and wakes them. Alone, a command goes out at once, straight through the client,
 // with the caller's context.
 //
 // How many callers send alone follows what is in flight: once a pipeline
