@@ -78,7 +78,7 @@ func TestHotPathCounts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			allocs := testing.AllocsPerRun(n, func() {
+			allocs := testing.AllocsPerRun(allocRuns, func() {
 				if err := run(key); err != nil {
 					t.Fatal(err)
 				}
