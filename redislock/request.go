@@ -88,8 +88,7 @@ func (e *noReplyError) Unwrap() error { return e.cause }
 // left; a request whose caller waits is the caller's to wait for (and
 // close may run inside one, on its worker: a client's hook may call it).
 type sender struct {
-	idle chan *request // an idle worker receives here
-	jobs chan func()   // or here: a flush of queued attempts (see queued)
+	jobs chan func()   // an idle worker receives here: a request to run, or a flush of queued attempts (see queued)
 	quit chan struct{} // closed by close: workers end
 
 	mu     sync.Mutex
@@ -133,6 +132,7 @@ type request struct {
 	undo    []*hold    // given back if the request is abandoned; none for a give-back
 	undoBuf [4]*hold
 	cancel  func() // called when the request ended, if not nil
+	job     func() // runs it on a worker: made once per pooled request
 	left    bool   // counted in the sender's left
 
 	// expire closes ctx.done at the deadline of a request sent by its
@@ -180,7 +180,6 @@ func (c *reqContext) Err() error {
 // init readies s; co is the Locker's coalescer, or nil, and direct is
 // co when its client bounds commands by their context, else nil.
 func (s *sender) init(co, direct *redisnode.Coalescer) {
-	s.idle = make(chan *request)
 	s.jobs = make(chan func())
 	s.quit = make(chan struct{})
 	if direct != nil {
@@ -193,7 +192,9 @@ func (s *sender) init(co, direct *redisnode.Coalescer) {
 	s.free.New = func() any {
 		t := time.NewTimer(time.Hour)
 		t.Stop()
-		return &request{answered: make(chan struct{}, 1), timer: t, ctx: reqContext{done: make(chan struct{})}}
+		r := &request{answered: make(chan struct{}, 1), timer: t, ctx: reqContext{done: make(chan struct{})}}
+		r.job = func() { s.run(r) }
+		return r
 	}
 }
 
@@ -232,7 +233,7 @@ func (s *sender) send(r *request, deadline time.Time) error {
 		}
 	}
 	begin := time.Now()
-	s.dispatch(r)
+	s.do(r.job)
 	r.timer.Reset(time.Until(deadline))
 	var cause error
 	select {
@@ -382,43 +383,18 @@ func (s *sender) do(job func()) {
 		return
 	}
 	s.started.Add(1)
-	go s.work(nil, job)
+	go s.work(job)
 }
 
-// dispatch hands r to an idle worker, or to a new one; after close, it
-// runs r on the caller's goroutine.
-func (s *sender) dispatch(r *request) {
-	select {
-	case s.idle <- r:
-		return
-	default:
-	}
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		s.run(r)
-		return
-	}
-	s.started.Add(1)
-	go s.work(r, nil)
-}
-
-// work is a worker: it runs r or job, then the requests and jobs it is
-// handed, until it has been idle for workerIdle or the sender closes.
-func (s *sender) work(r *request, job func()) {
+// work is a worker: it runs job, then the jobs it is handed, until it has
+// been idle for workerIdle or the sender closes.
+func (s *sender) work(job func()) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		if job != nil {
-			job()
-		} else {
-			s.run(r)
-		}
+		job()
 		idle.Reset(workerIdle)
-		r, job = nil, nil
 		select {
-		case r = <-s.idle:
 		case job = <-s.jobs:
 		case <-idle.C:
 			return
