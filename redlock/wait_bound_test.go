@@ -116,19 +116,24 @@ func TestWaitBoundedStoppedServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	// A limit long enough for the waiter to queue on every node first,
-	// however loaded the machine: the check below must see it queued on
-	// all three before the limit takes it out of the queues.
+	// A limit long enough for the waiter to queue on a majority first,
+	// however loaded the machine: the check below must see it queued
+	// before the limit takes it out of the queues. A majority is what it
+	// needs to wait: an attempt that missed a node's timeout leaves it out
+	// of that node's queue until its next attempt, which a waiter queued
+	// on a majority makes only when woken or when its turn passes (under
+	// load, one node's queue stayed empty for the whole limit).
 	const limit = 6 * time.Second
 	got := startLock(waiter, key, limit)
 	cs := clients(t, s)
-	dlocktest.Eventually(t, limit-time.Second, "the waiter queued on every node", func() bool {
+	dlocktest.Eventually(t, limit-time.Second, "the waiter queued on a majority of the nodes", func() bool {
+		queued := 0
 		for _, c := range cs {
-			if c.ZCard(context.Background(), "{dlock:lock:"+key+"}:q").Val() != 1 {
-				return false
+			if c.ZCard(context.Background(), "{dlock:lock:"+key+"}:q").Val() == 1 {
+				queued++
 			}
 		}
-		return true
+		return queued >= len(cs)/2+1
 	})
 	t.Cleanup(func() {
 		for _, x := range s {
