@@ -237,14 +237,7 @@ func TestReleaseFindsWaiterRegisteredMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := a.NameOf(t.Name())
-	listen, err := pgx.Connect(ctx, shared.URL(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listen.Close(ctx)
-	if _, err := listen.Exec(ctx, `LISTEN dlock_regmeanwhile`); err != nil {
-		t.Fatal(err)
-	}
+	listen := listenTo(t, "dlock_regmeanwhile")
 	tx, err := p.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -384,14 +377,7 @@ func TestReleaseSkipsWaiterLeavingMeanwhile(t *testing.T) {
 			t.Fatalf("waiter %s's registration: fence %d, %v; want it busy", w, fence, err)
 		}
 	}
-	listen, err := pgx.Connect(ctx, shared.URL(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listen.Close(ctx)
-	if _, err := listen.Exec(ctx, `LISTEN dlock_leaving`); err != nil {
-		t.Fatal(err)
-	}
+	listen := listenTo(t, "dlock_leaving")
 	tx, err := p.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -429,4 +415,20 @@ func TestReleaseSkipsWaiterLeavingMeanwhile(t *testing.T) {
 	if _, err := p.Exec(ctx, `SELECT dlock_release($1, 'grant2')`, name); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// listenTo returns a connection of its own to the shared server that
+// LISTENs on channel, closed when t ends.
+func listenTo(t *testing.T, channel string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, shared.URL(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
